@@ -1,0 +1,54 @@
+"""The one place that decides where kernels run.
+
+CUDA when a GPU is visible, otherwise Triton's interpreter on CPU tensors.
+``TRITONDIFF_DEVICE=cpu`` (or an already-set ``TRITON_INTERPRET=1``) forces the
+interpreter; ``TRITONDIFF_DEVICE=cuda`` forces CUDA and fails loudly without
+one.  The decision is made at import, before any ``@triton.jit`` function is
+defined, because Triton reads ``TRITON_INTERPRET`` when a kernel is decorated:
+every package of the project imports this module first.
+"""
+from __future__ import annotations
+
+import os
+
+from .config import config
+from .exc import UsageError
+
+_choice = config.device.strip().lower()
+if _choice not in ("auto", "cuda", "cpu", "interpreter"):
+    raise UsageError(f"TRITONDIFF_DEVICE={config.device!r} is not a device: use auto, cuda or cpu")
+
+if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0") and _choice == "auto":
+    _choice = "cpu"
+
+if _choice in ("cpu", "interpreter"):
+    os.environ["TRITON_INTERPRET"] = "1"
+
+import torch  # noqa: E402  (TRITON_INTERPRET must be set before triton is imported)
+
+if _choice == "auto":
+    _choice = "cuda" if torch.cuda.is_available() else "cpu"
+    if _choice == "cpu":
+        os.environ["TRITON_INTERPRET"] = "1"
+elif _choice == "cuda" and not torch.cuda.is_available():
+    raise UsageError("TRITONDIFF_DEVICE=cuda but torch sees no CUDA device; use TRITONDIFF_DEVICE=cpu")
+
+#: "cuda" or "interpreter".
+MODE = "cuda" if _choice == "cuda" else "interpreter"
+
+
+def is_interpreter() -> bool:
+    """True when kernels run in Triton's interpreter on CPU tensors."""
+    return MODE == "interpreter"
+
+
+def torch_device() -> torch.device:
+    """The device tensors of an example are created on."""
+    return torch.device("cuda") if MODE == "cuda" else torch.device("cpu")
+
+
+def describe() -> str:
+    """A one-line description of the device for dumps and reports."""
+    if MODE == "cuda":
+        return torch.cuda.get_device_name()
+    return "cpu (triton interpreter)"
