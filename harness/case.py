@@ -1,0 +1,71 @@
+"""One drawn example, as data: integer shapes, dtypes, layouts, value families and seeds.
+
+Hypothesis draws a :class:`Case` (small, JSON-able, shrinkable); tensors are
+materialised from it deterministically by :mod:`harness.tensors`, in any
+process and on any device.  That is what lets a worker process, a dump and a
+standalone repro rebuild exactly the inputs of a failure.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorCase:
+    shape: tuple[int, ...]
+    dtype: str
+    layout: str           # contiguous | transposed | strided | offset | expanded
+    layout_param: int     # step for "strided", offset for "offset", dim for "expanded"
+    values: str           # value family
+    seed: int
+    nonfinite: bool       # sprinkle NaN / +-inf
+    low: float | None = None
+    high: float | None = None
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    def describe(self) -> str:
+        extra = f"/{self.layout}" if self.layout != "contiguous" else ""
+        nf = "+nonfinite" if self.nonfinite else ""
+        return f"{self.dtype}{list(self.shape)}{extra} {self.values}{nf}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    dims: dict[str, int]
+    tensors: dict[str, TensorCase]
+    scalars: dict[str, Any]
+
+    def to_json(self) -> dict:
+        return {"dims": dict(self.dims),
+                "tensors": {k: dataclasses.asdict(v) for k, v in self.tensors.items()},
+                "scalars": {k: _jsonable(v) for k, v in self.scalars.items()}}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Case":
+        tensors = {k: TensorCase(**{**v, "shape": tuple(v["shape"])}) for k, v in data["tensors"].items()}
+        return cls(dict(data["dims"]), tensors, dict(data.get("scalars", {})))
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), sort_keys=True)
+
+    def describe(self) -> str:
+        parts = [f"{k}={v.describe()}" for k, v in self.tensors.items()]
+        parts += [f"{k}={v!r}" for k, v in self.scalars.items()]
+        return ", ".join(parts)
+
+    def total_numel(self) -> int:
+        return sum(t.numel for t in self.tensors.values())
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, (int, float, str, bool)) or v is None:
+        return v
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    return repr(v)

@@ -1,0 +1,115 @@
+"""The ``tritondiff`` command line.
+
+Exit codes: 0 all subjects pass (or the replayed failure is gone), 1 a subject
+fails (or still fails), 2 usage error (missing file, import error, no
+subjects, bad flag) reported in one line, never a traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .exc import UsageError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _budget(text: str) -> float:
+    """Seconds, or a number with s/m/h ('90', '90s', '10m', '1h')."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    t = text.strip().lower()
+    try:
+        value = float(t[:-1]) * units[t[-1]] if t and t[-1] in units else float(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"budget {text!r} is not a duration (e.g. 90, 90s, 10m)") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"budget {text!r} must be positive")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+    return v
+
+
+def _disable(text: str) -> frozenset:
+    from .api import HAZARDS
+
+    names = frozenset(n.strip() for n in text.split(",") if n.strip())
+    bad = sorted(names - set(HAZARDS))
+    if bad:
+        raise argparse.ArgumentTypeError(f"unknown hazard(s) {', '.join(bad)}; known: {', '.join(HAZARDS)}")
+    return names
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="tritondiff", description="Differential correctness testing of Triton kernels.")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+    check = sub.add_parser("check", help="fuzz the subjects of one Python file")
+    check.add_argument("file", help="a Python file declaring @subject functions")
+    check.add_argument("--subject", action="append", help="only this subject (repeatable)")
+    check.add_argument("--budget", type=_budget, default=None, help="wall time per subject (default 90s)")
+    check.add_argument("--max-examples", type=_positive_int, default=10_000)
+    check.add_argument("--seed", type=int, default=None)
+    check.add_argument("--out", default=None, help="dump directory (default ./tritondiff-out)")
+    check.add_argument("--disable", type=_disable, default=frozenset(),
+                       help="comma-separated hazard hunters to switch off")
+    replay = sub.add_parser("replay", help="re-run the finding in a dump directory")
+    replay.add_argument("dump", help="a dump directory written by check or fuzz")
+    replay.add_argument("--in-process", action="store_true", help="no worker isolation")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command is None:
+            raise UsageError("tritondiff: missing command (check, replay); see tritondiff --help")
+        if args.command == "check":
+            return _check(args)
+        if args.command == "replay":
+            from .replay import replay_dump
+
+            return replay_dump(args.dump, isolate=not args.in_process)
+        raise UsageError(f"tritondiff: unknown command {args.command!r}")
+    except UsageError as e:
+        print(str(e).splitlines()[0] if str(e) else "tritondiff: usage error", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("tritondiff: interrupted", file=sys.stderr)
+        return 130
+
+
+def _check(args) -> int:
+    from .explore import explore
+    from .loader import load_file, subjects_in
+
+    module = load_file(args.file)
+    subjects = subjects_in(module)
+    if not subjects:
+        raise UsageError(f"{args.file}: no @subject functions found")
+    if args.subject:
+        names = {s.name for s in subjects}
+        missing = [n for n in args.subject if n not in names]
+        if missing:
+            raise UsageError(f"{args.file}: no subject named {', '.join(missing)} (have: {', '.join(sorted(names))})")
+        subjects = [s for s in subjects if s.name in args.subject]
+    failed = 0
+    for subj in subjects:
+        result = explore(subj, budget_s=args.budget, max_examples=args.max_examples, seed=args.seed,
+                         out_dir=args.out, disabled=args.disable)
+        print(result.line(), flush=True)
+        failed += result.status == "fail"
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""Where examples execute: in this process, or isolated in a long-lived worker process.
+
+Isolation (on by default) turns a segfault, an abort, a CUDA illegal-address
+error or a hang into a finding with a dump instead of the end of the run: the
+worker is replaced and fuzzing goes on.  The worker imports the subject once
+and is reused for every example.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Protocol
+
+from .case import Case
+from .config import config
+from .exc import HarnessError
+from .runner import Verdict
+
+
+def execute(subject_ref: dict, case_json: dict, hazards: list[str]) -> dict:
+    """Worker entry point: run one example and return the verdict as a dict."""
+    from .loader import resolve
+    from .runner import run_case
+
+    subject = resolve(subject_ref)
+    verdict = run_case(subject, Case.from_json(case_json), frozenset(hazards))
+    return dataclasses.asdict(verdict)
+
+
+class Executor(Protocol):
+    def run(self, subject_ref: dict, case: Case, hazards: frozenset) -> Verdict: ...
+
+    def close(self) -> None: ...
+
+
+class InProcess:
+    """Run examples in the calling process (fast, but a crash takes the caller down)."""
+
+    def run(self, subject_ref: dict, case: Case, hazards: frozenset) -> Verdict:
+        return Verdict(**execute(subject_ref, case.to_json(), sorted(hazards)))
+
+    def close(self) -> None:
+        pass
+
+
+class Isolated:
+    """Run examples in a long-lived worker; crashes and hangs become verdicts."""
+
+    def __init__(self, timeout_s: float | None = None):
+        from .worker import Worker
+
+        self.timeout_s = timeout_s or config.example_timeout_s
+        self.worker = Worker()
+
+    def run(self, subject_ref: dict, case: Case, hazards: frozenset) -> Verdict:
+        res = self.worker.call("harness.executor:execute", subject_ref, case.to_json(), sorted(hazards),
+                               timeout=self.timeout_s)
+        if res.status == "ok":
+            return Verdict(**res.value)
+        if res.status == "crash":
+            return Verdict("fail", "crash", f"the worker process died running the subject: "
+                           f"{_first_line(res.error)}", "crash", "first call", traceback=res.error,
+                           seconds=res.seconds)
+        if res.status == "hang":
+            return Verdict("fail", "hang", f"no answer within {self.timeout_s:.0f} s: the subject hangs "
+                           f"(or is far too slow for this example)", "hang", "first call", traceback=res.error,
+                           seconds=res.seconds)
+        raise HarnessError(f"the harness failed inside the worker (not a subject finding):\n{res.error}")
+
+    def close(self) -> None:
+        self.worker.close()
+
+
+def make_executor(hazards: frozenset) -> Executor:
+    return Isolated() if "isolation" in hazards else InProcess()
+
+
+def _first_line(text: str | None) -> str:
+    for line in (text or "").splitlines():
+        if line.strip():
+            return line.strip()
+    return "no output"

@@ -1,0 +1,83 @@
+"""Find subjects: import a subject file or module, and name a subject so another process can load it."""
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import os
+import sys
+from types import ModuleType
+
+from .api import Subject, registry
+from .exc import UsageError
+
+#: Modules holding the bundled subjects; each is imported when listed.
+BUNDLED_MODULES = ("kernels.subjects", "compiler.subjects")
+
+
+def load_file(path: str) -> ModuleType:
+    """Import a Python file of subjects; raises UsageError with one clear line on any failure."""
+    path = os.path.abspath(path)
+    if not os.path.exists(path):
+        raise UsageError(f"{path}: no such file")
+    if not path.endswith(".py"):
+        raise UsageError(f"{path}: not a Python file (.py)")
+    name = "tritondiff_subjects_" + hashlib.sha1(path.encode()).hexdigest()[:12]
+    if name in sys.modules:
+        return sys.modules[name]
+    folder = os.path.dirname(path)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except UsageError:
+        del sys.modules[name]
+        raise
+    except BaseException as e:  # noqa: BLE001 - any import failure is a usage error, reported in one line
+        del sys.modules[name]
+        raise UsageError(f"{path}: import failed: {type(e).__name__}: {e}") from e
+    return module
+
+
+def subjects_in(module: ModuleType) -> list[Subject]:
+    """The subjects defined at the top level of ``module``, in definition order."""
+    seen, out = set(), []
+    for value in vars(module).values():
+        if isinstance(value, Subject) and id(value) not in seen:
+            seen.add(id(value))
+            out.append(value)
+    return out
+
+
+def bundled() -> dict[str, Subject]:
+    """Every bundled subject (kernels and compiler paths), by name."""
+    for mod in BUNDLED_MODULES:
+        try:
+            importlib.import_module(mod)
+        except ModuleNotFoundError as e:
+            if e.name != mod:
+                raise
+    return {k: v for k, v in registry().items() if v.module.startswith(("kernels", "compiler"))}
+
+
+def ref(subject: Subject) -> dict:
+    """A picklable name for ``subject`` that :func:`resolve` turns back into it in any process."""
+    return {"name": subject.name, "module": subject.module, "file": subject.file}
+
+
+def resolve(reference: dict) -> Subject:
+    name, module = reference["name"], reference["module"]
+    subjects = registry()
+    if name in subjects and subjects[name].module == module:
+        return subjects[name]
+    if module.startswith("tritondiff_subjects_") or module == "__main__":
+        load_file(reference["file"])
+    else:
+        importlib.import_module(module)
+    subjects = registry()
+    if name not in subjects:
+        raise UsageError(f"subject {name!r} not found in {reference['file'] or module}")
+    return subjects[name]

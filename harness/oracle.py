@@ -1,0 +1,276 @@
+"""The oracle: is a candidate's output as right as eager PyTorch's, judged against float64?
+
+For each output the reference runs twice: in float64 (floating inputs upcast;
+the arbiter, "truth") and in the inputs' own dtype ("eager").  A candidate
+element passes when
+
+    |cand - truth| <= multiplier * |eager - truth| + rtol * |truth| + atol * max|truth|
+
+(the rule of ``torch._dynamo.utils.same`` with an fp64 reference, applied per
+element so a wrong tail block cannot hide in an average).  NaN / inf positions
+must match float64 rounded to the output dtype, or eager's.  Integer and bool
+outputs are exact.  An all-zero candidate where the truth is not zero fails as
+``degenerate`` whatever the tolerances say.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import torch
+
+# Per-dtype floors: (rtol, atol relative to the output's largest magnitude).
+DEFAULT_FLOORS = {
+    torch.float64: (1e-9, 1e-9),
+    torch.float32: (1e-5, 1e-5),
+    torch.float16: (2e-3, 2e-3),
+    torch.bfloat16: (1.6e-2, 1.6e-2),
+}
+MAX_INDICES = 8
+
+
+@dataclasses.dataclass
+class OutputReport:
+    index: int
+    shape: tuple
+    dtype: str
+    numel: int
+    mismatches: int = 0
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    max_ulp: int = 0
+    eager_max_abs: float = 0.0
+    first_indices: list = dataclasses.field(default_factory=list)
+    location: str = "none"          # coarse kind, part of a failure signature
+    where: str = ""                 # human description of where mismatches sit
+    failure_class: str | None = None
+    message: str = ""
+
+
+@dataclasses.dataclass
+class Comparison:
+    passed: bool
+    failure_class: str | None
+    message: str
+    outputs: list[OutputReport]
+
+    @property
+    def location(self) -> str:
+        bad = [o for o in self.outputs if o.failure_class]
+        return f"out{bad[0].index}:{bad[0].location}" if bad else "none"
+
+    def to_json(self) -> dict:
+        return {"passed": self.passed, "failure_class": self.failure_class, "message": self.message,
+                "outputs": [dataclasses.asdict(o) for o in self.outputs]}
+
+
+def flatten(value: Any) -> list:
+    """Outputs as a flat list (tuples/lists recursively; scalars and None kept)."""
+    if isinstance(value, (tuple, list)):
+        out = []
+        for v in value:
+            out.extend(flatten(v))
+        return out
+    return [value]
+
+
+def compare(candidate: Any, eager: Any, truth: Any, *, multiplier: float = 3.0,
+            rtol: float | None = None, atol: float | None = None) -> Comparison:
+    """Judge ``candidate`` against ``truth`` (float64 reference) with ``eager`` as the error yardstick."""
+    cands, eagers, truths = flatten(candidate), flatten(eager), flatten(truth)
+    if len(cands) != len(eagers):
+        return Comparison(False, "structure", f"candidate returned {len(cands)} output(s), the reference "
+                          f"{len(eagers)}", [])
+    reports = []
+    for i, (c, e, t) in enumerate(zip(cands, eagers, truths)):
+        reports.append(_compare_one(i, c, e, t, multiplier, rtol, atol))
+    bad = [r for r in reports if r.failure_class]
+    if not bad:
+        return Comparison(True, None, "match", reports)
+    first = bad[0]
+    return Comparison(False, first.failure_class, first.message, reports)
+
+
+def _as_tensor(x: Any) -> torch.Tensor | None:
+    if isinstance(x, torch.Tensor):
+        return x
+    if isinstance(x, (bool, int, float)):
+        return torch.tensor(x)
+    return None
+
+
+def _compare_one(i: int, c: Any, e: Any, t: Any, multiplier: float, rtol, atol) -> OutputReport:
+    if e is None or c is None:
+        rep = OutputReport(i, (), "none", 0)
+        if (e is None) != (c is None):
+            rep.failure_class, rep.message = "structure", f"output {i}: candidate {type(c).__name__}, " \
+                                                          f"reference {type(e).__name__}"
+        return rep
+    ct, et, tt = _as_tensor(c), _as_tensor(e), _as_tensor(t)
+    if ct is None or et is None:
+        rep = OutputReport(i, (), type(e).__name__, 1)
+        if c != e:
+            rep.failure_class, rep.message = "mismatch", f"output {i}: candidate {c!r} != reference {e!r}"
+        return rep
+    rep = OutputReport(i, tuple(et.shape), str(et.dtype).replace("torch.", ""), et.numel())
+    if tuple(ct.shape) != tuple(et.shape):
+        rep.failure_class = "shape"
+        rep.message = f"output {i}: shape {tuple(ct.shape)}, reference {tuple(et.shape)}"
+        return rep
+    if ct.dtype != et.dtype:
+        rep.failure_class = "dtype"
+        rep.message = f"output {i}: dtype {ct.dtype}, reference {et.dtype}"
+        return rep
+    ct, et = ct.detach().cpu(), et.detach().cpu()
+    tt = tt.detach().cpu() if tt is not None else et
+    if not et.dtype.is_floating_point and not et.dtype.is_complex:
+        wrong = ct != et
+        if not bool(wrong.any()):
+            return rep
+        return _finish(rep, wrong, ct.double() if et.dtype != torch.bool else ct.long(),
+                       et.double() if et.dtype != torch.bool else et.long(), "mismatch", exact=True)
+    return _compare_float(rep, ct, et, tt, multiplier, rtol, atol)
+
+
+def _compare_float(rep: OutputReport, c: torch.Tensor, e: torch.Tensor, t: torch.Tensor,
+                   multiplier: float, rtol, atol) -> OutputReport:
+    dtype = e.dtype
+    t64 = t.double()
+    rounded = t64.to(dtype).double()                   # the best the dtype can represent
+    c64, e64 = c.double(), e.double()
+    # Non-finite pattern: must match float64 rounded to the dtype, or eager's own pattern.
+    nf_c, nf_t, nf_e = _nonfinite_code(c64), _nonfinite_code(rounded), _nonfinite_code(e64)
+    nf_wrong = nf_c != nf_t
+    if bool(nf_wrong.any()) and not bool((nf_c != nf_e).logical_not().all()):
+        _finish(rep, nf_wrong, c64, rounded, "nonfinite")
+        kinds = _nonfinite_kinds(c64[nf_wrong])
+        rep.message = (f"output {rep.index}: {int(nf_wrong.sum())} element(s) have the wrong NaN/inf status "
+                       f"({kinds}), {rep.where}; first at {rep.first_indices[:3]}")
+        return rep
+    finite = torch.isfinite(c64) & torch.isfinite(t64)
+    d_rtol, d_atol = DEFAULT_FLOORS.get(dtype, (1e-5, 1e-5))
+    rtol = d_rtol if rtol is None else rtol
+    atol = d_atol if atol is None else atol
+    err_c = torch.where(finite, (c64 - t64).abs(), torch.zeros_like(c64))
+    err_e = torch.where(finite & torch.isfinite(e64), (e64 - t64).abs(), torch.zeros_like(c64))
+    mag = torch.where(finite, t64.abs(), torch.zeros_like(t64))
+    scale = float(mag.max()) if mag.numel() else 0.0
+    tiny = torch.finfo(dtype).tiny * torch.finfo(dtype).eps if dtype != torch.float64 else 0.0
+    allowed = multiplier * err_e + rtol * mag + atol * scale + tiny
+    wrong = err_c > allowed
+    rep.eager_max_abs = float(err_e.max()) if err_e.numel() else 0.0
+    _stats(rep, c64, t64, rounded, finite, dtype)
+    if bool(wrong.any()):
+        _finish(rep, wrong, c64, t64, "mismatch")
+        rep.message = (f"output {rep.index}: {rep.mismatches} of {rep.numel} element(s) off by up to "
+                       f"{rep.max_abs:.3g} (rel {rep.max_rel:.3g}, {rep.max_ulp} ulp; eager's error "
+                       f"{rep.eager_max_abs:.3g}), {rep.where}; first at {rep.first_indices[:3]}")
+        return rep
+    if scale > 0 and bool((c64[finite] == 0).all()) and bool((t64[finite] != 0).any()):
+        rep.failure_class, rep.location, rep.where = "degenerate", "all", "everywhere"
+        rep.message = f"output {rep.index}: candidate is all zeros, the reference is not"
+    return rep
+
+
+def _nonfinite_code(x: torch.Tensor) -> torch.Tensor:
+    code = torch.zeros(x.shape, dtype=torch.int8)
+    code[torch.isnan(x)] = 1
+    code[x == math.inf] = 2
+    code[x == -math.inf] = 3
+    return code
+
+
+def _nonfinite_kinds(x: torch.Tensor) -> str:
+    kinds = []
+    if bool(torch.isnan(x).any()):
+        kinds.append("NaN")
+    if bool(torch.isinf(x).any()):
+        kinds.append("inf")
+    if bool(torch.isfinite(x).any()):
+        kinds.append("finite where NaN/inf expected")
+    return ", ".join(kinds)
+
+
+def _stats(rep: OutputReport, c64, t64, rounded, finite, dtype) -> None:
+    if not bool(finite.any()):
+        return
+    diff = (c64 - t64).abs()[finite]
+    rep.max_abs = float(diff.max())
+    rel = diff / t64.abs()[finite].clamp_min(torch.finfo(dtype).tiny)
+    rep.max_rel = float(rel.max())
+    rep.max_ulp = int(ulp_distance(c64[finite].to(dtype), rounded[finite].to(dtype)).max())
+
+
+def ulp_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Elementwise distance in units in the last place between same-dtype float tensors."""
+    int_type = {torch.float16: torch.int16, torch.bfloat16: torch.int16, torch.float32: torch.int32,
+                torch.float64: torch.int64}[a.dtype]
+    bits = a.dtype.itemsize * 8
+
+    def key(x: torch.Tensor) -> torch.Tensor:
+        i = x.contiguous().view(int_type).to(torch.int64)
+        mag = i & ((1 << (bits - 1)) - 1)
+        return torch.where(i < 0, -mag, mag)
+
+    return (key(a) - key(b)).abs()
+
+
+def _finish(rep: OutputReport, wrong: torch.Tensor, c64, t64, klass: str, exact: bool = False) -> OutputReport:
+    rep.failure_class = klass
+    rep.mismatches = int(wrong.sum())
+    idx = wrong.nonzero()
+    rep.first_indices = [tuple(int(v) for v in row) for row in idx[:MAX_INDICES]]
+    rep.location, rep.where = locate(wrong)
+    if exact:
+        rep.message = (f"output {rep.index}: {rep.mismatches} of {rep.numel} element(s) differ, "
+                       f"{rep.where}; first at {rep.first_indices[:3]}")
+    return rep
+
+
+def locate(wrong: torch.Tensor) -> tuple[str, str]:
+    """(coarse kind, description) of where the True entries of ``wrong`` sit."""
+    n = wrong.numel()
+    if wrong.dim() == 0 or n == 1:
+        return "scalar", "in the single output element"
+    flat = wrong.flatten().nonzero().flatten()
+    k = flat.numel()
+    if k == 0:
+        return "none", "nowhere"
+    if k >= 0.9 * n:
+        return "all", f"nearly everywhere ({k} of {n})"
+    first, last = int(flat[0]), int(flat[-1])
+    if first >= 1 << 20:
+        return "beyond_2^20", f"only past flat element 1,048,576 (from {first} of {n})"
+    if wrong.dim() >= 2:
+        rows = wrong.flatten(1).any(1).nonzero().flatten()
+        cols = wrong.reshape(-1, wrong.shape[-1]).any(0).nonzero().flatten()
+        if int(rows[0]) >= 1 << 20:
+            return "beyond_2^20", f"only rows past 1,048,576 ({rows.numel()} of {wrong.shape[0]})"
+        if rows.numel() <= max(1, wrong.shape[0] // 4):
+            tail = _tail_block(int(rows[0]), wrong.shape[0])
+            if tail:
+                return "tail", f"only the tail rows {int(rows[0])}..{wrong.shape[0] - 1} (the rows a mask " \
+                               f"covers for row block {tail})"
+            return "rows", f"in {rows.numel()} of {wrong.shape[0]} rows (first rows {rows[:4].tolist()})"
+        if cols.numel() <= max(1, wrong.shape[-1] // 4):
+            return "cols", f"in {cols.numel()} of {wrong.shape[-1]} columns (first {cols[:4].tolist()})"
+        return "scattered", f"scattered ({k} of {n}, in {rows.numel()} rows and {cols.numel()} columns)"
+    block = _tail_block(first, n)
+    if block:
+        return "tail", f"only the tail block (elements {first}..{n - 1}; the lanes a mask covers " \
+                       f"for block size {block})"
+    if last < n // 2 and first == 0:
+        return "head", f"only the head (elements 0..{last} of {n})"
+    return "scattered", f"scattered ({k} of {n}, elements {first}..{last})"
+
+
+def _tail_block(first: int, n: int) -> int | None:
+    """The smallest power-of-two block whose partial last block contains every mismatch."""
+    b = 16
+    while b < n and b <= 1 << 20:
+        start = (n // b) * b
+        if n % b and first >= start:
+            return b
+        b *= 2
+    return None

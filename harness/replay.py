@@ -1,0 +1,54 @@
+"""Replay a dump: rebuild the case, run it with the same hazard hunters, say whether it still fails."""
+from __future__ import annotations
+
+import json
+import os
+
+from .case import Case
+from .exc import UsageError
+from .executor import InProcess, Isolated
+from .loader import resolve
+
+
+def load_dump(path: str) -> tuple[dict, Case]:
+    summary_path, case_path = os.path.join(path, "summary.json"), os.path.join(path, "case.json")
+    if not (os.path.isfile(summary_path) and os.path.isfile(case_path)):
+        raise UsageError(f"{path}: not a tritondiff dump (summary.json and case.json expected)")
+    try:
+        with open(summary_path) as f:
+            summary = json.load(f)
+        with open(case_path) as f:
+            case = Case.from_json(json.load(f))
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise UsageError(f"{path}: unreadable dump: {e}") from e
+    return summary, case
+
+
+def replay(path: str, *, isolate: bool = True):
+    """Re-run a dump's case; returns (summary, verdict)."""
+    summary, case = load_dump(path)
+    subject_ref = summary["subject_ref"]
+    resolve(subject_ref)                      # fail early, in this process, if the subject is gone
+    hazards = frozenset(summary.get("hazards", []))
+    executor = Isolated() if isolate and "isolation" in hazards else InProcess()
+    try:
+        verdict = executor.run(subject_ref, case, hazards)
+    finally:
+        executor.close()
+    return summary, verdict
+
+
+def replay_dump(path: str, *, isolate: bool = True) -> int:
+    """Print the verdict of replaying ``path``; 1 while it still fails, 0 once fixed, 2 on usage errors."""
+    try:
+        summary, verdict = replay(path, isolate=isolate)
+    except UsageError as e:
+        print(f"tritondiff replay: {e}")
+        return 2
+    was = summary.get("failure_class")
+    if verdict.status == "fail":
+        same = "same class" if verdict.failure_class == was else f"was {was}"
+        print(f"still fails: {verdict.failure_class} ({same}): {verdict.message}")
+        return 1
+    print(f"no longer reproduces ({summary.get('subject')}: was {was}; now {verdict.status})")
+    return 0

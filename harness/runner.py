@@ -1,0 +1,350 @@
+"""Run one example of one subject: reference, candidate calls, hazard hunters, verdict.
+
+The order of calls is the hazard hunt:
+
+1. the reference, eagerly in the inputs' dtype and in float64 (the arbiter);
+   an input it rejects is outside the subject's domain (a skip, not a failure);
+2. call A, the *tuning call*: every autotuner's cache is cleared first, so the
+   real autotuner runs its real trials now (seed 001's 1265x bug lives here);
+   allocations are poisoned, bounds checked (interpreter), inputs snapshotted
+   and canaries watched;
+3. call B, the *cached call*: same inputs again; must pass and (for
+   deterministic subjects) agree bitwise with A;
+4. each autotune config alone, when autotuners ran.
+
+A verdict is plain data (picklable) so it can come back from a worker process.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+import traceback
+import warnings
+from typing import Any, Callable
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from . import device
+from .api import HAZARDS, Subject
+from .case import Case
+from .counters import counters
+from .oracle import Comparison, compare, flatten, locate
+from .tensors import guards_intact, materialize
+
+MAX_CONFIGS_CHECKED = 8
+
+
+@dataclasses.dataclass
+class Verdict:
+    status: str                      # "pass" | "fail" | "skip"
+    failure_class: str | None = None
+    message: str = ""
+    location: str = "none"           # coarse, part of the signature
+    call: str = ""                   # which call diverged
+    details: dict = dataclasses.field(default_factory=dict)
+    launches: list = dataclasses.field(default_factory=list)
+    traceback: str | None = None
+    seconds: float = 0.0
+    dump: str | None = None
+
+    def signature(self, subject_name: str) -> str:
+        return f"{subject_name}|{self.failure_class}|{self.location}"
+
+
+@dataclasses.dataclass
+class CallResult:
+    output: Any = None
+    error: str | None = None
+    violations: list = dataclasses.field(default_factory=list)
+    canary: dict = dataclasses.field(default_factory=dict)
+    mutated: dict = dataclasses.field(default_factory=dict)
+    launches: list = dataclasses.field(default_factory=list)
+    tuned: list = dataclasses.field(default_factory=list)      # autotuners that benchmarked during the call
+    tuners: list = dataclasses.field(default_factory=list)     # autotuners called during the call
+
+
+def enabled_hazards(subject: Subject, disabled: frozenset = frozenset()) -> frozenset:
+    return frozenset(h for h in HAZARDS if h not in disabled and h not in subject.disable)
+
+
+# ---------------------------------------------------------------------------- inputs
+
+def build_inputs(subject: Subject, case: Case, *, guard: bool = True) -> dict[str, Any]:
+    dev = device.torch_device()
+    kwargs: dict[str, Any] = {}
+    for name in subject.inputs:
+        if name in case.tensors:
+            kwargs[name] = materialize(case.tensors[name], dev, guard=256 if guard else 0)
+        else:
+            kwargs[name] = case.scalars[name]
+    return kwargs
+
+
+def _upcast(kwargs: dict[str, Any]) -> dict[str, Any]:
+    return {k: v.detach().double() if isinstance(v, torch.Tensor) and v.dtype.is_floating_point else v
+            for k, v in kwargs.items()}
+
+
+def _detach(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, (tuple, list)):
+        return type(value)(_detach(v) for v in value)
+    return value
+
+
+# ---------------------------------------------------------------------------- hazard contexts
+
+@contextlib.contextmanager
+def poisoned_allocations():
+    """torch.empty & co. return NaN (floats) / the dtype's max (ints) while active."""
+    import torch.utils.deterministic as det
+
+    was, was_warn, was_fill = (torch.are_deterministic_algorithms_enabled(),
+                               torch.is_deterministic_algorithms_warn_only_enabled(), det.fill_uninitialized_memory)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    det.fill_uninitialized_memory = True
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        torch.use_deterministic_algorithms(was, warn_only=was_warn)
+        det.fill_uninitialized_memory = was_fill
+
+
+class _ZeroFill(TorchDispatchMode):
+    """Zero every fresh allocation: the control run that tells uninitialised reads apart."""
+
+    _EMPTY = {torch.ops.aten.empty.memory_format, torch.ops.aten.empty_strided.default,
+              torch.ops.aten.empty_like.default, torch.ops.aten.new_empty.default,
+              torch.ops.aten.new_empty_strided.default}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func in self._EMPTY:
+            out.zero_()
+        return out
+
+
+def _instrumentation():
+    from . import autotuning, launches, sanitizer
+
+    autotuning.install_cpu_benchmarker()      # idempotent; lets triton.autotune tune in the interpreter
+    return autotuning, launches, sanitizer
+
+
+def call_subject(subject: Subject, case: Case, hazards: frozenset, *, zero_fill: bool = False,
+                 fn: Callable | None = None) -> CallResult:
+    """One call of the candidate on freshly built inputs, with the enabled hazard hunters armed."""
+    autotuning, launches, sanitizer = _instrumentation()
+    res = CallResult()
+    kwargs = build_inputs(subject, case, guard="canary" in hazards)
+    snapshot = {k: v.clone() for k, v in kwargs.items()
+                if isinstance(v, torch.Tensor) and "mutation" in hazards and k not in subject.mutates}
+    with contextlib.ExitStack() as stack:
+        rec = stack.enter_context(launches.record_launches())
+        watch = stack.enter_context(autotuning.tuning_watch())
+        checker = (stack.enter_context(sanitizer.bounds_checking())
+                   if "bounds" in hazards and device.is_interpreter() else None)
+        if zero_fill:
+            stack.enter_context(_ZeroFill())
+        elif "poison" in hazards:
+            stack.enter_context(poisoned_allocations())
+        try:
+            res.output = _detach((fn or subject.fn)(**kwargs))
+            if device.MODE == "cuda":
+                torch.cuda.synchronize()
+        except Exception:  # noqa: BLE001 - any exception of the subject is a finding
+            res.error = traceback.format_exc(limit=20)
+    res.violations = [v.message() for v in (checker.violations if checker else [])]
+    res.launches = [launch.to_json() for launch in rec.launches]
+    res.tuned = [autotuning.describe(t) for t in watch.tuned]
+    res.tuners = list(watch.used)
+    counters["kernels_launched"] += sum(1 for la in rec.launches if not la.tuning_trial)
+    counters["tuning_trials"] += sum(1 for la in rec.launches if la.tuning_trial)
+    if "canary" in hazards:
+        for k, v in kwargs.items():
+            if isinstance(v, torch.Tensor):
+                msg = guards_intact(v)
+                if msg:
+                    res.canary[k] = msg
+    for k, before in snapshot.items():
+        after = kwargs[k]
+        same = (after == before) | (torch.isnan(after) & torch.isnan(before)) if after.dtype.is_floating_point \
+            else after == before
+        if not bool(same.all()):
+            kind, where = locate(~same)
+            res.mutated[k] = f"{int((~same).sum())} element(s) changed, {where}"
+    return res
+
+
+# ---------------------------------------------------------------------------- verdict
+
+def run_case(subject: Subject, case: Case, hazards: frozenset | None = None) -> Verdict:
+    """Everything about one example, judged.  Never raises for a subject's misbehaviour."""
+    start = time.perf_counter()
+    hazards = enabled_hazards(subject) if hazards is None else hazards
+    counters["examples"] += 1
+    try:
+        eager = _detach(subject.reference(**build_inputs(subject, case, guard=False)))
+    except Exception as e:  # noqa: BLE001 - outside the subject's domain
+        counters["skipped"] += 1
+        return Verdict("skip", message=f"reference raised {type(e).__name__}: {e}",
+                       seconds=time.perf_counter() - start)
+    try:
+        truth = _detach(subject.reference(**_upcast(build_inputs(subject, case, guard=False))))
+    except Exception:  # noqa: BLE001 - reference has no float64 path: eager is the best arbiter
+        truth = eager
+    verdict = _judge(subject, case, hazards, eager, truth)
+    verdict.seconds = time.perf_counter() - start
+    if verdict.status == "fail":
+        counters["failures"] += 1
+    return verdict
+
+
+def _oracle(subject: Subject, out: Any, eager: Any, truth: Any) -> Comparison:
+    tol = subject.tolerance
+    return compare(out, eager, truth, multiplier=tol.multiplier, rtol=tol.rtol, atol=tol.atol)
+
+
+def _fail(klass: str, message: str, call: str, res: CallResult, location: str = "none", **details) -> Verdict:
+    return Verdict("fail", klass, message, location, call, details, res.launches, res.error)
+
+
+def _judge(subject: Subject, case: Case, hazards: frozenset, eager: Any, truth: Any) -> Verdict:
+    autotuning, _, _ = _instrumentation()
+    if "autotune" in hazards:
+        autotuning.clear_caches()
+    a = call_subject(subject, case, hazards)
+    label_a = "tuning call" if a.tuned else "first call"
+    early = _memory_findings(a, label_a)
+    if early:
+        return early
+    if a.error:
+        return _fail("exception", _last_line(a.error), label_a, a, _exc_type(a.error))
+    cmp_a = _oracle(subject, a.output, eager, truth)
+    b = None
+    if ("autotune" in hazards and a.tuners) or "idempotence" in hazards:
+        b = call_subject(subject, case, hazards)
+    if not cmp_a.passed:
+        return _diagnose_a(subject, case, hazards, a, b, cmp_a, eager, truth)
+    if b is not None:
+        label_b = "cached call" if a.tuners else "second call"
+        early = _memory_findings(b, label_b)
+        if early:
+            return early
+        if b.error:
+            return _fail("exception", _last_line(b.error), label_b, b, _exc_type(b.error))
+        cmp_b = _oracle(subject, b.output, eager, truth)
+        if not cmp_b.passed:
+            klass = "cached_call" if a.tuners else "second_call"
+            return _fail(klass, f"{label_b} diverged after a correct first call: {cmp_b.message}", label_b, b,
+                         cmp_b.location, comparison=cmp_b.to_json())
+        if subject.deterministic and "idempotence" in hazards:
+            diff = _bitwise_diff(a.output, b.output)
+            if diff:
+                return _fail("nondeterministic", f"two calls on identical inputs differ bitwise: {diff[1]}",
+                             label_b, b, diff[0])
+    if "autotune" in hazards and a.tuners:
+        bad = _check_configs(subject, case, hazards, eager, truth, a.tuners)
+        if bad:
+            return bad
+    return Verdict("pass", details={"comparison": cmp_a.to_json()}, launches=a.launches)
+
+
+def _memory_findings(res: CallResult, label: str) -> Verdict | None:
+    if res.violations:
+        return _fail("out_of_bounds", f"{res.violations[0]}" + (f" (+{len(res.violations) - 1} more)"
+                     if len(res.violations) > 1 else ""), label, res, "bounds", violations=res.violations)
+    if res.canary:
+        name, msg = next(iter(res.canary.items()))
+        return _fail("out_of_bounds", f"write past the guard of input {name!r}: {msg}", label, res,
+                     "canary", canary=res.canary)
+    if res.mutated:
+        name, msg = next(iter(res.mutated.items()))
+        return _fail("input_mutation", f"input {name!r} was modified by the call ({msg}); declare "
+                     f"mutates=({name!r},) if that is intended", label, res, name, mutated=res.mutated)
+    return None
+
+
+def _diagnose_a(subject, case, hazards, a: CallResult, b: CallResult | None, cmp_a: Comparison,
+                eager, truth) -> Verdict:
+    label = "tuning call" if a.tuned else "first call"
+    details = {"comparison": cmp_a.to_json()}
+    if cmp_a.failure_class == "nonfinite" and "poison" in hazards and _has_new_nan(a.output, truth):
+        control = call_subject(subject, case, hazards - {"poison"}, zero_fill=True)
+        if not control.error and _oracle(subject, control.output, eager, truth).passed:
+            return _fail("uninitialized", "output depends on uninitialised memory: with allocations poisoned "
+                         f"(NaN) it is wrong, with them zeroed it is right. {cmp_a.message}", label, a,
+                         cmp_a.location, **details)
+    if a.tuned and b is not None and not b.error:
+        cmp_b = _oracle(subject, b.output, eager, truth)
+        if cmp_b.passed:
+            return _fail("tuning_trial", f"the tuning call is wrong but the cached call is right: state leaked "
+                         f"across autotune trials of {', '.join(a.tuned)} (reset_to_zero / restore_value "
+                         f"missing?). {cmp_a.message}", label, a, cmp_a.location, **details)
+    if "autotune" in hazards and a.tuners:
+        bad = _check_configs(subject, case, hazards, eager, truth, a.tuners)
+        if bad is not None and bad.details.get("passing_configs"):
+            return bad
+    return _fail(cmp_a.failure_class, cmp_a.message, label, a, cmp_a.location, **details)
+
+
+def _check_configs(subject, case, hazards, eager, truth, tuners: list) -> Verdict | None:
+    """Run each config of each autotuner alone; report the first that diverges."""
+    autotuning, _, _ = _instrumentation()
+    failing, passing = [], []
+    first_bad = None
+    for tuner in tuners:
+        for cfg in list(tuner.configs)[:MAX_CONFIGS_CHECKED]:
+            with autotuning.forced_config(tuner, cfg):
+                res = call_subject(subject, case, hazards - {"autotune"})
+            name = f"{autotuning.describe(tuner)} with {cfg}"
+            ok = not res.error and _oracle(subject, res.output, eager, truth).passed
+            (passing if ok else failing).append(name)
+            if not ok and first_bad is None:
+                first_bad = res
+    if not failing:
+        return None
+    cmp = None if first_bad.error else _oracle(subject, first_bad.output, eager, truth)
+    why = _last_line(first_bad.error) if first_bad.error else cmp.message
+    return _fail("autotune_config", f"config(s) diverge when run alone: {'; '.join(failing)}. {why}",
+                 f"config {failing[0]}", first_bad, "config", failing_configs=failing, passing_configs=passing)
+
+
+def _has_new_nan(output: Any, truth: Any) -> bool:
+    for c, t in zip(flatten(output), flatten(truth)):
+        if isinstance(c, torch.Tensor) and c.dtype.is_floating_point and isinstance(t, torch.Tensor):
+            if bool((torch.isnan(c.cpu()) & ~torch.isnan(t.cpu())).any()):
+                return True
+    return False
+
+
+def _bitwise_diff(x: Any, y: Any) -> tuple[str, str] | None:
+    for i, (a, b) in enumerate(zip(flatten(x), flatten(y))):
+        if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+            if a.shape != b.shape or a.dtype != b.dtype:
+                return "shape", f"output {i} changed shape/dtype between calls"
+            a8, b8 = a.cpu().contiguous(), b.cpu().contiguous()
+            if a.dtype.is_floating_point:
+                same = (a8 == b8) | (torch.isnan(a8) & torch.isnan(b8))
+            else:
+                same = a8 == b8
+            if not bool(same.all()):
+                kind, where = locate(~same)
+                return f"out{i}:{kind}", f"output {i}: {int((~same).sum())} element(s) differ, {where}"
+        elif a != b:
+            return f"out{i}:scalar", f"output {i}: {a!r} vs {b!r}"
+    return None
+
+
+def _last_line(tb: str) -> str:
+    lines = [ln for ln in tb.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else tb
+
+
+def _exc_type(tb: str) -> str:
+    return _last_line(tb).split(":", 1)[0].strip().rsplit(".", 1)[-1] or "exception"

@@ -1,0 +1,139 @@
+"""Hypothesis strategies that draw :class:`~harness.case.Case` objects for a subject.
+
+Dims get deliberate mass on boundaries: 0 and 1, primes, 2^k-1 / 2^k / 2^k+1,
+and the neighbourhood of Triton's 1,048,576-element block limit up to ~3x
+beyond, under a per-example memory budget.  Every choice is a plain Hypothesis
+draw ordered simplest-first, so shrinking walks towards the smallest shape,
+float32, a contiguous layout and normal values.
+"""
+from __future__ import annotations
+
+import math
+
+from hypothesis import strategies as st
+
+from .api import Constant, Subject, TensorSpec
+from .case import Case, TensorCase
+from .config import config
+from .tensors import torch_dtype
+
+TRITON_LIMIT = 1 << 20
+
+_PRIMES = (2, 3, 5, 7, 13, 31, 41, 61, 127, 251, 341, 509, 1021, 2039, 4093, 4231, 8191, 65521, 131071)
+_SMALL_POW = tuple(v for k in range(1, 17) for v in (2 ** k - 1, 2 ** k, 2 ** k + 1))
+_LIMIT_NEIGHBOURHOOD = tuple(sorted({
+    TRITON_LIMIT - 1, TRITON_LIMIT, TRITON_LIMIT + 1,
+    2 * TRITON_LIMIT - 1, 2 * TRITON_LIMIT, 2 * TRITON_LIMIT + 1,
+    3 * TRITON_LIMIT - 1, 3 * TRITON_LIMIT, 1_152_000, 1_500_007, 3_000_000,
+}))
+
+
+def boundary_values(lo: int, hi: int) -> tuple[list[int], list[int]]:
+    """(small boundaries, large boundaries) inside [lo, hi]; large means past 2^16."""
+    cands = {lo, hi, lo + 1, hi - 1, 0, 1, 2, 3, 4, 8, 9, 16, 17, 41, 64, 127, 128, 129}
+    cands.update(_PRIMES, _SMALL_POW)
+    large = set(_LIMIT_NEIGHBOURHOOD)
+    large.update(v for k in range(17, 25) for v in (2 ** k - 1, 2 ** k, 2 ** k + 1))
+    inside = sorted(v for v in cands | large if lo <= v <= hi)
+    return [v for v in inside if v <= 1 << 16], [v for v in inside if v > 1 << 16]
+
+
+def dim_strategy(lo: int, hi: int) -> st.SearchStrategy[int]:
+    """An int in [lo, hi] with mass on boundaries; shrinks towards the smallest boundary."""
+    if lo == hi:
+        return st.just(lo)
+    small, large = boundary_values(lo, hi)
+    branches = []
+    if small:
+        branches.append(st.sampled_from(small))
+    branches.append(st.integers(lo, min(hi, max(lo, 4096))))
+    if large:
+        branches.append(st.sampled_from(large))
+    if hi > 4096:
+        branches.append(st.integers(lo, hi))
+    return st.one_of(*branches)
+
+
+def _numel_with(spec: TensorSpec, dims: dict[str, int], unknown_default) -> int:
+    n = 1
+    for d in spec.shape:
+        n *= d if isinstance(d, int) else dims.get(d, unknown_default(d))
+    return n
+
+
+def _cap_for(subject: Subject, name: str, lo: int, hi: int, dims: dict[str, int], budget: int) -> int:
+    """Largest value of dim ``name`` keeping every input within ``budget`` bytes (others at their minimum)."""
+    specs = subject.tensor_inputs()
+
+    def total(v: int) -> int:
+        trial = {**dims, name: v}
+        out = 0
+        for spec in specs.values():
+            item = max(torch_dtype(dt).itemsize for dt in _dtypes_of(subject, spec))
+            out += item * _numel_with(spec, trial, lambda d: max(subject.dims[d][0], 1))
+        return out
+
+    if total(hi) <= budget:
+        return hi
+    if total(lo) > budget:
+        return lo
+    a, b = lo, hi                      # total(a) <= budget < total(b)
+    while b - a > 1:
+        mid = (a + b) // 2
+        a, b = (mid, b) if total(mid) <= budget else (a, mid)
+    return a
+
+
+def _dtypes_of(subject: Subject, spec: TensorSpec) -> tuple[str, ...]:
+    if spec.dtype_like is not None:
+        return subject.inputs[spec.dtype_like].dtypes
+    return spec.dtypes
+
+
+@st.composite
+def cases(draw, subject: Subject, max_example_bytes: int | None = None) -> Case:
+    """Draw one example for ``subject``."""
+    budget = max_example_bytes or subject.max_example_bytes or config.max_example_bytes
+    dims: dict[str, int] = {}
+    for name, (lo, hi) in subject.dims.items():
+        cap = _cap_for(subject, name, lo, hi, dims, budget)
+        dims[name] = draw(dim_strategy(lo, cap), label=f"dim {name}")
+    dtypes: dict[str, str] = {}
+    tensors: dict[str, TensorCase] = {}
+    specs = subject.tensor_inputs()
+    for key, spec in specs.items():
+        if spec.dtype_like is None:
+            dtypes[key] = draw(st.sampled_from(spec.dtypes))
+    for key, spec in specs.items():
+        dtype = dtypes[spec.dtype_like] if spec.dtype_like is not None else dtypes[key]
+        shape = tuple(d if isinstance(d, int) else dims[d] for d in spec.shape)
+        layouts = [lay for lay in spec.layouts if _layout_fits(lay, shape, key in subject.mutates)]
+        layout = draw(st.sampled_from(layouts or ["contiguous"]))
+        param = draw(st.integers(0, 7)) if layout != "contiguous" else 0
+        family = draw(st.sampled_from(spec.values))
+        seed = draw(st.integers(0, 2 ** 31 - 1))
+        nonfinite = spec.nonfinite and torch_dtype(dtype).is_floating_point and draw(st.integers(0, 9)) == 9
+        tensors[key] = TensorCase(shape, dtype, layout, param if layout != "strided" else 2 + param % 2,
+                                  family, seed, nonfinite, spec.low, spec.high)
+    scalars = {}
+    for key, spec in subject.inputs.items():
+        if isinstance(spec, Constant):
+            scalars[key] = spec.value
+        elif not isinstance(spec, TensorSpec):
+            scalars[key] = draw(spec, label=f"input {key}")
+    return Case(dims, tensors, scalars)
+
+
+def _layout_fits(layout: str, shape: tuple[int, ...], mutated: bool) -> bool:
+    if layout == "transposed":
+        return len(shape) >= 2
+    if layout == "expanded":
+        return not mutated and len(shape) >= 1 and max(shape, default=0) > 1
+    if layout == "strided":
+        return len(shape) >= 1
+    return True
+
+
+def example_cost(case: Case) -> int:
+    """A size measure used to order failing cases (smaller is simpler)."""
+    return case.total_numel() + 10 * sum(math.prod(t.shape[:-1]) if t.shape else 0 for t in case.tensors.values())

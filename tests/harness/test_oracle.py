@@ -1,0 +1,110 @@
+"""The oracle: fp64-arbitrated tolerance, non-finite patterns, degenerate candidates, locations."""
+import math
+
+import pytest
+import torch
+
+from harness.oracle import compare, locate, ulp_distance
+
+
+def _ref(fn, *xs):
+    return fn(*xs), fn(*(x.double() for x in xs))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_correct_rounding_passes(dtype):
+    x = torch.randn(4231, generator=torch.Generator().manual_seed(0)).to(dtype)
+    eager, truth = _ref(torch.exp, x)
+    cand = torch.exp(x.float()).to(dtype)          # a different but correct computation
+    assert compare(cand, eager, truth).passed
+
+
+def test_one_ulp_off_in_every_element_of_fp32_passes_but_far_off_fails():
+    x = torch.rand(1000, dtype=torch.float32) + 0.5
+    eager, truth = _ref(torch.sqrt, x)
+    assert compare(torch.nextafter(eager, torch.full_like(eager, 10)), eager, truth).passed
+    bad = eager.clone()
+    bad[-3:] *= 1.001
+    res = compare(bad, eager, truth)
+    assert not res.passed and res.failure_class == "mismatch"
+    assert res.outputs[0].mismatches == 3
+    assert res.outputs[0].location == "tail"
+
+
+def test_multiplier_scales_with_eagers_own_error():
+    # where eager itself is off by 0.01 against fp64, a candidate within 3x that passes, 5x fails
+    truth = torch.linspace(1, 2, 100, dtype=torch.float64)
+    eager = (truth + 0.01).float()
+    assert compare((truth + 0.02).float(), eager, truth).passed
+    res = compare((truth + 0.05).float(), eager, truth)
+    assert not res.passed and res.outputs[0].mismatches == 100 and res.outputs[0].location == "all"
+
+
+def test_nonfinite_positions_must_match():
+    x = torch.tensor([1.0, float("nan"), 3.0])
+    eager, truth = _ref(lambda t: t * 2, x)
+    dropped = torch.tensor([2.0, 0.0, 6.0])       # NaN replaced by a number
+    res = compare(dropped, eager, truth)
+    assert not res.passed and res.failure_class == "nonfinite"
+    assert res.outputs[0].first_indices == [(1,)]
+    assert compare(eager.clone(), eager, truth).passed
+
+
+def test_inf_that_eager_also_produces_is_accepted():
+    # eager overflows in fp16 where fp64 would not: a candidate that matches eager is not blamed
+    x = torch.tensor([300.0, 2.0], dtype=torch.float16)
+    eager = (x * x) / 300            # x*x overflows fp16 for 300 -> inf
+    truth = (x.double() * x.double()) / 300
+    assert torch.isinf(eager[0])
+    assert compare(eager.clone(), eager, truth).passed
+
+
+def test_degenerate_all_zero_candidate_never_passes_on_tiny_values():
+    x = torch.full((64,), 1e-30, dtype=torch.float32)
+    eager, truth = _ref(lambda t: t * 3, x)
+    res = compare(torch.zeros_like(eager), eager, truth)
+    assert not res.passed and res.failure_class in ("mismatch", "degenerate")
+
+
+def test_shape_and_dtype_must_match():
+    e = torch.zeros(3)
+    assert compare(torch.zeros(1, 3), e, e.double()).failure_class == "shape"
+    assert compare(torch.zeros(3, dtype=torch.float16), e, e.double()).failure_class == "dtype"
+    assert compare((e, e), (e,), (e.double(),)).failure_class == "structure"
+
+
+def test_integer_outputs_are_exact():
+    e = torch.tensor([1, 2, 3])
+    assert compare(e.clone(), e, e).passed
+    res = compare(torch.tensor([1, 2, 4]), e, e)
+    assert not res.passed and res.failure_class == "mismatch"
+
+
+def test_tuples_compared_elementwise_and_first_failure_reported():
+    a, b = torch.ones(4), torch.arange(4.0)
+    res = compare((a, b + 1), (a, b), (a.double(), b.double()))
+    assert not res.passed and res.location.startswith("out1:")
+
+
+def test_ulp_distance():
+    one = torch.tensor([1.0], dtype=torch.float32)
+    nxt = torch.nextafter(one, torch.tensor([2.0]))
+    assert int(ulp_distance(nxt, one)) == 1
+    assert int(ulp_distance(torch.tensor([-0.0]), torch.tensor([0.0]))) == 0
+    h = torch.tensor([1.0], dtype=torch.float16)
+    assert int(ulp_distance(h, torch.nextafter(h, torch.tensor([0.0], dtype=torch.float16)))) == 1
+
+
+def test_locate_descriptions():
+    w = torch.zeros(3_000_000, dtype=torch.bool)
+    w[1_048_576:] = True
+    assert locate(w)[0] == "beyond_2^20"
+    w = torch.zeros(1000, dtype=torch.bool)
+    w[992:] = True
+    kind, where = locate(w)
+    assert kind == "tail" and "tail block" in where
+    m = torch.zeros(64, 32, dtype=torch.bool)
+    m[5, 3:9] = True
+    assert locate(m)[0] == "rows"
+    assert locate(torch.ones((), dtype=torch.bool))[0] == "scalar"
+    assert math.isfinite(1.0)
