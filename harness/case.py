@@ -21,7 +21,7 @@ class TensorCase:
     layout_param: int     # step for "strided", offset for "offset", dim for "expanded"
     values: str           # value family
     seed: int
-    nonfinite: bool       # sprinkle NaN / +-inf
+    nonfinite: str        # "" or the sprinkle of non-finite values: "nan", "inf", "-inf", "mixed"
     low: float | None = None
     high: float | None = None
 
@@ -31,7 +31,7 @@ class TensorCase:
 
     def describe(self) -> str:
         extra = f"/{self.layout}" if self.layout != "contiguous" else ""
-        nf = "+nonfinite" if self.nonfinite else ""
+        nf = f"+{self.nonfinite}" if self.nonfinite else ""
         return f"{self.dtype}{list(self.shape)}{extra} {self.values}{nf}"
 
 

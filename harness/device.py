@@ -37,6 +37,25 @@ elif _choice == "cuda" and not torch.cuda.is_available():
 MODE = "cuda" if _choice == "cuda" else "interpreter"
 
 
+def _check_import_order() -> None:
+    """Triton decides compiled vs interpreted when a jit function is defined, including its own
+    library functions (tl.sum, tl.max, ...); imported earlier, they would not run in the interpreter."""
+    import sys
+
+    std = sys.modules.get("triton.language.standard")
+    if MODE != "interpreter" or std is None:
+        return
+    from triton.runtime.interpreter import InterpretedFunction
+
+    if not isinstance(getattr(std, "sum", None), InterpretedFunction):
+        raise UsageError("triton was imported before harness on a machine without a GPU, so its kernels "
+                         "cannot run in the interpreter; import harness (or kernels / compiler) before triton, "
+                         "or set TRITON_INTERPRET=1 in the environment")
+
+
+_check_import_order()
+
+
 def is_interpreter() -> bool:
     """True when kernels run in Triton's interpreter on CPU tensors."""
     return MODE == "interpreter"

@@ -81,7 +81,7 @@ class _State:
     def observe(self, case: Case) -> None:
         for t in case.tensors.values():
             self.coverage["shape"][shape_bucket(t.numel)] += 1
-            self.coverage["values"][t.values + ("+nonfinite" if t.nonfinite else "")] += 1
+            self.coverage["values"][t.values + (f"+{t.nonfinite}" if t.nonfinite else "")] += 1
             self.coverage["dtype"][t.dtype] += 1
             self.coverage["layout"][t.layout] += 1
 

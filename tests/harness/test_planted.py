@@ -1,0 +1,72 @@
+"""The harness's power: planted bugs are found with the right class and shrunk; correct twins pass."""
+import pytest
+
+from harness import explore
+
+from . import planted
+
+
+def _explore(subj, tmp_path, executor, **kw):
+    kw.setdefault("budget_s", 60)
+    kw.setdefault("max_examples", 60)
+    return explore(subj, seed=1234, out_dir=str(tmp_path), database=False, executor=executor, **kw)
+
+
+def test_truncated_reduction_past_2_20_is_found_and_shrunk_to_the_limit(tmp_path, in_process):
+    res = _explore(planted.truncated_sum, tmp_path, in_process)
+    assert res.status == "fail" and res.failure_class == "mismatch"
+    # shrunk to just past the limit: the smallest length whose dropped tail exceeds fp32 rounding
+    assert (1 << 20) < res.case.dims["N"] <= 1_500_007
+
+
+def test_power_of_two_only_kernel_fails_on_small_odd_size(tmp_path, in_process):
+    res = _explore(planted.pow2_only_sum, tmp_path, in_process)
+    assert res.status == "fail" and res.failure_class == "mismatch"
+    n = res.case.dims["N"]
+    assert n & (n - 1) != 0 and n <= 5
+
+
+def test_fp16_accumulation_over_long_axis(tmp_path, in_process):
+    res = _explore(planted.fp16_accumulating_mean, tmp_path, in_process)
+    assert res.status == "fail" and res.failure_class == "mismatch"
+    assert res.case.dims["N"] > 1024                     # needs a long axis to show
+
+
+def test_cancellation_on_large_mean_inputs(tmp_path, in_process):
+    res = _explore(planted.naive_variance, tmp_path, in_process)
+    assert res.status == "fail" and res.failure_class in ("mismatch", "degenerate")
+    assert res.case.tensors["x"].values == "large_offset"
+    assert res.case.dims["N"] <= 16
+
+
+def test_overflow_on_large_magnitudes(tmp_path, in_process):
+    res = _explore(planted.naive_softmax, tmp_path, in_process)
+    assert res.status == "fail" and res.failure_class == "nonfinite"
+    assert res.case.tensors["x"].values in ("large_offset", "large", "near_max")
+    assert res.case.dims["M"] == 1 and res.case.dims["N"] <= 2
+
+
+def test_contiguity_assumed(tmp_path, in_process):
+    res = _explore(planted.contiguous_assumed_row_sum, tmp_path, in_process)
+    assert res.status == "fail" and res.failure_class == "mismatch"
+    assert res.case.tensors["x"].layout in ("transposed", "strided")
+    assert res.case.dims["M"] == 2 or res.case.dims["N"] <= 2
+
+
+def test_nan_dropped(tmp_path, in_process):
+    res = _explore(planted.nan_dropping_sum, tmp_path, in_process)
+    assert res.status == "fail" and res.failure_class == "nonfinite"
+    assert res.case.tensors["x"].nonfinite
+    assert res.case.dims["N"] == 1
+
+
+@pytest.mark.parametrize("subj", [planted.correct_sum, planted.correct_sumsq_norm], ids=lambda s: s.name)
+def test_correct_kernels_pass_in_every_float_dtype_and_past_millions(subj, tmp_path, in_process):
+    seen = set()
+    big = []
+    res = _explore(subj, tmp_path, in_process, max_examples=40,
+                   on_example=lambda case, v: (seen.add(case.tensors["x"].dtype),
+                                               big.append(case.dims["N"] > 1 << 20)))
+    assert res.status == "pass", res.message
+    assert seen == {"float32", "float16", "bfloat16"}
+    assert any(big), "no example past 2^20 elements was drawn"
