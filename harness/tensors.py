@@ -70,8 +70,8 @@ def _values(tc: TensorCase, shape: tuple[int, ...]) -> torch.Tensor:
         offset = {torch.float16: 64.0, torch.bfloat16: 64.0}.get(dtype, 1000.0)
         v = offset + torch.randn(n, generator=gen, dtype=torch.float64)
     elif fam == "large":
-        # Squares overflow the dtype: |x| in [sqrt(max), 100 sqrt(max)) / 4.
-        base = math.sqrt(finfo.max) / 4
+        # Squares overflow the dtype: |x| in [sqrt(max), 100 sqrt(max)).
+        base = math.sqrt(finfo.max) * 1.01
         v = sign * base * (1 + 99 * torch.rand(n, generator=gen, dtype=torch.float64))
         v = v.clamp(-finfo.max, finfo.max)
     elif fam == "near_max":
@@ -80,8 +80,8 @@ def _values(tc: TensorCase, shape: tuple[int, ...]) -> torch.Tensor:
         # Down to subnormals of the dtype.  Exception: Triton's interpreter converts bfloat16
         # subnormals to float32 wrongly (seen with triton 3.9: -3.4e-39 loads as -1.8e-39), which
         # no kernel can fix, so in interpreter mode bfloat16 "tiny" stays in the normal range.
-        floor = 1.0 if (dtype == torch.bfloat16 and device.is_interpreter()) else 1e-3
-        v = sign * finfo.tiny * (floor + torch.rand(n, generator=gen, dtype=torch.float64)).clamp_min(1e-3)
+        u = torch.rand(n, generator=gen, dtype=torch.float64).clamp_min(1e-3)
+        v = sign * finfo.tiny * ((1 + u) if (dtype == torch.bfloat16 and device.is_interpreter()) else u)
     elif fam == "zeros":
         v = torch.zeros(n, dtype=torch.float64)
     elif fam == "integer":
