@@ -34,6 +34,10 @@ class HarnessConfig:
     # Seconds one example may run before it counts as a hang.
     example_timeout_s: float = dataclasses.field(
         default_factory=lambda: float(_env("TRITONDIFF_EXAMPLE_TIMEOUT", "120")))
+    # Examples up to this many input elements also run every autotune config alone; larger
+    # ones check only the tuning call and the cached call (each extra call costs a full run).
+    config_check_max_numel: int = dataclasses.field(
+        default_factory=lambda: int(_env("TRITONDIFF_CONFIG_CHECK_MAX_NUMEL", str(1 << 20))))
     # Hazard hunters switched off by name (comma separated in
     # TRITONDIFF_DISABLE): autotune, poison, mutation, idempotence, bounds,
     # canary, isolation.

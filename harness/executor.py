@@ -26,8 +26,19 @@ def execute(subject_ref: dict, case_json: dict, hazards: list[str]) -> dict:
     return dataclasses.asdict(verdict)
 
 
+def prepare(subject_ref: dict) -> None:
+    """Worker entry point: import the subject and the instrumentation (so the budget measures examples)."""
+    from .loader import resolve
+    from .runner import _instrumentation
+
+    resolve(subject_ref)
+    _instrumentation()
+
+
 class Executor(Protocol):
-    def run(self, subject_ref: dict, case: Case, hazards: frozenset) -> Verdict: ...
+    def prepare(self, subject_ref: dict) -> None: ...
+
+    def run(self, subject_ref: dict, case: Case, hazards: frozenset, timeout_s: float | None = None) -> Verdict: ...
 
     def close(self) -> None: ...
 
@@ -35,7 +46,10 @@ class Executor(Protocol):
 class InProcess:
     """Run examples in the calling process (fast, but a crash takes the caller down)."""
 
-    def run(self, subject_ref: dict, case: Case, hazards: frozenset) -> Verdict:
+    def prepare(self, subject_ref: dict) -> None:
+        prepare(subject_ref)
+
+    def run(self, subject_ref: dict, case: Case, hazards: frozenset, timeout_s: float | None = None) -> Verdict:
         return Verdict(**execute(subject_ref, case.to_json(), sorted(hazards)))
 
     def close(self) -> None:
@@ -51,9 +65,19 @@ class Isolated:
         self.timeout_s = timeout_s or config.example_timeout_s
         self.worker = Worker()
 
-    def run(self, subject_ref: dict, case: Case, hazards: frozenset) -> Verdict:
+    def prepare(self, subject_ref: dict) -> None:
+        res = self.worker.call("harness.executor:prepare", subject_ref, timeout=self.timeout_s)
+        if res.status != "ok":
+            raise HarnessError(f"the worker could not load subject {subject_ref['name']!r}:\n{res.error}")
+
+    def run(self, subject_ref: dict, case: Case, hazards: frozenset, timeout_s: float | None = None) -> Verdict:
+        """``timeout_s`` below the hang timeout cuts an example short for a budget: the verdict is then
+        status "budget", not a hang finding."""
+        limit = self.timeout_s if timeout_s is None else min(timeout_s, self.timeout_s)
         res = self.worker.call("harness.executor:execute", subject_ref, case.to_json(), sorted(hazards),
-                               timeout=self.timeout_s)
+                               timeout=limit)
+        if res.status == "hang" and limit < self.timeout_s:
+            return Verdict("budget", message="stopped at the end of the budget", seconds=res.seconds)
         if res.status == "ok":
             return Verdict(**res.value)
         if res.status == "crash":

@@ -112,14 +112,19 @@ def explore(subject: Subject, *, budget_s: float | None = None, max_examples: in
     own_executor = executor is None
     executor = executor or make_executor(hazards)
     subject_ref = ref(subject)
+    executor.prepare(subject_ref)             # worker start-up and imports are not the subject's budget
     state = _State()
     start = time.monotonic()
     deadline = start + budget_s
 
     def probe(case: Case) -> None:
-        if time.monotonic() > deadline:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
             raise _BudgetSpent()
-        verdict = executor.run(subject_ref, case, hazards)
+        # a long example may overrun the budget by at most 20%; then it is cut short, not judged
+        verdict = executor.run(subject_ref, case, hazards, timeout_s=remaining + 0.2 * budget_s)
+        if verdict.status == "budget":
+            raise _BudgetSpent()
         state.examples += 1
         state.observe(case)
         if on_example is not None:

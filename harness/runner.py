@@ -29,6 +29,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from . import device
 from .api import HAZARDS, Subject
 from .case import Case
+from .config import config
 from .counters import counters
 from .oracle import Comparison, compare, flatten, locate
 from .tensors import guards_intact, materialize
@@ -38,7 +39,7 @@ MAX_CONFIGS_CHECKED = 8
 
 @dataclasses.dataclass
 class Verdict:
-    status: str                      # "pass" | "fail" | "skip"
+    status: str                      # "pass" | "fail" | "skip" | "budget" (cut short, not judged)
     failure_class: str | None = None
     message: str = ""
     location: str = "none"           # coarse, part of the signature
@@ -248,7 +249,7 @@ def _judge(subject: Subject, case: Case, hazards: frozenset, eager: Any, truth: 
             if diff:
                 return _fail("nondeterministic", f"two calls on identical inputs differ bitwise: {diff[1]}",
                              label_b, b, diff[0])
-    if "autotune" in hazards and a.tuners:
+    if "autotune" in hazards and a.tuners and case.total_numel() <= config.config_check_max_numel:
         bad = _check_configs(subject, case, hazards, eager, truth, a.tuners)
         if bad:
             return bad

@@ -1,0 +1,67 @@
+"""`tritondiff check`: one line per subject, exit 0 / 1 / 2, one-line usage errors, dumps that replay."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SEED = os.path.join(ROOT, "examples", "seed001_nrm2.py")
+
+
+def _run(*args, timeout=600):
+    env = {**os.environ, "TRITONDIFF_DEVICE": os.environ.get("TRITONDIFF_DEVICE", "auto")}
+    return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT, env=env)
+
+
+def test_seed_blockwise_norm_fails_and_its_dump_replays(tmp_path):
+    res = _run("check", SEED, "--subject", "blockwise_sum_nrm2", "--budget", "40", "--seed", "1",
+               "--out", str(tmp_path))
+    assert res.returncode == 1, res.stdout + res.stderr
+    line = res.stdout.strip().splitlines()[0]
+    assert line.startswith("FAIL  blockwise_sum_nrm2  mismatch")
+    dump = res.stdout.split("dump: ")[1].strip().splitlines()[0]
+    summary = json.load(open(os.path.join(dump, "summary.json")))
+    assert summary["failure_class"] == "mismatch"
+    assert summary["inputs"]["x"]["shape"] == [1025]          # shrunk to one element past one block
+    assert summary["versions"]["torch"] and summary["versions"]["triton"]
+    assert os.listdir(os.path.join(dump, "kernels"))          # kernel source captured
+    assert os.path.exists(os.path.join(dump, "inputs.pt"))
+    rep = subprocess.run([sys.executable, os.path.join(dump, "repro.py"), "--in-process"], capture_output=True,
+                         text=True, timeout=300, cwd=ROOT)
+    assert rep.returncode == 1 and "still fails: mismatch" in rep.stdout
+
+
+def test_two_kernel_norm_passes(tmp_path):
+    res = _run("check", SEED, "--subject", "two_kernel_nrm2", "--budget", "20", "--max-examples", "8",
+               "--out", str(tmp_path))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.stdout.startswith("pass  two_kernel_nrm2")
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (("check", "does/not/exist.py"), "no such file"),
+    (("check", SEED, "--budget", "-3"), "must be positive"),
+    (("check", SEED, "--subject", "nope"), "no subject named nope"),
+    (("check", SEED, "--frobnicate"), "unrecognized arguments"),
+    (("check", SEED, "--disable", "gremlins"), "unknown hazard"),
+    ((), "missing command"),
+])
+def test_usage_errors_exit_2_with_one_line(args, fragment):
+    res = _run(*args)
+    assert res.returncode == 2
+    assert fragment in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
+
+
+def test_import_error_and_empty_file_exit_2(tmp_path):
+    broken = tmp_path / "broken.py"
+    broken.write_text("import no_such_module_xyz\n")
+    res = _run("check", str(broken))
+    assert res.returncode == 2 and "import failed" in res.stderr and "Traceback" not in res.stderr
+    empty = tmp_path / "empty.py"
+    empty.write_text("x = 1\n")
+    res = _run("check", str(empty))
+    assert res.returncode == 2 and "no @subject functions" in res.stderr
