@@ -62,6 +62,23 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--out", default=None, help="dump directory (default ./tritondiff-out)")
     check.add_argument("--disable", type=_disable, default=frozenset(),
                        help="comma-separated hazard hunters to switch off")
+    fuzz = sub.add_parser("fuzz", help="a fuzz campaign over many subjects, with a findings store")
+    fuzz.add_argument("targets", nargs="*",
+                      help="subject files (file.py or file.py::name), bundled subject names or globs; "
+                           "none: every bundled subject")
+    fuzz.add_argument("--budget", type=_budget, default=None,
+                      help="total wall time of the campaign (default 10m; with --resume: keep the stored one)")
+    fuzz.add_argument("--workers", type=_positive_int, default=None,
+                      help="parallel lanes (default: one per GPU on CUDA, one per CPU core otherwise)")
+    fuzz.add_argument("--seed", type=int, default=None, help="campaign seed (default: random, printed)")
+    fuzz.add_argument("--store", default=None, help="SQLite findings store (default tritondiff-out/findings.db)")
+    fuzz.add_argument("--resume", action="store_true", help="continue the store's latest unfinished campaign")
+    fuzz.add_argument("--report", default=None, metavar="DIR", help="write the report to DIR when the run ends")
+    fuzz.add_argument("--disable", type=_disable, default=frozenset(),
+                      help="comma-separated hazard hunters to switch off")
+    report = sub.add_parser("report", help="write Markdown, HTML and JSON reports of a findings store")
+    report.add_argument("store", help="a findings store written by tritondiff fuzz")
+    report.add_argument("--out", default="reports", help="output directory (default reports/)")
     replay = sub.add_parser("replay", help="re-run the finding in a dump directory")
     replay.add_argument("dump", help="a dump directory written by check or fuzz")
     replay.add_argument("--in-process", action="store_true", help="no worker isolation")
@@ -72,9 +89,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         if args.command is None:
-            raise UsageError("tritondiff: missing command (check, replay); see tritondiff --help")
+            raise UsageError("tritondiff: missing command (check, fuzz, report, replay); see tritondiff --help")
         if args.command == "check":
             return _check(args)
+        if args.command == "fuzz":
+            return _fuzz(args)
+        if args.command == "report":
+            return _report(args)
         if args.command == "replay":
             from .replay import replay_dump
 
@@ -109,6 +130,32 @@ def _check(args) -> int:
         print(result.line(), flush=True)
         failed += result.status == "fail"
     return 1 if failed else 0
+
+
+def _fuzz(args) -> int:
+    import signal
+
+    from .campaign import run_campaign
+
+    def _terminate(signum, frame):           # SIGTERM stops as cleanly as Ctrl-C
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        result = run_campaign(args.targets, budget_s=args.budget, workers=args.workers, seed=args.seed,
+                              store=args.store, resume=args.resume, disabled=args.disable, report_dir=args.report)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return result.exit_code
+
+
+def _report(args) -> int:
+    from .report import write_report
+
+    paths = write_report(args.store, args.out)
+    for kind, path in paths.items():
+        print(f"{kind:<8} {path}")
+    return 0
 
 
 if __name__ == "__main__":

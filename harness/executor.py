@@ -66,14 +66,18 @@ class Isolated:
         self.worker = Worker()
 
     def prepare(self, subject_ref: dict) -> None:
-        res = self.worker.call("harness.executor:prepare", subject_ref, timeout=self.timeout_s)
+        """Start the worker and import the subject there, untimed by the example's hang timeout."""
+        res = self.worker.call("harness.executor:prepare", subject_ref, timeout=max(300.0, self.timeout_s))
         if res.status != "ok":
             raise HarnessError(f"the worker could not load subject {subject_ref['name']!r}:\n{res.error}")
+        self._prepared = (self.worker.pid, subject_ref["name"], subject_ref["file"])
 
     def run(self, subject_ref: dict, case: Case, hazards: frozenset, timeout_s: float | None = None) -> Verdict:
         """``timeout_s`` below the hang timeout cuts an example short for a budget: the verdict is then
         status "budget", not a hang finding."""
         limit = self.timeout_s if timeout_s is None else min(timeout_s, self.timeout_s)
+        if getattr(self, "_prepared", None) != (self.worker.pid, subject_ref["name"], subject_ref["file"]):
+            self.prepare(subject_ref)         # a fresh worker (first call, or after a crash) imports first
         res = self.worker.call("harness.executor:execute", subject_ref, case.to_json(), sorted(hazards),
                                timeout=limit)
         if res.status == "hang" and limit < self.timeout_s:

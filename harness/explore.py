@@ -137,6 +137,8 @@ def explore(subject: Subject, *, budget_s: float | None = None, max_examples: in
                 state.failure_class = verdict.failure_class
             if verdict.failure_class == state.failure_class:
                 state.failure = (case, verdict)      # Hypothesis only tries simpler cases: latest is smallest
+            if verdict.failure_class in ("hang", "crash"):
+                raise _BudgetSpent()                 # each shrink attempt would cost a timeout / a new worker
             raise _finding_type(verdict.failure_class)(verdict.message)
 
     db = DirectoryBasedExampleDatabase(os.path.join(out_dir, ".hypothesis")) if database else None
@@ -152,6 +154,11 @@ def explore(subject: Subject, *, budget_s: float | None = None, max_examples: in
         test()
     except (_BudgetSpent, Finding):
         pass
+    except Exception:
+        # e.g. Hypothesis's FlakyFailure when a replay fails differently (a crash that replays as a
+        # hang on a loaded machine): the failure already recorded stands; anything else is ours.
+        if state.failure is None:
+            raise
     finally:
         if own_executor:
             executor.close()

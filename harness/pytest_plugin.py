@@ -9,15 +9,24 @@ test actually asks for the harness.  Use either
 * the marker: ``@pytest.mark.tritondiff("subject.name")`` on a test function
   with no body of its own (the named bundled or registered subject is fuzzed).
 
-Profiles (``--tritondiff-profile`` or ``TRITONDIFF_PROFILE``): ``ci`` (fast,
-the pre-merge gate) and ``nightly`` (many examples, the largest shapes).
-Under pytest-xdist each worker writes dumps to its own directory and seeds
-are stable per test node.
+Profiles (``--tritondiff-profile``, else ``TRITONDIFF_PROFILE`` through the
+harness config): ``ci`` (fast, the pre-merge gate) and ``nightly`` (many
+examples, the largest shapes)::
+
+    pytest -n auto --tritondiff-profile nightly --tritondiff-store nightly.db tests/test_bundled_subjects.py
+    tritondiff report nightly.db
+
+xdist-safe: each worker writes dumps (and its Hypothesis example database)
+under its own directory, seeds are stable per test node (a crc32 of its node
+id), and ``--tritondiff-store`` records every finding and per-subject
+statistics in a SQLite findings store that all workers share (WAL, one
+transaction per write; a finding counts once per test run and node).
 """
 from __future__ import annotations
 
 import dataclasses
 import os
+import uuid
 import zlib
 
 import pytest
@@ -41,23 +50,37 @@ def pytest_addoption(parser):
     group = parser.getgroup("tritondiff")
     group.addoption("--tritondiff-profile", choices=sorted(PROFILES), default=None,
                     help="fuzzing depth for tritondiff subjects (default: $TRITONDIFF_PROFILE or ci)")
-    group.addoption("--tritondiff-out", default=None, help="dump directory for findings (default: tritondiff-out)")
+    group.addoption("--tritondiff-out", default=None,
+                    help="dump directory for findings (default: $TRITONDIFF_OUT or tritondiff-out)")
+    group.addoption("--tritondiff-store", default=None,
+                    help="record findings and per-subject statistics in this SQLite findings store")
 
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "tritondiff(name): fuzz the named tritondiff subject as this test")
+    # One id per test run, shared by every xdist worker (a finding counts once per run and node).
+    workerinput = getattr(config, "workerinput", None)
+    config._tritondiff_run = (workerinput or {}).get("testrunuid") or uuid.uuid4().hex
 
 
 def _profile(config) -> Profile:
-    name = config.getoption("--tritondiff-profile") or os.environ.get("TRITONDIFF_PROFILE", "ci")
+    name = config.getoption("--tritondiff-profile")
+    if name is None:
+        from harness.config import config as harness_config
+
+        name = harness_config.profile
     if name not in PROFILES:
         raise pytest.UsageError(f"TRITONDIFF_PROFILE={name!r}: choose one of {', '.join(sorted(PROFILES))}")
     return PROFILES[name]
 
 
 def _out_dir(config) -> str:
-    base = config.getoption("--tritondiff-out") or os.environ.get("TRITONDIFF_OUT", "tritondiff-out")
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    base = config.getoption("--tritondiff-out")
+    if base is None:
+        from harness.config import config as harness_config
+
+        base = harness_config.out_dir
+    worker = getattr(config, "workerinput", {}).get("workerid")
     return os.path.join(base, worker) if worker else base
 
 
@@ -68,10 +91,17 @@ class TritondiffFixture:
         self.request = request
         self.profile = _profile(request.config)
         self.out_dir = _out_dir(request.config)
+        self.store_path = request.config.getoption("--tritondiff-store")
+
+    @property
+    def seed(self) -> int:
+        """Stable per test node, whichever xdist worker runs it."""
+        return zlib.crc32(self.request.node.nodeid.encode())
 
     def check(self, subject, **overrides):
         """Fuzz ``subject`` (a Subject or a registered name); fail the test on a finding."""
         from harness.api import registry
+        from harness.campaign import CoverageTally
         from harness.config import config
         from harness.explore import explore
         from harness.loader import bundled
@@ -81,17 +111,38 @@ class TritondiffFixture:
             if subject not in known:
                 raise pytest.UsageError(f"no tritondiff subject named {subject!r}")
             subject = known[subject]
-        seed = zlib.crc32(self.request.node.nodeid.encode())        # stable per test node
-        kwargs = dict(budget_s=self.profile.budget_s, max_examples=self.profile.max_examples, seed=seed,
-                      out_dir=self.out_dir)
+        tally = CoverageTally()
+        kwargs = dict(budget_s=self.profile.budget_s, max_examples=self.profile.max_examples, seed=self.seed,
+                      out_dir=self.out_dir, on_example=tally.observe)
         kwargs.update(overrides)
         with config.patch(max_example_bytes=self.profile.max_example_bytes):
             result = explore(subject, **kwargs)
+        if self.store_path:
+            self._record(subject, result, tally)
         if result.status != "pass":
             pytest.fail(f"{result.subject}: {result.failure_class}: {result.message}\n"
                         f"case: {result.case.describe() if result.case else '?'}\ndump: {result.dump}",
                         pytrace=False)
         return result
+
+    def _record(self, subject, result, tally) -> None:
+        from harness.loader import ref
+        from harness.store import FindingRecord, Store
+        from harness.strategies import example_cost
+
+        examples, skipped, coverage = tally.take()
+        with Store(self.store_path) as store:
+            store.add_stats(subject.name, examples=examples, skipped=skipped, seconds=result.seconds,
+                            coverage=coverage)
+            if result.status == "fail" and result.case is not None:
+                v = result.verdict
+                record = FindingRecord(result.signature, subject.name, v.failure_class, v.location, v.message,
+                                       result.case.to_json(), example_cost(result.case), v.details, ref(subject),
+                                       result.dump)
+                source = f"pytest:{self.request.config._tritondiff_run}:{self.request.node.nodeid}"
+                new, _ = store.record_finding(record, source=source, minimal=True)
+                if not new:
+                    store.improve(record)
 
 
 @pytest.fixture

@@ -1,0 +1,873 @@
+"""The fuzz campaign: many subjects, one wall-clock budget, parallel lanes, a findings store, resume.
+
+How a campaign runs
+-------------------
+``run_campaign`` turns the targets into subjects and plans *tasks*, one per
+(subject, shard); a shard is a Hypothesis seed derived from the campaign seed,
+so a task explores the same sequence of examples whenever it is re-run.  With
+fewer subjects than lanes, each subject gets several shards.
+
+``workers`` lanes pull tasks.  A lane is a thread of this process that drives
+Hypothesis (:func:`harness.explore.explore`) and owns one isolated executor: a
+long-lived worker *process* (pinned to one GPU on CUDA) in which every example
+runs.  So ``W`` lanes are ``W`` processes executing kernels in parallel, and a
+segfault or a hang costs one example of one lane, never the campaign.
+
+Budget: the campaign's total wall time.  A lane starting a task gets the fair
+share of the lane-seconds left (``_Scheduler.next``); when the planned tasks
+are done and time is left, idle lanes explore new shards of the subjects that
+have not failed yet.  An example that started before the deadline may finish
+after it; past ``deadline + grace`` the remaining lanes are cut.
+
+Findings: the first failing example of a task is committed to the store (and
+dumped) at once, before shrinking; when shrinking ends the shrunk case replaces
+it (or, if it shrank to another signature, the first sighting is withdrawn).
+Every write is one committed SQLite transaction, so SIGKILL at any moment loses
+nothing already committed.
+
+Resume: the campaign row records options, seed, budget and time spent (a
+heartbeat every second); tasks record their status.  ``resume=True`` takes the
+latest unfinished campaign, puts its unfinished tasks back in the queue (same
+seeds; Hypothesis's example database replays what they had found) and spends
+what is left of the budget.  Ctrl-C stops the lanes, banks their progress and
+leaves the campaign resumable.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import fnmatch
+import math
+import os
+import queue
+import secrets
+import shutil
+import signal
+import sys
+import threading
+import time
+import uuid
+import zlib
+from collections import Counter, deque
+from typing import Iterator, Sequence, TextIO
+
+from . import device
+from .api import Subject
+from .case import Case
+from .config import config
+from .dump import dump_dir_for, write_dump
+from .exc import HarnessError, UsageError
+from .executor import Isolated
+from .explore import explore, shape_bucket
+from .loader import bundled, load_file, ref, resolve, subjects_in
+from .runner import Verdict, enabled_hazards
+from .store import FindingRecord, Store, Task
+from .strategies import example_cost
+from .worker import Worker
+
+DEFAULT_BUDGET_S = 600.0
+MAX_EXAMPLES = 1_000_000       # per task: the budget, not a count, bounds a task
+MIN_TASK_S = 1.0               # no task gets less (the first example always runs anyway)
+MIN_EXTRA_S = 3.0              # an idle lane starts an extra shard only with this much time left
+FLUSH_S = 2.0                  # how often a lane banks its example counts and coverage in the store
+HEARTBEAT_S = 1.0              # how often the campaign banks the time spent
+PREPARE_TIMEOUT_S = 300.0      # a lane's worker start-up (imports), whatever the example timeout
+PLAIN_PROGRESS_S = 30.0        # progress line period when the output is not a terminal
+COVERAGE_AXES = ("shape", "values", "nonfinite", "dtype", "layout")
+
+
+class _Stopped(BaseException):
+    """Raised inside a lane's exploration when the campaign stops it (Ctrl-C, hard deadline)."""
+
+
+# ---------------------------------------------------------------------------------------------- targets
+
+def resolve_targets(targets: Sequence[str]) -> list[Subject]:
+    """Subjects named by ``targets``: subject files (``file.py`` or ``file.py::name``), bundled subject
+    names or globs (``nrm2*``); nothing means every bundled subject."""
+    if isinstance(targets, str):
+        raise UsageError(f"targets must be a list of strings, got the string {targets!r}")
+    pool: dict[str, Subject] | None = None
+    out: list[Subject] = []
+    for target in targets:
+        if not isinstance(target, str) or not target.strip():
+            raise UsageError(f"target {target!r} is not a subject file, name or glob")
+        path, _, name = target.partition("::")
+        if path.endswith(".py") or os.path.sep in path or os.path.exists(path):
+            found = subjects_in(load_file(path))
+            if not found:
+                raise UsageError(f"{path}: no @subject functions found")
+            if name:
+                found = [s for s in found if fnmatch.fnmatchcase(s.name, name)]
+                if not found:
+                    raise UsageError(f"{path}: no subject matches {name!r}")
+        else:
+            pool = bundled() if pool is None else pool
+            found = [s for n, s in pool.items() if fnmatch.fnmatchcase(n, target)]
+            if not found:
+                known = ", ".join(sorted(pool)[:12]) if pool else "there are no bundled subjects yet"
+                raise UsageError(f"unknown target {target!r}: not a subject file and no bundled subject matches "
+                                 f"it (bundled: {known})")
+        out.extend(found)
+    if not targets:
+        out = list(bundled().values())
+        if not out:
+            raise UsageError("no bundled subjects yet (kernels.subjects / compiler.subjects define none); "
+                             "name a subject file: tritondiff fuzz path/to/subjects.py")
+    unique: dict[str, Subject] = {}
+    for s in out:
+        other = unique.setdefault(s.name, s)
+        if other is not s and (other.module, other.file) != (s.module, s.file):
+            raise UsageError(f"two different subjects are named {s.name!r} ({other.file or other.module} and "
+                             f"{s.file or s.module}); findings are keyed by name, so rename one")
+    return list(unique.values())
+
+
+def default_workers() -> int:
+    """One lane per GPU on CUDA, one per CPU core in the interpreter."""
+    if device.MODE == "cuda":
+        import torch
+
+        return max(1, torch.cuda.device_count())
+    return max(1, os.cpu_count() or 1)
+
+
+def _lane_env(index: int, workers: int) -> dict[str, str]:
+    if device.MODE == "cuda":
+        import torch
+
+        # CUDA's own variable: lanes split the GPUs this process may use, one each.
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        ids = [v.strip() for v in visible.split(",") if v.strip()] if visible else \
+            [str(i) for i in range(torch.cuda.device_count())]
+        return {"CUDA_VISIBLE_DEVICES": ids[index % len(ids)]} if ids else {}
+    return {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // workers))}
+
+
+def task_seed(campaign_seed: int, subject: str, shard: int) -> int:
+    """The Hypothesis seed of one shard: stable across runs and resumes."""
+    return zlib.crc32(f"{campaign_seed}:{subject}:{shard}".encode())
+
+
+# ---------------------------------------------------------------------------------------------- coverage
+
+class CoverageTally:
+    """Counts of what the examples exercised, per axis (shape bucket, value family, ...)."""
+
+    def __init__(self):
+        self.examples = 0
+        self.skipped = 0
+        self.axes: dict[str, Counter] = {axis: Counter() for axis in COVERAGE_AXES}
+
+    def observe(self, case: Case, verdict: Verdict | None = None) -> None:
+        self.examples += 1
+        if verdict is not None and verdict.status == "skip":
+            self.skipped += 1
+        for t in case.tensors.values():
+            self.axes["shape"][shape_bucket(t.numel)] += 1
+            self.axes["values"][t.values] += 1
+            self.axes["nonfinite"][t.nonfinite or "none"] += 1
+            self.axes["dtype"][t.dtype] += 1
+            self.axes["layout"][t.layout] += 1
+
+    def take(self) -> tuple[int, int, dict[str, dict[str, int]]]:
+        """(examples, skipped, coverage) since the last take, and reset."""
+        out = (self.examples, self.skipped, {k: dict(v) for k, v in self.axes.items() if v})
+        self.__init__()
+        return out
+
+
+# ---------------------------------------------------------------------------------------------- dumps
+
+@contextlib.contextmanager
+def _dump_lock(root: str) -> Iterator[None]:
+    """Serialise dump installation and finding bookkeeping (threads and processes alike)."""
+    os.makedirs(root, exist_ok=True)
+    with open(os.path.join(root, ".lock"), "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _install(src: str, dst: str) -> None:
+    """Move dump directory ``src`` to ``dst``, replacing what is there (two renames, never half a dump)."""
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    old = None
+    if os.path.exists(dst):
+        old = f"{dst}.old-{uuid.uuid4().hex[:8]}"
+        os.rename(dst, old)
+    os.rename(src, dst)
+    if old:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _clean_stale_work(root: str) -> None:
+    """Remove work directories left by campaign processes that no longer exist."""
+    work = os.path.join(root, ".work")
+    if not os.path.isdir(work):
+        return
+    for entry in os.listdir(work):
+        if entry.isdigit() and not _alive(int(entry)):
+            shutil.rmtree(os.path.join(work, entry), ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+# ---------------------------------------------------------------------------------------------- lanes
+
+class _LaneExecutor(Isolated):
+    """One lane's isolated executor: its own worker process, kept warm across tasks.
+
+    Worker start-up (imports, then :func:`warm_up`) never runs on an example's
+    clock.  Each task is a *slot* (``begin``): once it has run one example, an
+    example that would start after the slot's end is answered ``"budget"`` (which
+    ends the exploration, or its shrinking), and examples are cut short at the
+    slot's end plus 20%; so a subject that crashes or hangs, whose worker must be
+    restarted after every example, cannot keep a lane past its share.  The
+    coordinator stops a lane by setting ``stop`` and killing the worker.
+    """
+
+    def __init__(self, env: dict[str, str], timeout_s: float | None, stop: threading.Event):
+        super().__init__(timeout_s)
+        self.worker = Worker(env=env)
+        self.stop = stop
+        self.slot_end = math.inf
+        self.slack = 0.0
+        self.ran = 0
+        self.start_cost = 0.0          # seconds the last worker (re)start took
+        self._warm_pid: int | None = None
+
+    def begin(self, budget_s: float) -> None:
+        self.slot_end = time.monotonic() + budget_s
+        self.slack = 0.2 * budget_s
+        self.ran = 0
+
+    def _call(self, target: str, *args) -> None:
+        if self.stop.is_set():
+            raise _Stopped()
+        res = self.worker.call(target, *args, timeout=max(PREPARE_TIMEOUT_S, self.timeout_s))
+        if self.stop.is_set():
+            raise _Stopped()
+        if res.status != "ok":
+            what = f"load subject {args[0]['name']!r}" if args else "start"
+            raise HarnessError(f"the worker could not {what}:\n{res.error}")
+
+    def warm(self) -> None:
+        """Start the worker and run the warm-up example (idempotent while the worker lives)."""
+        if self._warm_pid is None or self.worker.pid != self._warm_pid:
+            t0 = time.monotonic()
+            self._call("harness.campaign:warm_up")
+            self._warm_pid = self.worker.pid
+            self.start_cost = time.monotonic() - t0
+
+    def prepare(self, subject_ref: dict) -> None:
+        self.warm()
+        self._call("harness.executor:prepare", subject_ref)
+
+    def run(self, subject_ref: dict, case: Case, hazards: frozenset, timeout_s: float | None = None) -> Verdict:
+        if self.stop.is_set():
+            raise _Stopped()
+        if self.ran and time.monotonic() >= self.slot_end:
+            return Verdict("budget", message="the task's time slot is over")
+        if self.worker.pid is None:   # replaced after a crash or a hang: re-import before the clock starts
+            if self.ran and time.monotonic() + self.start_cost >= self.slot_end:
+                return Verdict("budget", message="no time left in the slot to restart the worker")
+            self.prepare(subject_ref)
+        if self.ran:
+            left = self.slot_end + self.slack - time.monotonic()
+            if left <= 0:
+                return Verdict("budget", message="the task's time slot is over")
+            timeout_s = left if timeout_s is None else min(timeout_s, left)
+        self.ran += 1
+        try:
+            verdict = super().run(subject_ref, case, hazards, timeout_s=timeout_s)
+        except HarnessError:
+            if self.stop.is_set():
+                raise _Stopped() from None
+            raise
+        if self.stop.is_set():        # the coordinator killed the worker to stop us: not a finding
+            raise _Stopped()
+        return verdict
+
+    def interrupt(self) -> None:
+        pid = self.worker.pid
+        if pid is None:
+            return
+        try:
+            os.killpg(pid, signal.SIGKILL)    # the worker leads its own session
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def warm_up() -> None:
+    """Worker target: judge one trivial example with every hazard hunter armed, so the lazy imports of
+    the runner (torch._dynamo via torch.utils.deterministic, the sanitizer, ...) happen before the
+    first real example's clock starts."""
+    from .api import HAZARDS, Subject, Tolerance, tensor
+    from .case import TensorCase
+    from .runner import run_case
+
+    def identity(x):
+        return x.clone()
+
+    subj = Subject(identity, reference=identity, inputs={"x": tensor(("N",))}, dims={"N": 4}, name="_warm_up",
+                   tolerance=Tolerance(), mutates=(), deterministic=True, disable=(), max_example_bytes=None)
+    case = Case({"N": 4}, {"x": TensorCase((4,), "float32", "contiguous", 0, "normal", 0, "")}, {})
+    run_case(subj, case, frozenset(HAZARDS) - {"isolation"})
+
+
+@dataclasses.dataclass
+class _Event:
+    kind: str            # start | finding | done | error
+    lane: int
+    subject: str
+    text: str = ""
+    new: bool = False
+    signature: str | None = None
+    replaces: str | None = None      # a first sighting that shrank into this signature
+
+
+class _Scheduler:
+    """Hands tasks to lanes with a fair share of the remaining time; invents extra shards when idle."""
+
+    def __init__(self, campaign: "_Campaign", pending: list[Task], deadline: float, lanes: int):
+        self.c = campaign
+        self.lock = threading.Lock()
+        self.pending = deque(pending)
+        self.deadline = deadline
+        self.active = set(range(lanes))
+        self.busy_until: dict[int, float] = {}
+        self.closed: set[str] = set()       # subjects that failed, errored or exhausted their space
+        self.shards: Counter = Counter()
+        self.seconds: Counter = Counter()
+        for t in campaign.store.tasks(campaign.id):
+            self.shards[t.subject] = max(self.shards[t.subject], t.shard + 1)
+            self.seconds[t.subject] += t.seconds
+            if t.outcome == "fail" or t.status == "error":
+                self.closed.add(t.subject)
+
+    def next(self, lane: int, store: Store) -> tuple[Task, float] | None:
+        with self.lock:
+            self.busy_until.pop(lane, None)
+            now = time.monotonic()
+            remaining = self.deadline - now
+            if self.c.stopping.is_set() or remaining < MIN_TASK_S or not self._ensure_pending(store, remaining):
+                self.active.discard(lane)
+                return None
+            task = self.pending.popleft()
+            idle_others = len(self.active - set(self.busy_until) - {lane})
+            free = remaining * (1 + idle_others) + sum(max(0.0, self.deadline - max(now, end))
+                                                      for end in self.busy_until.values())
+            budget = min(remaining, max(MIN_TASK_S, free / (len(self.pending) + 1)))
+            self.busy_until[lane] = now + budget
+            return task, budget
+
+    def _ensure_pending(self, store: Store, remaining: float) -> bool:
+        while self.pending and self.pending[0].subject in self.closed:
+            # another shard of this subject failed: its example database would only replay that finding
+            skipped = self.pending.popleft()
+            store.finish_task(skipped.id, status="done", outcome="skipped", seconds=0.0, examples=0)
+        if self.pending:
+            return True
+        if remaining < MIN_EXTRA_S:
+            return False
+        open_subjects = [n for n in self.c.subjects if n not in self.closed]
+        if not open_subjects:
+            return False
+        name = min(open_subjects, key=lambda n: (self.seconds[n], n))
+        shard = self.shards[name]
+        self.shards[name] += 1
+        seed = task_seed(self.c.seed, name, shard)
+        subj = self.c.subjects[name]
+        task_id = store.add_task(self.c.id, subject=name, subject_ref=ref(subj), shard=shard, seed=seed)
+        self.pending.append(Task(task_id, self.c.id, name, ref(subj), shard, seed, "pending", None, 0.0, 0, None,
+                                 None))
+        return True
+
+    def finished(self, subject: str, seconds: float, *, close: bool) -> None:
+        with self.lock:
+            self.seconds[subject] += seconds
+            if close:
+                self.closed.add(subject)
+
+
+class _Lane(threading.Thread):
+    """One lane: pulls tasks, explores them through its own isolated executor, records what it finds."""
+
+    def __init__(self, campaign: "_Campaign", index: int):
+        super().__init__(name=f"tritondiff-lane-{index}", daemon=True)
+        self.c = campaign
+        self.index = index
+        self.stop_event = threading.Event()
+        self.stop_reason = ""
+        self.executor = _LaneExecutor(_lane_env(index, campaign.workers), campaign.example_timeout_s,
+                                      self.stop_event)
+        self.current: tuple[Task, float, float] | None = None     # (task, budget, started)
+        self.examples = 0
+        self.failed: BaseException | None = None
+
+    def stop(self, reason: str) -> None:
+        self.stop_reason = reason
+        self.stop_event.set()
+        self.executor.interrupt()
+
+    def run(self) -> None:
+        store = Store(self.c.store_path)
+        try:
+            self.executor.warm()        # worker start-up is campaign overhead, not a task's share
+            while not self.stop_event.is_set():
+                nxt = self.c.scheduler.next(self.index, store)
+                if nxt is None:
+                    return
+                self._run_task(store, *nxt)
+        except _Stopped:
+            return
+        except BaseException as e:  # noqa: BLE001 - a harness bug in a lane must not hang the campaign
+            self.failed = e
+            self.c.events.put(_Event("error", self.index, self.current[0].subject if self.current else "-",
+                                     f"lane {self.index} failed: {type(e).__name__}: {e}"))
+        finally:
+            self.current = None
+            with self.c.scheduler.lock:
+                self.c.scheduler.active.discard(self.index)
+                self.c.scheduler.busy_until.pop(self.index, None)
+            self.executor.close()
+            store.close()
+
+    def _run_task(self, store: Store, task: Task, budget: float) -> None:
+        subject = self.c.subjects[task.subject]
+        work = os.path.join(self.c.dump_root, ".work", str(os.getpid()), f"task-{task.id}-{uuid.uuid4().hex[:6]}")
+        os.makedirs(work)
+        os.symlink(os.path.join(self.c.dump_root, ".hypothesis"), os.path.join(work, ".hypothesis"))
+        store.start_task(task.id)
+        self.executor.begin(budget)
+        started = time.monotonic()
+        self.current = (task, budget, started)
+        self.c.events.put(_Event("start", self.index, task.subject, f"shard {task.shard}, {budget:.0f} s"))
+        rec = _Recorder(self, store, task, subject, work)
+        try:
+            self._explore(store, task, budget, subject, rec, started)
+        finally:
+            self.current = None
+            shutil.rmtree(work, ignore_errors=True)
+
+    def _explore(self, store: Store, task: Task, budget: float, subject: Subject, rec: "_Recorder",
+                 started: float) -> None:
+        try:
+            result = explore(subject, budget_s=budget, max_examples=MAX_EXAMPLES, seed=task.seed, out_dir=rec.work,
+                             disabled=self.c.disabled, executor=self.executor, on_example=rec)
+        except _Stopped:
+            rec.flush()
+            seconds = time.monotonic() - started
+            if self.stop_reason == "cut":
+                store.finish_task(task.id, status="done", outcome="cut", seconds=seconds, examples=rec.examples,
+                                  signature=rec.first.signature if rec.first else None)
+            else:                 # interrupted: stays 'running', so a resume runs it again
+                store.add_task_progress(task.id, seconds=seconds, examples=rec.examples)
+            return
+        except HarnessError as e:
+            rec.flush()
+            seconds = time.monotonic() - started
+            store.finish_task(task.id, status="error", outcome=None, seconds=seconds, examples=rec.examples,
+                              error=str(e))
+            self.c.scheduler.finished(task.subject, seconds, close=True)
+            first = str(e).splitlines()[0] if str(e) else type(e).__name__
+            self.c.events.put(_Event("error", self.index, task.subject, f"harness error: {first}"))
+            return
+        rec.flush()
+        seconds = time.monotonic() - started
+        signature = rec.finalize(result) if result.status == "fail" else None
+        store.finish_task(task.id, status="done", outcome=result.status, seconds=seconds, examples=result.examples,
+                          signature=signature)
+        exhausted = result.status == "pass" and seconds < 0.5 * budget
+        self.c.scheduler.finished(task.subject, seconds, close=result.status == "fail" or exhausted)
+        rate = result.examples / seconds if seconds > 0 else 0.0
+        if result.status == "pass":
+            verdict = "pass" + (" (input space exhausted)" if exhausted else "")
+        else:
+            verdict = f"FAIL {result.failure_class} on {result.case.describe()}"
+        self.c.events.put(_Event("done", self.index, task.subject,
+                                 f"{verdict}; {result.examples} examples in {seconds:.1f} s ({rate:.2f}/s)"))
+
+
+class _Recorder:
+    """``on_example`` of one task: counts, coverage, the first failure committed at once, stop checks."""
+
+    def __init__(self, lane: _Lane, store: Store, task: Task, subject: Subject, work: str):
+        self.lane, self.store, self.task, self.subject, self.work = lane, store, task, subject, work
+        self.c = lane.c
+        self.source = f"campaign:{self.c.id}:task:{task.id}"
+        self.tally = CoverageTally()
+        self.examples = 0
+        self.last_flush = time.monotonic()
+        self.first: FindingRecord | None = None
+        self.first_dump_ours = False
+
+    def __call__(self, case: Case, verdict: Verdict) -> None:
+        if self.lane.stop_event.is_set():
+            raise _Stopped()
+        self.examples += 1
+        self.lane.examples += 1
+        self.tally.observe(case, verdict)
+        if verdict.status == "fail" and self.first is None:
+            self._first_sight(case, verdict)
+        if time.monotonic() - self.last_flush >= FLUSH_S:
+            self.flush()
+
+    def flush(self) -> None:
+        now = time.monotonic()
+        examples, skipped, coverage = self.tally.take()
+        self.store.add_stats(self.subject.name, examples=examples, skipped=skipped, seconds=now - self.last_flush,
+                             coverage=coverage)
+        self.last_flush = now
+
+    def _record(self, case: Case, verdict: Verdict) -> FindingRecord:
+        return FindingRecord(verdict.signature(self.subject.name), self.subject.name, verdict.failure_class,
+                             verdict.location, verdict.message, case.to_json(), example_cost(case),
+                             verdict.details, ref(self.subject))
+
+    def _first_sight(self, case: Case, verdict: Verdict) -> None:
+        record = self._record(case, verdict)
+        final = dump_dir_for(self.c.dump_root, self.subject.name, record.signature)
+        with _dump_lock(self.c.dump_root):
+            if self.store.finding(record.signature) is None:
+                tmp_root = os.path.join(self.work, "first")
+                src = write_dump(tmp_root, self.subject, ref(self.subject), case, verdict, seed=self.task.seed,
+                                 hazards=enabled_hazards(self.subject, self.c.disabled))
+                _install(src, final)
+                record.dump = final
+                self.first_dump_ours = True
+            new, count = self.store.record_finding(record, source=self.source)
+        self.first = record
+        self.c.events.put(_Event("finding", self.lane.index, self.subject.name,
+                                 _short(f"{record.failure_class}: {record.message}")
+                                 + ("" if new else f" (seen {count}x)"),
+                                 new=new, signature=record.signature))
+
+    def finalize(self, result) -> str:
+        """Install the shrunk case of a failed task; returns its signature."""
+        record = self._record(result.case, result.verdict)
+        final = dump_dir_for(self.c.dump_root, self.subject.name, record.signature)
+        with _dump_lock(self.c.dump_root):
+            if self.first is not None and self.first.signature != record.signature:
+                gone = self.store.withdraw(self.first.signature, source=self.source)
+                if gone is not None and self.first_dump_ours and gone["dump"]:
+                    shutil.rmtree(gone["dump"], ignore_errors=True)
+            wanted = result.dump is not None and self.store.wants(record.signature, record.case_size)
+            if wanted:
+                _install(result.dump, final)
+                record.dump = final
+            new, _ = self.store.record_finding(record, source=self.source, minimal=wanted)
+            if wanted and not new:
+                self.store.improve(record)
+        if self.first is None or self.first.signature != record.signature:
+            self.c.events.put(_Event("finding", self.lane.index, self.subject.name,
+                                     _short(f"{record.failure_class}: {record.message}"), new=new,
+                                     signature=record.signature,
+                                     replaces=self.first.signature if self.first is not None else None))
+        return record.signature
+
+
+# ---------------------------------------------------------------------------------------------- display
+
+class _Display:
+    """A live status line on a terminal; plain lines (and a progress line now and then) otherwise."""
+
+    def __init__(self, out: TextIO, live: bool | None):
+        self.out = out
+        self.live = bool(getattr(out, "isatty", lambda: False)()) if live is None else live
+        self._shown = False
+        self._last_plain = time.monotonic()
+
+    def line(self, text: str) -> None:
+        if self._shown:
+            self.out.write("\r\x1b[2K")
+            self._shown = False
+        self.out.write(text + "\n")
+        self.out.flush()
+
+    def status(self, text: str) -> None:
+        if self.live:
+            width = shutil.get_terminal_size((120, 24)).columns
+            self.out.write("\r\x1b[2K" + text[:max(20, width - 1)])
+            self.out.flush()
+            self._shown = True
+        elif time.monotonic() - self._last_plain >= PLAIN_PROGRESS_S:
+            self._last_plain = time.monotonic()
+            self.line(text)
+
+    def close(self) -> None:
+        if self._shown:
+            self.out.write("\r\x1b[2K")
+            self.out.flush()
+            self._shown = False
+
+
+def _short(text: str, limit: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _clock(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}" if seconds >= 3600 \
+        else f"{seconds // 60}:{seconds % 60:02d}"
+
+
+# ---------------------------------------------------------------------------------------------- campaign
+
+@dataclasses.dataclass
+class CampaignResult:
+    """What one run of a campaign did (a resumed campaign reports the resumed run)."""
+
+    campaign_id: int
+    status: str                       # done | interrupted
+    store: str
+    seconds: float                    # wall time of this run
+    spent_s: float                    # campaign total, over every run
+    budget_s: float
+    examples: int
+    findings: list[dict]              # seen in this run: signature, class, subject, new, message
+    errors: list[str]
+    seed: int
+
+    @property
+    def examples_per_s(self) -> float:
+        return self.examples / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def exit_code(self) -> int:
+        if self.status == "interrupted":
+            return 130
+        return 1 if self.findings or self.errors else 0
+
+
+class _Campaign:
+    def __init__(self, store: Store, campaign_id: int, subjects: dict[str, Subject], *, options: dict,
+                 seed: int, workers: int, remaining_s: float, spent_s: float, budget_s: float, display: _Display):
+        self.store = store
+        self.store_path = store.path
+        self.id = campaign_id
+        self.subjects = subjects
+        self.seed = seed
+        self.workers = workers
+        self.dump_root = options["dump_root"]
+        self.disabled = frozenset(options.get("disabled", ()))
+        self.example_timeout_s = options.get("example_timeout_s")
+        self.spent_before = spent_s
+        self.budget_s = budget_s
+        self.remaining_s = remaining_s
+        self.grace_s = max(5.0, 0.05 * budget_s)
+        self.display = display
+        self.events: queue.Queue[_Event] = queue.Queue()
+        self.stopping = threading.Event()
+        self.findings: dict[str, dict] = {}
+        self.errors: list[str] = []
+        os.makedirs(os.path.join(self.dump_root, ".hypothesis"), exist_ok=True)
+        _clean_stale_work(self.dump_root)
+
+    def run(self) -> str:
+        start = time.monotonic()
+        deadline = start + self.remaining_s
+        pending = [t for t in self.store.tasks(self.id) if t.status == "pending"]
+        self.scheduler = _Scheduler(self, pending, deadline, self.workers)
+        lanes = [_Lane(self, i) for i in range(self.workers)]
+        status = "done"
+        last_beat = 0.0
+        try:
+            for lane in lanes:
+                lane.start()
+            while any(lane.is_alive() for lane in lanes):
+                self._drain(timeout=0.25)
+                now = time.monotonic()
+                if now - last_beat >= HEARTBEAT_S:
+                    self.store.heartbeat(self.id, self.spent_before + now - start)
+                    last_beat = now
+                if now > deadline + self.grace_s:
+                    for lane in lanes:
+                        if lane.is_alive() and lane.current is not None and not lane.stop_event.is_set():
+                            self.display.line(f"cut   L{lane.index} {lane.current[0].subject}: still running "
+                                              f"{self.grace_s:.0f} s past the deadline")
+                            lane.stop("cut")
+                self.display.status(self._status_text(lanes, now - start))
+        except KeyboardInterrupt:
+            status = "interrupted"
+            self.display.line("interrupted: stopping lanes (the store stays consistent; resume with --resume)")
+            self._stop(lanes, "interrupt")
+        finally:
+            self.display.close()
+        self._drain(timeout=0)
+        if any(lane.failed is not None for lane in lanes):
+            status = "interrupted"       # its task stays 'running': a resume re-runs it
+        self.seconds = time.monotonic() - start
+        self.examples = sum(lane.examples for lane in lanes)
+        self.store.heartbeat(self.id, self.spent_before + self.seconds, status)
+        return status
+
+    def _stop(self, lanes: list[_Lane], reason: str) -> None:
+        self.stopping.set()
+        for lane in lanes:
+            lane.stop(reason)
+        for lane in lanes:
+            lane.join(timeout=30)
+
+    def _drain(self, timeout: float) -> None:
+        while True:
+            try:
+                ev = self.events.get(timeout=timeout) if timeout else self.events.get_nowait()
+            except queue.Empty:
+                return
+            timeout = 0
+            if ev.kind == "start":
+                self.display.line(f"start L{ev.lane} {ev.subject} ({ev.text})")
+            elif ev.kind == "finding":
+                replaced = self.findings.pop(ev.replaces, {}) if ev.replaces else {}
+                ev.new = ev.new or replaced.get("new", False)
+                self.findings[ev.signature] = {"signature": ev.signature, "subject": ev.subject,
+                                               "new": ev.new or self.findings.get(ev.signature, {}).get("new", False),
+                                               "message": ev.text}
+                self.display.line(f"{'NEW  ' if ev.new else 'seen '} L{ev.lane} {ev.subject} {ev.text}")
+            elif ev.kind == "done":
+                self.display.line(f"done  L{ev.lane} {ev.subject} {ev.text}")
+            else:
+                self.errors.append(f"{ev.subject}: {ev.text}")
+                self.display.line(f"ERROR L{ev.lane} {ev.subject} {ev.text}")
+
+    def _status_text(self, lanes: list[_Lane], elapsed: float) -> str:
+        examples = sum(lane.examples for lane in lanes)
+        rate = examples / elapsed if elapsed > 0 else 0.0
+        new = sum(1 for f in self.findings.values() if f["new"])
+        busy = []
+        for lane in lanes:
+            cur = lane.current
+            if cur is not None:
+                busy.append(f"L{lane.index} {cur[0].subject}#{cur[0].shard}")
+        spent = self.spent_before + elapsed
+        return (f"[{_clock(spent)}/{_clock(self.budget_s)}] {examples} examples ({rate:.2f}/s) | findings: "
+                f"{new} new, {len(self.findings) - new} seen | " + (", ".join(busy) or "idle"))
+
+
+def _check_args(budget_s, workers, seed, example_timeout_s) -> None:
+    if budget_s is not None and (isinstance(budget_s, bool) or not isinstance(budget_s, (int, float))
+                                 or not math.isfinite(budget_s) or budget_s <= 0):
+        raise UsageError(f"budget_s={budget_s!r}: give a positive number of seconds")
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise UsageError(f"workers={workers!r}: give a positive integer")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise UsageError(f"seed={seed!r}: give an integer")
+    if example_timeout_s is not None and (isinstance(example_timeout_s, bool)
+                                          or not isinstance(example_timeout_s, (int, float))
+                                          or not example_timeout_s > 0):
+        raise UsageError(f"example_timeout_s={example_timeout_s!r}: give a positive number of seconds")
+
+
+def run_campaign(targets: Sequence[str] = (), *, budget_s: float | None = None, workers: int | None = None,
+                 seed: int | None = None, store: str | None = None, resume: bool = False,
+                 disabled: frozenset = frozenset(), example_timeout_s: float | None = None,
+                 dump_dir: str | None = None, report_dir: str | None = None, out: TextIO | None = None,
+                 live: bool | None = None) -> CampaignResult:
+    """Fuzz ``targets`` (see :func:`resolve_targets`) for ``budget_s`` seconds of wall time in total.
+
+    ``workers`` lanes run in parallel (default: :func:`default_workers`);
+    findings, statistics and campaign state go to the SQLite ``store``
+    (default ``<out_dir>/findings.db``); dumps go next to it unless
+    ``dump_dir`` says otherwise.  ``resume=True`` continues the store's latest
+    unfinished campaign (then ``targets`` and ``seed`` must be left out;
+    ``budget_s`` replaces its total budget).  ``report_dir`` writes the report
+    when the run ends.  Progress goes to ``out`` (default stdout), as a live
+    line when it is a terminal (``live`` overrides).
+    """
+    _check_args(budget_s, workers, seed, example_timeout_s)
+    workers = workers or default_workers()
+    store_path = store or os.path.join(config.out_dir, "findings.db")
+    display = _Display(out or sys.stdout, live)
+    db = Store(store_path)
+    try:
+        if resume:
+            campaign, subjects = _resume(db, targets, seed, budget_s, workers)
+        else:
+            campaign, subjects = _new(db, targets, seed, budget_s or DEFAULT_BUDGET_S, workers, disabled,
+                                      example_timeout_s, dump_dir)
+        remaining = campaign.budget_s - campaign.spent_s
+        verb = "resuming" if resume else "campaign"
+        display.line(f"{verb} {campaign.id}: {len(subjects)} subject(s), {workers} lane(s), seed {campaign.seed}, "
+                     f"{_clock(remaining)} of {_clock(campaign.budget_s)} left; store {db.path}")
+        runner = _Campaign(db, campaign.id, subjects, options=campaign.options, seed=campaign.seed, workers=workers,
+                           remaining_s=max(0.0, remaining), spent_s=campaign.spent_s, budget_s=campaign.budget_s,
+                           display=display)
+        status = runner.run()
+        result = CampaignResult(campaign.id, status, db.path, runner.seconds, runner.spent_before + runner.seconds,
+                                campaign.budget_s, runner.examples, list(runner.findings.values()), runner.errors,
+                                campaign.seed)
+        _summary(display, result, db)
+    finally:
+        db.close()
+    if report_dir is not None:
+        from .report import write_report
+
+        paths = write_report(store_path, report_dir)
+        display.line("report: " + ", ".join(paths.values()))
+    return result
+
+
+def _new(db: Store, targets, seed, budget_s, workers, disabled, example_timeout_s, dump_dir):
+    subjects = {s.name: s for s in resolve_targets(list(targets))}
+    seed = secrets.randbits(31) if seed is None else seed
+    options = {"targets": list(targets), "disabled": sorted(disabled), "example_timeout_s": example_timeout_s,
+               "dump_root": os.path.abspath(dump_dir or os.path.dirname(db.path))}
+    campaign_id = db.create_campaign(options=options, seed=seed, budget_s=budget_s, workers=workers)
+    shards = max(1, math.ceil(workers / len(subjects)))
+    for shard in range(shards):               # shard 0 of every subject first, so lanes start on different ones
+        for name, subj in subjects.items():
+            db.add_task(campaign_id, subject=name, subject_ref=ref(subj), shard=shard,
+                        seed=task_seed(seed, name, shard))
+    return db.campaign(campaign_id), subjects
+
+
+def _resume(db: Store, targets, seed, budget_s, workers):
+    if targets:
+        raise UsageError("--resume continues the stored campaign with its own targets; leave the targets out")
+    if seed is not None:
+        raise UsageError("--resume continues the stored campaign with its own seed; leave --seed out")
+    campaign = db.latest_unfinished()
+    if campaign is None:
+        raise UsageError(f"{db.path}: no unfinished campaign to resume; start one without --resume")
+    if (campaign.pid != os.getpid() and _alive(campaign.pid) and time.time() - campaign.updated < 30
+            and campaign.status == "running"):
+        raise UsageError(f"{db.path}: campaign {campaign.id} is still running (pid {campaign.pid}); "
+                         "stop it before resuming")
+    subjects: dict[str, Subject] = {}
+    for task in db.tasks(campaign.id):
+        if task.subject not in subjects:
+            subjects[task.subject] = resolve(task.subject_ref)
+    return db.claim_campaign(campaign.id, budget_s=budget_s, workers=workers), subjects
+
+
+def _summary(display: _Display, result: CampaignResult, db: Store) -> None:
+    new = [f for f in result.findings if f["new"]]
+    display.line(f"campaign {result.campaign_id} {result.status}: {result.examples} examples in "
+                 f"{result.seconds:.1f} s ({result.examples_per_s:.2f} examples/s); "
+                 f"{_clock(result.spent_s)} of {_clock(result.budget_s)} spent; findings: {len(new)} new, "
+                 f"{len(result.findings) - len(new)} seen again")
+    for f in result.findings:
+        row = db.finding(f["signature"])
+        if row is None:
+            continue
+        display.line(f"  {'NEW ' if f['new'] else 'seen'}  {row['failure_class']:<14} {row['subject']}  "
+                     f"(count {row['count']})  dump: {row['dump'] or '-'}")
+    for err in result.errors:
+        display.line(f"  ERROR {err}")
+    if result.status == "interrupted":
+        display.line(f"resume with: tritondiff fuzz --resume --store {result.store}")

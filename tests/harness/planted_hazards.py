@@ -1,0 +1,230 @@
+"""Kernels with planted hazards (the bugs a plain output diff misses), each beside its correct twin."""
+import torch
+import triton
+import triton.language as tl
+
+from harness import subject, tensor
+
+VEC = dict(dims={"N": (0, 100_000)})
+BLOCK = 4096
+
+
+# ----------------------------------------------------------------------------- in-place autotuned update
+
+@triton.jit
+def _add_one_body(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=mask) + 1.0, mask=mask)
+
+
+_CONFIGS = [triton.Config({"BLOCK": b}) for b in (1024, 2048, 4096)]
+_add_one = triton.autotune(configs=_CONFIGS, key=["n"])(_add_one_body)
+_add_one_restored = triton.autotune(configs=_CONFIGS, key=["n"], restore_value=["x_ptr"])(_add_one_body)
+
+
+def _inplace(kernel, x):
+    n = x.numel()
+    kernel[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, n)
+    return x
+
+
+_INPLACE = dict(reference=lambda x: x + 1, mutates=("x",), **VEC,
+                inputs={"x": tensor(("N",), layouts=("contiguous",), nonfinite=False)})
+
+
+@subject(**_INPLACE)
+def inplace_autotuned_no_restore(x):
+    """Planted: every tuning trial adds 1 again (no restore_value)."""
+    return _inplace(_add_one, x)
+
+
+@subject(**_INPLACE)
+def inplace_autotuned_restored(x):
+    return _inplace(_add_one_restored, x)
+
+
+# ----------------------------------------------------------------------------- row sums into fresh memory
+
+@triton.jit
+def _row_sum_accumulate_kernel(x_ptr, out_ptr, n_cols, stride, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    acc = tl.load(out_ptr + row)                  # reads whatever the output buffer held
+    for start in range(0, n_cols, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        acc += tl.sum(tl.load(x_ptr + row * stride + cols, mask=cols < n_cols, other=0.0))
+    tl.store(out_ptr + row, acc)
+
+
+def _row_sums(x, alloc):
+    x = x.contiguous()
+    out = alloc(x.shape[0], device=x.device, dtype=torch.float32)
+    if x.shape[0]:
+        _row_sum_accumulate_kernel[(x.shape[0],)](x, out, x.shape[1], x.stride(0), BLOCK=1024)
+    return out
+
+
+_ROWS = dict(reference=lambda x: x.sum(-1), dims={"M": (1, 64), "N": (1, 3000)},
+             inputs={"x": tensor(("M", "N"), nonfinite=False)})
+
+
+@subject(**_ROWS)
+def accumulates_into_empty(x):
+    """Planted: accumulates into torch.empty (right only when the allocator hands back zeros)."""
+    return _row_sums(x, torch.empty)
+
+
+@subject(**_ROWS)
+def accumulates_into_zeros(x):
+    return _row_sums(x, torch.zeros)
+
+
+# ----------------------------------------------------------------------------- empty grid for N = 0
+
+@triton.jit
+def _sumsq_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for start in range(0, n, BLOCK):
+        offs = start + tl.arange(0, BLOCK)
+        x = tl.load(x_ptr + offs, mask=offs < n, other=0.0).to(tl.float32)
+        acc += x * x
+    tl.store(out_ptr, tl.sqrt(tl.sum(acc)))
+
+
+_NORM = dict(reference=lambda x: torch.linalg.vector_norm(x), **VEC,
+             inputs={"x": tensor(("N",), values=("normal", "uniform_pos", "integer"), nonfinite=False)})
+
+
+@subject(**_NORM)
+def norm_empty_grid_for_zero_size(x):
+    """Planted: launches cdiv(N, BLOCK) programs, so N = 0 launches none and the output stays unwritten."""
+    out = torch.empty((), device=x.device, dtype=torch.float32)
+    n = x.numel()
+    _sumsq_kernel[(triton.cdiv(n, 1 << 20),)](x.contiguous(), out, n, BLOCK=BLOCK)
+    return out
+
+
+@subject(**_NORM)
+def norm_one_program(x):
+    out = torch.empty((), device=x.device, dtype=torch.float32)
+    _sumsq_kernel[(1,)](x.contiguous(), out, x.numel(), BLOCK=BLOCK)
+    return out
+
+
+# ----------------------------------------------------------------------------- input used as scratch
+
+@triton.jit
+def _prefix_in_place_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for start in range(0, n, BLOCK):
+        idx = start + offs
+        acc += tl.load(x_ptr + idx, mask=idx < n, other=0.0)
+        tl.store(x_ptr + idx, acc, mask=idx < n)       # planted: scribbles partials over the input
+    tl.store(out_ptr, tl.sum(acc))
+
+
+@subject(reference=lambda x: x.sum(), **VEC, inputs={"x": tensor(("N",), layouts=("contiguous",),
+                                                               values=("uniform_pos",), nonfinite=False)})
+def sum_using_input_as_scratch(x):
+    out = torch.empty((), device=x.device, dtype=torch.float32)
+    _prefix_in_place_kernel[(1,)](x, out, x.numel(), BLOCK=BLOCK)
+    return out
+
+
+@subject(reference=lambda x: x.sum(), **VEC, inputs={"x": tensor(("N",), layouts=("contiguous",),
+                                                               values=("uniform_pos",), nonfinite=False)})
+def sum_using_own_scratch(x):
+    scratch = x.clone()
+    out = torch.empty((), device=x.device, dtype=torch.float32)
+    _prefix_in_place_kernel[(1,)](scratch, out, x.numel(), BLOCK=BLOCK)
+    return out
+
+
+# ----------------------------------------------------------------------------- unmasked tail
+
+@triton.jit
+def _double_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr, MASK_STORE: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    y = tl.load(x_ptr + offs, mask=mask, other=0.0) * 2
+    if MASK_STORE:
+        tl.store(out_ptr + offs, y, mask=mask)
+    else:
+        tl.store(out_ptr + offs, y)                      # planted: the tail block writes past the end
+
+
+_DOUBLE = dict(reference=lambda x: x * 2, **VEC, inputs={"x": tensor(("N",), nonfinite=False)})
+
+
+@subject(**_DOUBLE)
+def double_unmasked_tail(x):
+    out = torch.empty_like(x)
+    n = x.numel()
+    if n:
+        _double_kernel[(triton.cdiv(n, 1024),)](x, out, n, BLOCK=1024, MASK_STORE=False)
+    return out
+
+
+@subject(**_DOUBLE)
+def double_masked(x):
+    out = torch.empty_like(x, memory_format=torch.contiguous_format)
+    n = x.numel()
+    if n:
+        _double_kernel[(triton.cdiv(n, 1024),)](x.contiguous(), out, n, BLOCK=1024, MASK_STORE=True)
+    return out
+
+
+# ----------------------------------------------------------------------------- crash and hang
+
+@triton.jit
+def _wild_load_kernel(x_ptr, out_ptr, WILD: tl.constexpr):
+    offs = tl.arange(0, 16).to(tl.int64)
+    if WILD:
+        offs = offs + 0x10000000000                      # planted: far outside any allocation
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs))
+
+
+_SIXTEEN = dict(reference=lambda x: x.clone(), dims={}, inputs={"x": tensor((16,), layouts=("contiguous",))})
+
+
+@subject(**_SIXTEEN, disable=("bounds",))               # with the sanitizer off the wild load really happens
+def wild_load_segfaults(x):
+    out = torch.empty_like(x)
+    _wild_load_kernel[(1,)](x, out, WILD=True)
+    return out
+
+
+@subject(**_SIXTEEN)
+def tame_load(x):
+    out = torch.empty_like(x)
+    _wild_load_kernel[(1,)](x, out, WILD=False)
+    return out
+
+
+@triton.jit
+def _spin_kernel(flag_ptr, out_ptr):
+    flag = tl.load(flag_ptr)
+    while flag == 0:                                     # planted: waits for a flag nobody sets
+        flag = tl.load(flag_ptr)
+    tl.store(out_ptr, flag)
+
+
+_FLAG = dict(reference=lambda x: torch.ones((), dtype=torch.int32), dims={},
+             inputs={"x": tensor((1,), dtypes=("int32",))})
+
+
+@subject(**_FLAG)
+def waits_forever(x):
+    flag = torch.zeros(1, dtype=torch.int32, device=x.device)
+    out = torch.empty((), dtype=torch.int32, device=x.device)
+    _spin_kernel[(1,)](flag, out)
+    return out
+
+
+@subject(**_FLAG)
+def flag_already_set(x):
+    flag = torch.ones(1, dtype=torch.int32, device=x.device)
+    out = torch.empty((), dtype=torch.int32, device=x.device)
+    _spin_kernel[(1,)](flag, out)
+    return out

@@ -1,0 +1,371 @@
+"""harness.campaign / `tritondiff fuzz`: budget, lanes, crash/hang findings, SIGKILL + resume, Ctrl-C, bad input."""
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+import types
+
+import pytest
+
+from harness import campaign as campaign_mod
+from harness.campaign import CoverageTally, _Display, _Scheduler, resolve_targets, run_campaign, task_seed
+from harness.case import Case, TensorCase
+from harness.cli import main
+from harness.exc import UsageError
+from harness.store import Store
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+PLANTED = '''
+import ctypes
+import time
+
+from harness import subject, tensor
+
+IN = {"x": tensor(("N",), dtypes=("float32",), values=("normal",), nonfinite=False, layouts=("contiguous",))}
+DIMS = {"N": (1, 64)}
+
+
+def twice(x):
+    return x * 2
+
+
+@subject(reference=twice, inputs=IN, dims=DIMS)
+def segfaults(x):
+    ctypes.string_at(0)          # reads address 0: SIGSEGV in the worker
+    return x * 2
+
+
+@subject(reference=twice, inputs=IN, dims=DIMS)
+def hangs(x):
+    time.sleep(3600)
+    return x * 2
+
+
+@subject(reference=twice, inputs=IN, dims=DIMS)
+def wrong_tail(x):
+    out = x * 2
+    if x.numel() > 3:
+        out[-1] += 1             # wrong last element from length 4 on
+    return out
+
+
+@subject(reference=twice, inputs=IN, dims=DIMS)
+def doubles(x):
+    return x * 2
+'''
+
+
+@pytest.fixture
+def planted(tmp_path):
+    path = tmp_path / "planted_subjects.py"
+    path.write_text(PLANTED)
+    return str(path)
+
+
+def _findings(store_path: str) -> dict[str, dict]:
+    with Store(store_path, create=False) as s:
+        return {f["signature"]: f for f in s.findings()}
+
+
+# ---------------------------------------------------------------------------------------------- end to end
+
+def test_crash_hang_and_mismatch_are_findings_and_the_budget_is_spent(planted, tmp_path):
+    store = str(tmp_path / "out" / "f.db")
+    out = io.StringIO()
+    budget = 30.0
+    res = run_campaign([planted], budget_s=budget, workers=2, seed=3, store=store, example_timeout_s=2.0, out=out)
+    log = out.getvalue()
+    assert res.status == "done", log
+    found = _findings(store)
+    classes = {f["subject"]: f["failure_class"] for f in found.values()}
+    assert classes == {"segfaults": "crash", "hangs": "hang", "wrong_tail": "mismatch"}, log
+    tail = next(f for f in found.values() if f["subject"] == "wrong_tail")
+    assert tail["state"] == "minimal" and tail["case"]["dims"]["N"] == 4       # shrunk to the first bad length
+    for f in found.values():
+        assert f["count"] == 1
+        with open(os.path.join(f["dump"], "summary.json")) as fh:
+            summary = json.load(fh)
+        assert summary["failure_class"] == f["failure_class"] and summary["signature"] == f["signature"]
+        assert os.path.dirname(os.path.dirname(f["dump"])) == str(tmp_path / "out")  # dumps next to the store
+    # the campaign did not stop at the crash or the hang: the passing subject used the rest of the budget
+    with Store(store, create=False) as s:
+        stats = {r["subject"]: r for r in s.stats()}
+        (camp,) = s.campaigns()
+        tasks = s.tasks(camp.id)
+    assert stats["doubles"]["examples"] > 20
+    assert stats["doubles"]["coverage"]["shape"]["1"] + stats["doubles"]["coverage"]["shape"]["<2^10"] \
+        == stats["doubles"]["examples"]
+    assert budget - 2 <= camp.spent_s <= budget + 10, log
+    assert camp.status == "done" and all(t.status == "done" for t in tasks)
+    assert res.examples == sum(r["examples"] for r in stats.values())
+    assert "NEW" in log and "campaign 1 done" in log
+    assert res.exit_code == 1 and {f["subject"] for f in res.findings} == {"segfaults", "hangs", "wrong_tail"}
+
+    # a second campaign on the same store re-finds the mismatch: its count goes up, no duplicate row
+    res2 = run_campaign([f"{planted}::wrong_tail"], budget_s=8.0, workers=1, seed=4, store=store, out=io.StringIO())
+    again = _findings(store)
+    assert len(again) == 3
+    assert again[tail["signature"]]["count"] == 2
+    assert again[tail["signature"]]["first_seen"] == tail["first_seen"]
+    assert res2.findings and not res2.findings[0]["new"]
+
+
+def _children(pid: int) -> set[int]:
+    out = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    if int(fh.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        out.add(int(entry))
+            except (OSError, IndexError, ValueError):
+                pass
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _fuzz_process(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "harness", "fuzz", *args], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "TRITONDIFF_EXAMPLE_TIMEOUT": "5"})
+
+
+def _wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        if proc.poll() is not None:
+            pytest.fail(f"the campaign exited (rc {proc.returncode}) before {what}:\n{proc.stdout.read()}")
+        time.sleep(0.2)
+    proc.kill()
+    pytest.fail(f"timed out waiting for {what}:\n{proc.stdout.read()}")
+
+
+def _campaign_row(store: str):
+    if not os.path.exists(store):
+        return None
+    try:
+        with Store(store, create=False) as s:
+            camps = s.campaigns()
+    except (sqlite3.Error, UsageError):
+        return None
+    return camps[-1] if camps else None
+
+
+def test_sigkill_repeatedly_then_ctrl_c_loses_nothing_and_resumes(planted, tmp_path):
+    store = str(tmp_path / "f.db")
+    budget = 24
+    proc = _fuzz_process(f"{planted}::wrong_tail", f"{planted}::doubles", "--budget", str(budget), "--workers", "1",
+                         "--seed", "9", "--store", store)
+    # 1. SIGKILL as soon as the first finding is committed
+    _wait_for(lambda: os.path.exists(store) and _findings(store), 180, "a committed finding", proc)
+    kids = _children(proc.pid)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(30)
+    before = _findings(store)
+    assert len(before) >= 1
+    deadline = time.monotonic() + 15                     # the lane's worker exits once its parent is gone
+    while any(_alive(k) for k in kids) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(_alive(k) for k in kids), "worker processes outlived the killed campaign"
+    spent = [_campaign_row(store).spent_s]
+
+    # 2. resume, SIGKILL again once it has banked more time
+    proc = _fuzz_process("--resume", "--store", store)
+    _wait_for(lambda: _campaign_row(store).spent_s >= spent[-1] + 2, 180, "the resumed campaign's heartbeat", proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(30)
+    spent.append(_campaign_row(store).spent_s)
+    for sig, f in before.items():                       # nothing committed was lost
+        assert _findings(store)[sig]["first_seen"] == f["first_seen"]
+
+    # 3. resume, then Ctrl-C: a clean stop, exit 130, resumable
+    proc = _fuzz_process("--resume", "--store", store)
+    _wait_for(lambda: _campaign_row(store).spent_s >= spent[-1] + 2, 180, "the second resume's heartbeat", proc)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out
+    assert "resume with: tritondiff fuzz --resume" in out
+    assert _campaign_row(store).status == "interrupted"
+
+    # 4. resume to the end of the budget
+    proc = _fuzz_process("--resume", "--store", store)
+    out, _ = proc.communicate(timeout=240)
+    assert proc.returncode in (0, 1), out
+    camp = _campaign_row(store)
+    assert camp.status == "done"
+    assert budget - 2 <= camp.spent_s <= budget + 12, out
+    final = _findings(store)
+    tail = [f for f in final.values() if f["subject"] == "wrong_tail"]
+    assert len(tail) == 1 and tail[0]["count"] == 1     # re-found by the same task on resume: counted once
+    for sig, f in before.items():
+        if sig in final:
+            assert final[sig]["first_seen"] == f["first_seen"]
+    with Store(store, create=False) as s:
+        assert all(t.status == "done" for t in s.tasks(camp.id))
+
+
+# ---------------------------------------------------------------------------------------------- CLI errors
+
+@pytest.mark.parametrize("args, fragment", [
+    (["fuzz", "no_such_subject_xyz", "--budget", "5"], "unknown target 'no_such_subject_xyz'"),
+    (["fuzz", "missing/file.py", "--budget", "5"], "no such file"),
+    (["fuzz", "--budget", "-5"], "must be positive"),
+    (["fuzz", "--budget", "soon"], "not a duration"),
+    (["fuzz", "--workers", "0"], "must be positive"),
+    (["report", "/nonexistent/dir/f.db"], "no such findings store"),
+])
+def test_bad_cli_input_exits_2_with_one_line(args, fragment, capsys):
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert fragment in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_unreadable_and_corrupt_stores_exit_2(planted, tmp_path, capsys):
+    corrupt = tmp_path / "corrupt.db"
+    corrupt.write_bytes(b"\x00garbage" * 500)
+    folder = tmp_path / "folder.db"
+    folder.mkdir()
+    for store, fragment in ((corrupt, "not a usable tritondiff findings store"), (folder, "is a directory")):
+        for args in (["fuzz", planted, "--budget", "5", "--store", str(store)], ["report", str(store)]):
+            assert main(args) == 2
+            err = capsys.readouterr().err
+            assert fragment in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_resume_errors_exit_2(planted, tmp_path, capsys):
+    store = str(tmp_path / "f.db")
+    assert main(["fuzz", "--resume", "--store", store]) == 2
+    assert "no unfinished campaign to resume" in capsys.readouterr().err
+    with Store(store) as s:
+        s.create_campaign(options={"dump_root": str(tmp_path)}, seed=1, budget_s=10, workers=1)
+    assert main(["fuzz", planted, "--resume", "--store", store]) == 2
+    assert "leave the targets out" in capsys.readouterr().err
+
+
+def test_no_bundled_subjects_is_one_line(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(campaign_mod, "bundled", lambda: {})
+    assert main(["fuzz", "--budget", "5", "--store", str(tmp_path / "f.db")]) == 2
+    err = capsys.readouterr().err
+    assert "no bundled subjects yet" in err and len(err.strip().splitlines()) == 1
+
+
+# ---------------------------------------------------------------------------------------------- pieces
+
+def test_targets_files_names_and_globs(planted, monkeypatch):
+    assert [s.name for s in resolve_targets([planted])] == ["segfaults", "hangs", "wrong_tail", "doubles"]
+    assert [s.name for s in resolve_targets([f"{planted}::*s"])] == ["segfaults", "hangs", "doubles"]
+    subjects = {s.name: s for s in resolve_targets([planted])}
+    monkeypatch.setattr(campaign_mod, "bundled", lambda: {"k.nrm2": subjects["doubles"], "k.norm": subjects["hangs"]})
+    assert [s.name for s in resolve_targets(["k.nrm*"])] == ["doubles"]
+    assert [s.name for s in resolve_targets([])] == ["doubles", "hangs"]
+    assert len(resolve_targets([planted, f"{planted}::doubles"])) == 4          # de-duplicated
+    with pytest.raises(UsageError, match="no subject matches 'nope'"):
+        resolve_targets([f"{planted}::nope"])
+    with pytest.raises(UsageError, match="bundled: k.norm, k.nrm2"):
+        resolve_targets(["zzz*"])
+    with pytest.raises(UsageError, match="list of strings"):
+        resolve_targets(planted)
+
+
+@pytest.mark.parametrize("kwargs, fragment", [
+    (dict(budget_s=0), "budget_s=0"), (dict(budget_s=float("nan")), "budget_s=nan"),
+    (dict(workers=0), "workers=0"), (dict(workers=1.5), "workers=1.5"), (dict(seed="x"), "seed='x'"),
+    (dict(example_timeout_s=-1), "example_timeout_s=-1"),
+])
+def test_run_campaign_validates_arguments(kwargs, fragment, tmp_path):
+    with pytest.raises(UsageError, match=fragment.replace("(", r"\(")):
+        run_campaign(["x.py"], store=str(tmp_path / "f.db"), **kwargs)
+
+
+def _scheduler(tmp_path, names, lanes, budget, closed=()):
+    store = Store(str(tmp_path / "f.db"))
+    cid = store.create_campaign(options={}, seed=1, budget_s=budget, workers=lanes)
+    for n in names:
+        store.add_task(cid, subject=n, subject_ref={"name": n}, shard=0, seed=task_seed(1, n, 0))
+    c = types.SimpleNamespace(store=store, id=cid, seed=1, subjects={n: object() for n in names},
+                              stopping=threading.Event())
+    sched = _Scheduler(c, store.tasks(cid), time.monotonic() + budget, lanes)
+    sched.closed.update(closed)
+    return sched, store
+
+
+def test_scheduler_splits_the_budget_fairly_and_fills_idle_time(tmp_path, monkeypatch):
+    monkeypatch.setattr(campaign_mod, "ref", lambda s: {"name": "x"})
+    sched, store = _scheduler(tmp_path, ["a", "b", "c", "d"], lanes=2, budget=60)
+    (t0, b0), (t1, b1) = sched.next(0, store), sched.next(1, store)
+    assert (t0.subject, t1.subject) == ("a", "b")
+    assert b0 == pytest.approx(30, abs=0.5) and b1 == pytest.approx(30, abs=0.5)     # 4 tasks, 2 lanes, 60 s
+    sched.deadline = time.monotonic() + 30                  # both lanes come back after 30 s
+    sched.busy_until = {}
+    (t2, b2), (t3, b3) = sched.next(0, store), sched.next(1, store)
+    assert (t2.subject, t3.subject) == ("c", "d")
+    assert b2 == pytest.approx(30, abs=0.5) and b3 == pytest.approx(30, abs=0.5)      # 2 tasks, 2 lanes, 30 s
+    sched.busy_until = {1: time.monotonic() + 30}          # lane 1 busy to the end; one task left for lane 0
+    sched.pending.append(t3)
+    (t5, b5) = sched.next(0, store)
+    assert t5.subject == "d" and b5 == pytest.approx(30, abs=0.5)
+    # queue empty: idle lanes explore new shards of subjects that have not failed, least explored first
+    sched.finished("c", 15.0, close=True)
+    sched.finished("a", 30.0, close=True)
+    t4, _ = sched.next(0, store)
+    assert (t4.subject, t4.shard, t4.seed) == ("b", 1, task_seed(1, "b", 1))
+    assert [t.subject for t in store.tasks(sched.c.id)][-1] == "b"     # the extra shard is in the store
+
+
+def test_scheduler_skips_closed_subjects_and_stops_when_nothing_is_left(tmp_path):
+    sched, store = _scheduler(tmp_path, ["a"], lanes=1, budget=60, closed={"a"})
+    assert sched.next(0, store) is None
+    (task,) = store.tasks(sched.c.id)
+    assert (task.status, task.outcome) == ("done", "skipped")
+    sched2, store2 = _scheduler(tmp_path / "x", ["b"], lanes=1, budget=0.5)
+    assert sched2.next(0, store2) is None                                 # less than a minimal task left
+
+
+def test_coverage_tally_counts_per_axis():
+    tally = CoverageTally()
+    t = TensorCase((0,), "float16", "contiguous", 0, "zeros", 1, "")
+    u = TensorCase((5000,), "float32", "strided", 2, "normal", 1, "nan")
+    tally.observe(Case({"N": 0}, {"x": t, "y": u}, {}))
+    examples, skipped, cov = tally.take()
+    assert (examples, skipped) == (1, 0)
+    assert cov == {"shape": {"empty": 1, "<2^16": 1}, "values": {"zeros": 1, "normal": 1},
+                   "nonfinite": {"none": 1, "nan": 1}, "dtype": {"float16": 1, "float32": 1},
+                   "layout": {"contiguous": 1, "strided": 1}}
+    assert tally.take() == (0, 0, {})
+
+
+class _Tty(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_display_live_on_a_terminal_plain_lines_otherwise(monkeypatch):
+    live = _Display(_Tty(), None)
+    live.status("[0:01/0:10] 3 examples")
+    live.line("NEW finding")
+    text = live.out.getvalue()
+    assert text.startswith("\r\x1b[2K[0:01/0:10] 3 examples") and "\r\x1b[2KNEW finding\n" in text
+    plain = _Display(io.StringIO(), None)
+    plain.status("progress 1")                          # too soon for a periodic progress line
+    plain.line("NEW finding")
+    monkeypatch.setattr(campaign_mod, "PLAIN_PROGRESS_S", 0.0)
+    plain.status("progress 2")
+    assert plain.out.getvalue() == "NEW finding\nprogress 2\n"

@@ -1,0 +1,77 @@
+"""Hazard hunters end to end: each planted hazard is found with the right class; each twin passes."""
+import pytest
+
+from harness import explore
+from harness.config import config
+from harness.executor import Isolated
+
+from . import planted_hazards as ph
+
+
+@pytest.fixture(autouse=True)
+def _small_examples():
+    # hazards show at any size: keep examples small so autotuned subjects tune quickly in the interpreter
+    with config.patch(max_example_bytes=1 << 20):
+        yield
+
+
+@pytest.fixture(scope="module")
+def isolated():
+    ex = Isolated(timeout_s=15)
+    yield ex
+    ex.close()
+
+
+def _explore(subj, tmp_path, executor, **kw):
+    kw.setdefault("budget_s", 45)
+    kw.setdefault("max_examples", 12)
+    return explore(subj, seed=7, out_dir=str(tmp_path), database=False, executor=executor, **kw)
+
+
+@pytest.mark.parametrize("bug, twin, klass", [
+    (ph.inplace_autotuned_no_restore, ph.inplace_autotuned_restored, "tuning_trial"),
+    (ph.accumulates_into_empty, ph.accumulates_into_zeros, "uninitialized"),
+    (ph.norm_empty_grid_for_zero_size, ph.norm_one_program, "uninitialized"),
+    (ph.sum_using_input_as_scratch, ph.sum_using_own_scratch, "input_mutation"),
+    (ph.double_unmasked_tail, ph.double_masked, "out_of_bounds"),
+], ids=lambda v: getattr(v, "name", v))
+def test_hazard_found_and_twin_passes(bug, twin, klass, tmp_path, in_process):
+    res = _explore(bug, tmp_path, in_process)
+    assert res.status == "fail", f"{bug.name} not found"
+    assert res.failure_class == klass, res.message
+    twin_res = _explore(twin, tmp_path, in_process, max_examples=8)
+    assert twin_res.status == "pass", twin_res.message
+
+
+def test_empty_grid_shrinks_to_zero_size(tmp_path, in_process):
+    res = _explore(ph.norm_empty_grid_for_zero_size, tmp_path, in_process)
+    assert res.case.dims["N"] == 0
+
+
+def test_unmasked_tail_reports_kernel_tensor_and_offset(tmp_path, in_process):
+    res = _explore(ph.double_unmasked_tail, tmp_path, in_process)
+    assert "_double_kernel" in res.message and "out" in res.message
+
+
+def test_seed001_atomic_norm_is_a_tuning_trial_finding_and_reset_twin_passes(tmp_path, in_process):
+    from harness.loader import load_file
+    import os
+
+    seed = load_file(os.path.join(os.path.dirname(__file__), "..", "..", "examples", "seed001_nrm2.py"))
+    res = _explore(seed.autotuned_atomic_nrm2, tmp_path, in_process)
+    assert res.status == "fail" and res.failure_class == "tuning_trial"
+    assert "_atomic_sum_body" in res.message
+    assert _explore(seed.autotuned_atomic_nrm2_reset, tmp_path, in_process, max_examples=6).status == "pass"
+
+
+def test_segfault_is_a_crash_finding_and_the_run_goes_on(tmp_path, isolated):
+    res = _explore(ph.wild_load_segfaults, tmp_path, isolated)
+    assert res.status == "fail" and res.failure_class == "crash"
+    assert "signal" in res.message or "died" in res.message
+    assert _explore(ph.tame_load, tmp_path, isolated, max_examples=4).status == "pass"   # worker replaced
+
+
+def test_hang_is_a_finding_and_the_run_goes_on(tmp_path, isolated):
+    res = _explore(ph.waits_forever, tmp_path, isolated, max_examples=2)
+    assert res.status == "fail" and res.failure_class == "hang"
+    assert _explore(ph.flag_already_set, tmp_path, isolated, max_examples=3).status == "pass"
