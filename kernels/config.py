@@ -1,0 +1,127 @@
+"""Every knob of the kernels package, in one typed place, plus the launch-table lookup.
+
+Environment variables are read here and nowhere else.  Tests change knobs with
+``config.patch(...)``, which restores the previous values on exit.
+
+Launch parameters (block sizes, warps, programs per SM) live in one table per
+kernel file, keyed by :func:`arch_key`.  ``launch_overrides`` replaces single
+entries without editing the table, for tests (force a looped path on small
+inputs) and for GPU sweeps from the command line::
+
+    TRITONDIFF_KERNEL_LAUNCH="nrm2.block_bytes=16384,nrm2.num_warps=4" python -m kernels.benchmarks.norms
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import os
+from typing import Any, Iterator, TypeVar
+
+import torch
+
+from harness import device as _device
+
+from .exc import LaunchConfigError
+
+_T = TypeVar("_T")
+
+
+def _parse_launch(spec: str) -> dict[str, dict[str, int]]:
+    """``"kernel.param=int,..."`` -> ``{kernel: {param: int}}`` (TRITONDIFF_KERNEL_LAUNCH)."""
+    out: dict[str, dict[str, int]] = {}
+    for item in filter(None, (s.strip() for s in spec.split(","))):
+        key, sep, value = item.partition("=")
+        kernel, dot, param = key.strip().partition(".")
+        if not (sep and dot and kernel and param):
+            raise LaunchConfigError(f"TRITONDIFF_KERNEL_LAUNCH item {item!r} is not 'kernel.param=int'",
+                                    kernel=kernel or "?")
+        try:
+            out.setdefault(kernel, {})[param.strip()] = int(value)
+        except ValueError:
+            raise LaunchConfigError(f"TRITONDIFF_KERNEL_LAUNCH item {item!r}: {value!r} is not an integer",
+                                    kernel=kernel, parameter=param) from None
+    return out
+
+
+@dataclasses.dataclass
+class KernelConfig:
+    # Launch-parameter overrides, {kernel name: {parameter: value}}, applied on
+    # top of the per-architecture table of that kernel's file.  Unknown names
+    # raise LaunchConfigError at the next launch.  TRITONDIFF_KERNEL_LAUNCH.
+    launch_overrides: dict = dataclasses.field(
+        default_factory=lambda: _parse_launch(os.environ.get("TRITONDIFF_KERNEL_LAUNCH", "")))
+
+    @contextlib.contextmanager
+    def patch(self, **changes: Any) -> Iterator["KernelConfig"]:
+        """Temporarily override knobs (``with config.patch(launch_overrides={...}): ...``)."""
+        unknown = [k for k in changes if not hasattr(self, k)]
+        if unknown:
+            raise AttributeError(f"unknown kernels config knob(s): {', '.join(unknown)}")
+        saved = {k: getattr(self, k) for k in changes}
+        for k, v in changes.items():
+            setattr(self, k, v)
+        try:
+            yield self
+        finally:
+            for k, v in saved.items():
+                setattr(self, k, v)
+
+    def launch(self, kernel: str, table: dict[str, _T], device: torch.device) -> _T:
+        """The launch parameters of ``kernel`` on ``device``: its table's entry, then the overrides."""
+        entry = table.get(arch_key(device), table["default"])
+        changes = self.launch_overrides.get(kernel)
+        if not changes:
+            return entry
+        fields = {f.name for f in dataclasses.fields(entry)}  # type: ignore[arg-type]
+        for name, value in changes.items():
+            if name not in fields:
+                raise LaunchConfigError(
+                    f"launch override {kernel}.{name}: {kernel} has no parameter {name!r}; "
+                    f"it has {', '.join(sorted(fields))}", kernel=kernel, parameter=name)
+            if not isinstance(value, int) or value < 1:
+                raise LaunchConfigError(f"launch override {kernel}.{name}={value!r}: expected a positive int",
+                                        kernel=kernel, parameter=name)
+        return dataclasses.replace(entry, **changes)  # type: ignore[type-var]
+
+
+config = KernelConfig()
+
+
+def arch_key(device: torch.device) -> str:
+    """The launch-table key of ``device``: ``"interpreter"`` or ``"sm<major><minor>"`` (e.g. ``"sm90"``)."""
+    if _device.is_interpreter():
+        return "interpreter"
+    return _cuda_arch(device.index if device.index is not None else torch.cuda.current_device())
+
+
+def sm_count(device: torch.device) -> int:
+    """Streaming multiprocessors of ``device`` (1 in the interpreter, where programs run one by one)."""
+    if _device.is_interpreter():
+        return 1
+    return _cuda_sms(device.index if device.index is not None else torch.cuda.current_device())
+
+
+@functools.lru_cache(maxsize=None)
+def _cuda_arch(index: int) -> str:
+    major, minor = torch.cuda.get_device_capability(index)
+    return f"sm{major}{minor}"
+
+
+@functools.lru_cache(maxsize=None)
+def _cuda_sms(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def store_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype a kernel should write a ``dtype`` output as.
+
+    Triton's interpreter converts float32 to bfloat16 by truncating the
+    mantissa, where CUDA rounds to nearest even (up to 1 ulp apart, 2**-7
+    relative).  In the interpreter, launchers therefore let kernels store
+    bfloat16 outputs as float32 and round them with torch (``Tensor.copy_``),
+    so both modes produce the same bits.  Everything else is stored as is.
+    """
+    if dtype == torch.bfloat16 and _device.is_interpreter():
+        return torch.float32
+    return dtype

@@ -1,0 +1,235 @@
+"""``nrm2(x) = ||x||_2`` over every element of ``x``: deterministic, overflow-free, one read of ``x``.
+
+Contract: the value of ``torch.linalg.vector_norm(x)`` (2-norm of the flattened
+tensor) for float32 / float16 / bfloat16, returned as a 0-d tensor of x's dtype;
+sums run in float32.  Registered as ``torch.ops.tritondiff.nrm2`` with a fake
+implementation and autograd.
+
+Algorithm (LAPACK ``nrm2`` in spirit, with power-of-two scales):
+
+* A partial state is ``(k, s)`` meaning ``sum(x_i**2) = s * 2**(-2k)``: ``s`` is a
+  sum of squares of values scaled by ``2**k``.  ``k`` is chosen from the largest
+  magnitude seen so that scaled values lie below ``2**9``: squares stay far from
+  float32 overflow however large ``x`` is (1e20 squared is 1e40, past float32's
+  3.4e38), and tiny inputs are scaled up instead of underflowing.  Scaling by a
+  power of two is exact, so the scaling adds no rounding error of its own.
+* ``_nrm2_partial_kernel``: a persistent grid of P programs; program p walks the
+  tiles p, p + P, p + 2P, ...  Per tile it takes the tile's max |x|, and if that
+  needs a smaller ``k`` it rescales its running sums once (online rescaling),
+  then adds the scaled squares elementwise into a per-lane accumulator.  Full
+  tiles load unmasked (vectorised); only the one ragged last tile is masked.
+  Each program writes its own ``(k_p, s_p)`` slot: no atomics anywhere.
+* ``_nrm2_finish_kernel``: one program combines the P partials in a fixed order,
+  ``K = min k_p``, ``S = sum s_p * 2**(2(K - k_p))``, ``||x|| = sqrt(S) * 2**-K``.
+  Fixed grid, fixed tile order, fixed reduction trees: bitwise reproducible.
+
+inf and NaN fall out naturally: an inf tile gets the smallest scale and makes
+``s`` inf; a NaN makes ``s`` NaN, and NaN + inf is NaN as in torch.
+
+Gradient: ``d||x||/dx_i = x_i / ||x||``, so ``grad_x = g * x / ||x||``; at
+``x = 0`` torch picks the subgradient 0, and so do we.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+import triton
+import triton.language as tl
+
+from harness import device as _device
+
+from .config import config, sm_count, store_dtype
+from .exc import UnsupportedInput
+
+_SUPPORTED = (torch.float32, torch.float16, torch.bfloat16)
+_MAX_PROGRAMS = 16384  # the finish kernel holds every partial in one tile
+
+
+# --------------------------------------------------------------------------- kernels
+
+
+@triton.jit
+def _nrm2_partial_kernel(x_ptr, ws_ptr, N, BLOCK: tl.constexpr):
+    # Program p of P walks tiles p, p + P, ... and writes k_p to ws[p], s_p to ws[P + p].
+    #
+    # State (k, acc): the sum of squares so far is sum(acc) * 2**(-2k).
+    # Per tile, with m = max|x| of the tile and e its binary exponent
+    # (m in [2**e, 2**(e+1))), the scale 2**k_t with k_t = 8 - e maps m into
+    # [2**8, 2**9); zero and subnormals read as e = -127, inf and NaN as e = 128,
+    # and the clamp to [-126, 127] keeps 2**k a normal float32.  Squares of
+    # scaled values are < 2**18, so acc cannot overflow below 2**110 elements.
+    # If k_t < k (a larger magnitude) acc is first rescaled once:
+    #   acc * 2**(2k) -> acc * 2**(2k_t) = acc * (2**(k_t - k))**2
+    # (the factor underflows only for terms below 2**-252 of the new max, which
+    # float32 could not hold anyway).  Then acc += (x * 2**k)**2, elementwise.
+    # 2**j for integer j in [-126, 127] is built from its float32 bits (biased
+    # exponent j + 127 in bits 23..30): exact, no libm.
+    #
+    # The helpers are written inline: each nested @triton.jit call costs
+    # milliseconds in the interpreter.
+    pid = tl.program_id(0)
+    num_programs = tl.num_programs(0)
+    offs = tl.arange(0, BLOCK)
+    k = tl.full((), 127, tl.int32)  # 127 = "nothing seen yet" (largest scale)
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    # N is 64-bit when it is >= 2**31, and then so are the tile counts and the
+    # loop index: tile * BLOCK never wraps.
+    n_full = N // BLOCK
+    n_tiles = (N + BLOCK - 1) // BLOCK
+    for tile in tl.range(pid, n_tiles, num_programs):
+        if tile < n_full:  # uniform branch: only the ragged last tile pays for a mask
+            x = tl.load(x_ptr + tile * BLOCK + offs).to(tl.float32)
+        else:
+            x = tl.load(x_ptr + tile * BLOCK + offs, mask=offs < N - tile * BLOCK, other=0.0).to(tl.float32)
+        m_bits = tl.max(tl.abs(x), axis=0).to(tl.int32, bitcast=True)
+        k_tile = tl.minimum(tl.maximum(8 - (((m_bits >> 23) & 0xFF) - 127), -126), 127)
+        if k_tile < k:
+            f = ((tl.maximum(k_tile - k, -126) + 127) << 23).to(tl.float32, bitcast=True)
+            acc = acc * f * f
+            k = k_tile
+        xs = x * ((k + 127) << 23).to(tl.float32, bitcast=True)
+        acc += xs * xs
+    tl.store(ws_ptr + pid, k.to(tl.float32))  # a small integer: exact in float32
+    tl.store(ws_ptr + num_programs + pid, tl.sum(acc, axis=0))
+
+
+@triton.jit
+def _nrm2_finish_kernel(ws_ptr, out_ptr, P, BLOCK_P: tl.constexpr):
+    # Combine the P partials (k_p, s_p) in one fixed-order tile:
+    #   K = min_p k_p   (the scale of the largest magnitude)
+    #   S = sum_p s_p * 2**(2(K - k_p))   (every term brought to scale 2**K)
+    #   ||x|| = sqrt(S) * 2**-K
+    # 2**-K spans [2**-127, 2**126]: applied as two in-range factors.
+    offs = tl.arange(0, BLOCK_P)
+    mask = offs < P
+    k = tl.load(ws_ptr + offs, mask=mask, other=127.0).to(tl.int32)
+    s = tl.load(ws_ptr + P + offs, mask=mask, other=0.0)
+    k_min = tl.min(k, axis=0)
+    f = ((tl.maximum(k_min - k, -126) + 127) << 23).to(tl.float32, bitcast=True)
+    total = tl.sum(s * f * f, axis=0)
+    half = (-k_min) >> 1
+    norm = tl.sqrt_rn(total) * ((half + 127) << 23).to(tl.float32, bitcast=True)
+    norm = norm * ((-k_min - half + 127) << 23).to(tl.float32, bitcast=True)
+    tl.store(out_ptr, norm.to(out_ptr.dtype.element_ty))
+
+
+# --------------------------------------------------------------------------- launch
+
+
+@dataclasses.dataclass(frozen=True)
+class Nrm2Launch:
+    """Launch parameters of the partial kernel (override with ``launch_overrides={"nrm2": {...}}``)."""
+
+    block_bytes: int  # bytes of x per tile: BLOCK = block_bytes // itemsize elements
+    values_per_thread: int  # elements a thread holds per tile: num_warps = BLOCK / (32 * values_per_thread)
+    warps_per_sm: int  # persistent grid: SMs * warps_per_sm / num_warps programs (at most one per tile)
+
+
+# One table per architecture.  sm90 (H100/H200): 16 KiB tiles, 16 values a
+# thread (four 16-byte loads in flight for float32) compile to ~64 registers,
+# so 32 warps (4 programs of 8 warps) are resident per SM in a single wave.
+# Interpreter: few, large tiles, since each program instance costs milliseconds.
+_LAUNCH = {
+    "interpreter": Nrm2Launch(block_bytes=1 << 20, values_per_thread=1 << 18, warps_per_sm=4),
+    "sm90": Nrm2Launch(block_bytes=16384, values_per_thread=16, warps_per_sm=32),
+    "default": Nrm2Launch(block_bytes=16384, values_per_thread=16, warps_per_sm=32),
+}
+
+
+def _launch_nrm2(flat: torch.Tensor) -> torch.Tensor:
+    """Run the two kernels on a contiguous 1-D tensor; returns the 0-d norm in flat's dtype."""
+    n = flat.numel()
+    if n == 0:
+        return torch.zeros((), dtype=flat.dtype, device=flat.device)
+    out = torch.empty((), dtype=store_dtype(flat.dtype), device=flat.device)
+    lp = config.launch("nrm2", _LAUNCH, flat.device)
+    block = triton.next_power_of_2(max(lp.block_bytes // flat.element_size(), 1))
+    if _device.is_interpreter():  # a smaller tile wastes less numpy work on small inputs
+        block = min(block, triton.next_power_of_2(n))
+    num_warps = max(1, min(16, block // (32 * lp.values_per_thread)))
+    per_sm = max(1, lp.warps_per_sm // num_warps)
+    programs = max(1, min(sm_count(flat.device) * per_sm, triton.cdiv(n, block), _MAX_PROGRAMS))
+    ws = torch.empty(2 * programs, dtype=torch.float32, device=flat.device)
+    _nrm2_partial_kernel[(programs,)](flat, ws, n, BLOCK=block, num_warps=num_warps)
+    _nrm2_finish_kernel[(1,)](ws, out, programs, BLOCK_P=triton.next_power_of_2(programs),
+                              num_warps=4 if programs > 1024 else 1)
+    return out.to(flat.dtype)
+
+
+def _flatten(x: torch.Tensor) -> torch.Tensor:
+    """A 1-D view of x's elements in memory order, copying only when x is not dense.
+
+    The norm does not depend on element order, so a permuted dense layout (a
+    transpose, a channels-last tensor) is read through its storage without a copy.
+    """
+    if x.is_contiguous():
+        return x.view(-1)
+    order = sorted(range(x.dim()), key=lambda d: x.stride(d), reverse=True)
+    permuted = x.permute(order)
+    if permuted.is_contiguous():
+        return permuted.view(-1)
+    return x.contiguous().view(-1)
+
+
+def _check_input(x: object) -> None:
+    if not isinstance(x, torch.Tensor):
+        raise UnsupportedInput(f"nrm2: x must be a torch.Tensor, got {type(x).__name__}", argument="x")
+    if x.dtype not in _SUPPORTED:
+        raise UnsupportedInput(
+            f"nrm2: x has dtype {x.dtype}; supported are float32, float16 and bfloat16 "
+            f"(cast with x.float() first)", argument="x")
+    want = _device.torch_device().type
+    if x.device.type != want:
+        raise UnsupportedInput(
+            f"nrm2: x is on {x.device} but kernels run on {want} ({_device.describe()}); "
+            f"move x with x.to({want!r}) or choose the device with TRITONDIFF_DEVICE", argument="x")
+
+
+# --------------------------------------------------------------------------- reference
+
+
+def nrm2_reference(x: torch.Tensor) -> torch.Tensor:
+    """Eager reference: the float64 2-norm of every element, cast to x's dtype."""
+    return torch.linalg.vector_norm(x.double()).to(x.dtype)
+
+
+# --------------------------------------------------------------------------- registration
+
+
+@torch.library.custom_op("tritondiff::nrm2", mutates_args=())
+def _nrm2_op(x: torch.Tensor) -> torch.Tensor:
+    _check_input(x)
+    return _launch_nrm2(_flatten(x))
+
+
+@_nrm2_op.register_fake
+def _nrm2_fake(x: torch.Tensor) -> torch.Tensor:
+    _check_input(x)
+    return x.new_empty(())
+
+
+def _nrm2_setup_context(ctx, inputs, output) -> None:
+    (x,) = inputs
+    ctx.save_for_backward(x, output)
+
+
+def _nrm2_backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+    # grad_x = g * x / ||x||, and 0 where ||x|| = 0 (torch's subgradient choice).
+    # The denominator is made safe before dividing so a second derivative
+    # through the masked branch is 0, not 0 * inf = NaN.  Computed in float32.
+    x, norm = ctx.saved_tensors
+    norm32 = norm.float()
+    zero = norm32 == 0
+    safe_norm = torch.where(zero, torch.ones_like(norm32), norm32)
+    scale = torch.where(zero, torch.zeros_like(norm32), grad.float() / safe_norm)
+    return (x.float() * scale).to(x.dtype)
+
+
+_nrm2_op.register_autograd(_nrm2_backward, setup_context=_nrm2_setup_context)
+
+
+def nrm2(x: torch.Tensor) -> torch.Tensor:
+    """``||x||_2`` of every element of ``x`` as a 0-d tensor of x's dtype (see the module docstring)."""
+    _check_input(x)
+    return _nrm2_op(x)

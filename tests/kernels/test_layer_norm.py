@@ -1,0 +1,263 @@
+"""kernels.layer_norm: forward and backward against float64 F.layer_norm on every launch path
+(row-resident, persistent with fused dweight/dbias, looped over N with the M-split reduction),
+stability, large M, layouts, determinism, the custom-op contract and input errors."""
+import pytest
+import torch
+import torch.nn.functional as F
+
+import kernels
+from harness import device
+from kernels.config import config
+from kernels.exc import UnsupportedInput
+from kernels.layer_norm import layer_norm_reference
+
+DEV = device.torch_device()
+# Relative tolerance against the float64 reference, scaled by the largest
+# reference magnitude: float32 sums, one rounding to the output dtype.
+TOL = {torch.float32: 2e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+# Force the looped kernels (rows wider than 64 loop in chunks of 64) and the
+# column-block x M-split dweight/dbias kernel, with several splits, on small inputs.
+LOOPED = {"layer_norm": {"max_row_fwd": 64, "max_row_bwd": 64, "loop_block": 64, "col_block": 64,
+                         "bwd_tile_bytes": 1024, "programs_per_sm": 16}}
+# Force many row blocks per persistent backward program and multi-row forward tiles.
+SMALL_TILES = {"layer_norm": {"fwd_tile_bytes": 2048, "bwd_tile_bytes": 1024, "programs_per_sm": 3}}
+
+
+def _make(shape, dtype, *, weight=True, bias=True, seed=0, mean=0.0, std=1.0, param_dtype=None):
+    g = torch.Generator().manual_seed(seed)
+    n = shape[-1]
+    pd = param_dtype or dtype
+
+    def rnd(*s, scale=1.0, shift=0.0):
+        return (torch.randn(*s, generator=g, dtype=torch.float64) * scale + shift)
+
+    x = rnd(*shape, scale=std, shift=mean).to(dtype).to(DEV)
+    w = rnd(n, scale=0.5, shift=1.0).to(pd).to(DEV) if weight else None
+    b = rnd(n).to(pd).to(DEV) if bias else None
+    dy = rnd(*shape).to(dtype).to(DEV)
+    return x, w, b, dy
+
+
+def _run(fn, x, w, b, dy, eps=1e-5):
+    """y and the gradients (dx, dweight, dbias; None where a parameter is absent) of fn."""
+    leaves = [t.detach().clone().requires_grad_() if t is not None else None for t in (x, w, b)]
+    y = fn(leaves[0], (x.shape[-1],), leaves[1], leaves[2], eps)
+    grads = torch.autograd.grad(y, [t for t in leaves if t is not None], dy)
+    it = iter(grads)
+    return y.detach(), [next(it) if t is not None else None for t in leaves]
+
+
+def _reference(x, w, b, dy, eps=1e-5):
+    d = [t.double() if t is not None else None for t in (x, w, b)]
+    return _run(F.layer_norm, d[0], d[1], d[2], dy.double(), eps)
+
+
+def _check(x, w, b, dy, *, eps=1e-5, tol=None, grad_tol=None):
+    y, grads = _run(kernels.layer_norm, x, w, b, dy, eps)
+    y_ref, grads_ref = _reference(x, w, b, dy, eps)
+    tol = tol or TOL[x.dtype]
+    tols = (tol, grad_tol or tol, grad_tol or tol, grad_tol or tol)
+    assert y.dtype == x.dtype and y.shape == x.shape
+    for name, got, ref, like, tol in zip(("y", "dx", "dweight", "dbias"), [y] + grads, [y_ref] + grads_ref,
+                                         (x, x, w, b), tols):
+        if ref is None:
+            assert got is None, name
+            continue
+        assert got.dtype == like.dtype and got.shape == like.shape, name
+        scale = max(ref.abs().max().item(), 1.0) if ref.numel() else 1.0
+        torch.testing.assert_close(got.double(), ref, rtol=0, atol=tol * scale, msg=lambda m: f"{name}: {m}")
+    return y, grads
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("shape", [(41, 9), (9, 341), (4231, 16), (3, 4231), (2, 3, 41), (341,), (7, 1), (1, 1),
+                                   (5, 2)])
+def test_matches_float64_reference(shape, dtype):
+    _check(*_make(shape, dtype, seed=sum(shape)))
+
+
+@pytest.mark.parametrize("weight, bias", [(False, False), (True, False), (False, True)])
+def test_optional_affine(weight, bias):
+    x, w, b, dy = _make((41, 341), torch.float32, weight=weight, bias=bias, seed=3)
+    y, _ = _check(x, w, b, dy)
+    torch.testing.assert_close(y, layer_norm_reference(x, (341,), w, b), rtol=0, atol=2e-5 * y.abs().max().item())
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_float32_parameters_with_half_input(dtype):
+    x, w, b, dy = _make((41, 72), dtype, seed=4, param_dtype=torch.float32)
+    _, (_, dw, db) = _check(x, w, b, dy)
+    assert dw.dtype == torch.float32 and db.dtype == torch.float32
+
+
+@pytest.mark.parametrize("dtype, shape", [(torch.float32, (9, 341)), (torch.bfloat16, (9, 341)),
+                                          (torch.float16, (3, 1000)), (torch.float32, (3, 64)),
+                                          (torch.float32, (2, 65))])
+def test_looped_path(shape, dtype):
+    with config.patch(launch_overrides=LOOPED):
+        _check(*_make(shape, dtype, seed=shape[1]))
+
+
+@pytest.mark.parametrize("shape", [(341, 16), (1000, 9), (97, 41)])
+def test_persistent_backward_many_row_blocks(shape):
+    with config.patch(launch_overrides=SMALL_TILES):
+        _check(*_make(shape, torch.float32, seed=shape[0]))
+
+
+@pytest.mark.parametrize("overrides", [None, LOOPED])
+def test_stable_statistics_with_large_mean(overrides):
+    # mean 1e4, std 1e-2: E[x**2] - E[x]**2 would lose every significant digit
+    # in float32 (1e8 - 1e8 with an ulp of 8), and even a float32 mean is off by
+    # up to half an ulp of 1e4 = 5% of std.  Centring twice (forward and
+    # backward) keeps y and the gradients as exact as for well-scaled rows;
+    # torch's own float32 layer_norm is off by ~0.1 in y here.
+    x, w, b, dy = _make((9, 341), torch.float32, seed=5, mean=1e4, std=1e-2)
+    with config.patch(launch_overrides=overrides or {}):
+        y, _ = _check(x, w, b, dy, tol=2e-5, grad_tol=1e-4)
+    y_torch = F.layer_norm(x, (341,), w, b)
+    y_ref = _reference(x, w, b, dy)[0]
+    assert (y.double() - y_ref).abs().max() < (y_torch.double() - y_ref).abs().max() / 100
+
+
+@pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning", "ignore:invalid value:RuntimeWarning")
+def test_eps_is_used():
+    # (eps = 0: the padding rows of a tile divide by zero; they are never stored.)
+    x, w, b, dy = _make((9, 41), torch.float32, seed=6, std=1e-3)
+    _check(x, w, b, dy, eps=0.5)
+    _check(x, w, b, dy, eps=0.0)
+
+
+def test_m_just_past_2_pow_20_small_n():
+    # The dweight/dbias reduction over 1,048,577 rows: split into per-program
+    # partials, then a fixed-order reduce (never one block over all of M).
+    _check(*_make((2**20 + 1, 3), torch.float32, seed=7), tol=5e-5)
+
+
+def test_seed_case_backward_1152000_by_16():
+    # The seed's layer-norm backward (m = 1,152,000, n = 16) through the backward
+    # op; reference gradients from the closed form in float64.
+    g = torch.Generator().manual_seed(8)
+    m, n = 1_152_000, 16
+    x, dy = torch.randn(m, n, generator=g).to(DEV), torch.randn(m, n, generator=g).to(DEV)
+    w = torch.randn(n, generator=g).to(DEV)
+    xd, dyd = x.double(), dy.double()
+    rstd = (xd.var(-1, unbiased=False, keepdim=True) + 1e-5).rsqrt()
+    dx, dw, db = torch.ops.tritondiff.layer_norm_backward(dy, x, w, rstd.squeeze(-1).float(),
+                                                          torch.float32, torch.float32)
+    xhat = (xd - xd.mean(-1, keepdim=True)) * rstd
+    gw = dyd * w.double()
+    dx_ref = rstd * (gw - gw.mean(-1, keepdim=True) - xhat * (gw * xhat).mean(-1, keepdim=True))
+    for got, ref in ((dx, dx_ref), (dw, (dyd * xhat).sum(0)), (db, dyd.sum(0))):
+        torch.testing.assert_close(got.double(), ref, rtol=0, atol=5e-5 * ref.abs().max().item())
+
+
+def test_bitwise_deterministic():
+    # Several persistent backward programs, each over several row blocks: the
+    # dweight/dbias partials and their final reduce must not depend on timing.
+    x, w, b, dy = _make((2000, 16), torch.float32, seed=9)
+    with config.patch(launch_overrides={"layer_norm": {"bwd_tile_bytes": 4096, "programs_per_sm": 3}}):
+        first = _run(kernels.layer_norm, x, w, b, dy)
+        second = _run(kernels.layer_norm, x, w, b, dy)
+    for a, c in zip([first[0]] + first[1], [second[0]] + second[1]):
+        assert torch.equal(a, c)
+
+
+def test_non_contiguous_inputs():
+    x, w, b, dy = _make((64, 341), torch.float32, seed=10)
+    for xv, dyv in ((x[:, :41], dy[:, :41]),  # rows strided (a view, no copy)
+                    (x.t()[:, :64], dy.t()[:, :64]),  # columns strided (copied)
+                    (x[::3], dy[::3])):
+        n = xv.shape[-1]
+        _check(xv, w[:n], b[:n], dyv)
+
+
+def test_strided_parameters():
+    x, w, b, dy = _make((41, 9), torch.float32, seed=19)
+    w2 = torch.stack([w, -w], dim=1).reshape(-1)[::2]  # stride 2
+    b2 = torch.stack([b, -b], dim=1).reshape(-1)[::2]
+    assert w2.stride() == (2,) and torch.equal(w2, w)
+    _check(x, w2, b2, dy)
+
+
+def test_broadcast_upstream_gradient():
+    # y.sum().backward() hands the backward an expanded dy with zero strides.
+    x, w, b, _ = _make((41, 9), torch.float32, seed=11)
+    _check(x, w, b, torch.ones(1, 1, device=DEV).expand(41, 9))
+
+
+@pytest.mark.parametrize("shape", [(0, 16), (4, 0), (2, 0, 5)])
+def test_empty(shape):
+    x, w, b, dy = _make(shape, torch.float32, seed=12)
+    y, (dx, dw, db) = _run(kernels.layer_norm, x, w, b, dy)
+    assert y.shape == x.shape and dx.shape == x.shape
+    assert dw.shape == (shape[-1],) and torch.all(dw == 0) and torch.all(db == 0)
+
+
+def test_returns_y_and_the_op_returns_statistics():
+    x, w, b, _ = _make((9, 41), torch.float32, seed=13)
+    y, mean, rstd = torch.ops.tritondiff.layer_norm(x, [41], w, b, 1e-5)
+    assert torch.equal(y, kernels.layer_norm(x, 41, w, b))
+    torch.testing.assert_close(mean, x.mean(-1), rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(rstd, (x.var(-1, unbiased=False) + 1e-5).rsqrt(), rtol=1e-5, atol=0)
+
+
+def test_opcheck():
+    x, w, b, dy = _make((9, 41), torch.float32, seed=14)
+    torch.library.opcheck(torch.ops.tritondiff.layer_norm.default,
+                          (x.requires_grad_(), [41], w.requires_grad_(), b.requires_grad_(), 1e-5))
+    x16, _, _, _ = _make((5, 9), torch.float16, seed=15)
+    torch.library.opcheck(torch.ops.tritondiff.layer_norm.default, (x16, [9], None, None, 1e-5))
+    _, _, rstd = torch.ops.tritondiff.layer_norm(x.detach(), [41], w.detach(), b.detach(), 1e-5)
+    torch.library.opcheck(torch.ops.tritondiff.layer_norm_backward.default,
+                          (dy, x.detach(), w.detach(), rstd, torch.float32, torch.float32))
+    torch.library.opcheck(torch.ops.tritondiff.layer_norm_backward.default,
+                          (dy.half(), x.detach().half(), None, rstd, torch.float16, torch.bfloat16))
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_compile_fullgraph_no_graph_break(dynamic):
+    def f(x, w, b):
+        return kernels.layer_norm(x * 2.0, (x.shape[-1],), w, b).sum(-1)
+
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager", dynamic=dynamic)
+    for shape in ((41, 9), (13, 9), (6, 17)):  # with dynamic=True the later shapes reuse one graph
+        x, w, b, _ = _make(shape, torch.float32, seed=16)
+        leaves = [t.clone().requires_grad_() for t in (x, w, b)]
+        out = compiled(*leaves)
+        grads = torch.autograd.grad(out.square().sum(), leaves)
+        eager_leaves = [t.clone().requires_grad_() for t in (x, w, b)]
+        out_e = f(*eager_leaves)
+        grads_e = torch.autograd.grad(out_e.square().sum(), eager_leaves)
+        assert torch.equal(out.detach(), out_e.detach())
+        for g, ge in zip(grads, grads_e):
+            assert torch.equal(g, ge)
+
+
+@pytest.mark.parametrize("args, argument, needle", [
+    (lambda x, w: (x, (3, 16), None, None), "normalized_shape", "last dimension only"),
+    (lambda x, w: (x, (8,), None, None), "normalized_shape", "does not match"),
+    (lambda x, w: (x, "16", None, None), "normalized_shape", "int or a sequence"),
+    (lambda x, w: (x, (16,), w[:8], None), "weight", "must be \\(16,\\)"),
+    (lambda x, w: (x, (16,), None, w.double()), "bias", "dtype torch.float64"),
+    (lambda x, w: (x.double(), (16,), None, None), "x", "float32, float16 and bfloat16"),
+    (lambda x, w: (x.int(), (16,), None, None), "x", "dtype torch.int32"),
+    (lambda x, w: (x[0, 0], (1,), None, None), "x", "0-d"),
+])
+def test_bad_arguments_raise_clear_errors(args, argument, needle):
+    x, w, _, _ = _make((3, 16), torch.float32, seed=17)
+    with pytest.raises(UnsupportedInput, match=needle) as info:
+        kernels.layer_norm(*args(x, w))
+    assert info.value.argument == argument and isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize("eps", [-1e-5, float("nan"), float("inf"), "1e-5"])
+def test_bad_eps(eps):
+    x, _, _, _ = _make((3, 16), torch.float32, seed=18)
+    with pytest.raises(UnsupportedInput, match="eps"):
+        kernels.layer_norm(x, (16,), eps=eps)
+
+
+def test_wrong_device_raises():
+    other = "meta" if device.is_interpreter() else "cpu"
+    with pytest.raises(UnsupportedInput, match="kernels run on"):
+        kernels.layer_norm(torch.ones(3, 4, device=other), (4,))
