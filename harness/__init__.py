@@ -9,13 +9,7 @@ from .api import Subject, constant, registry, subject, tensor
 from .config import config
 from .counters import counters
 from .oracle import compare
-
-
-def explore(*args, **kwargs):
-    """Fuzz one subject (see :func:`harness.explore.explore`)."""
-    from .explore import explore as _explore
-
-    return _explore(*args, **kwargs)
+from .explore import explore  # noqa: E402  (binds the function over the submodule's name)
 
 
 __all__ = ["Subject", "compare", "config", "constant", "counters", "device", "explore", "registry", "subject",

@@ -62,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--out", default=None, help="dump directory (default ./tritondiff-out)")
     check.add_argument("--disable", type=_disable, default=frozenset(),
                        help="comma-separated hazard hunters to switch off")
+    check.add_argument("--sanitize", action="store_true",
+                       help="on GPU, run each finding's repro under compute-sanitizer memcheck (report in the dump)")
     fuzz = sub.add_parser("fuzz", help="a fuzz campaign over many subjects, with a findings store")
     fuzz.add_argument("targets", nargs="*",
                       help="subject files (file.py or file.py::name), bundled subject names or globs; "
@@ -82,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     replay = sub.add_parser("replay", help="re-run the finding in a dump directory")
     replay.add_argument("dump", help="a dump directory written by check or fuzz")
     replay.add_argument("--in-process", action="store_true", help="no worker isolation")
+    replay.add_argument("--sanitize", action="store_true", help="also run the repro under compute-sanitizer memcheck")
     return parser
 
 
@@ -99,7 +102,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "replay":
             from .replay import replay_dump
 
-            return replay_dump(args.dump, isolate=not args.in_process)
+            code = replay_dump(args.dump, isolate=not args.in_process)
+            if args.sanitize:
+                _sanitize(args.dump)
+            return code
         raise UsageError(f"tritondiff: unknown command {args.command!r}")
     except UsageError as e:
         print(str(e).splitlines()[0] if str(e) else "tritondiff: usage error", file=sys.stderr)
@@ -129,7 +135,20 @@ def _check(args) -> int:
                          out_dir=args.out, disabled=args.disable)
         print(result.line(), flush=True)
         failed += result.status == "fail"
+        if args.sanitize and result.dump:
+            _sanitize(result.dump)
     return 1 if failed else 0
+
+
+def _sanitize(dump_dir: str) -> None:
+    from . import memcheck
+
+    why = memcheck.available()
+    if why:
+        print(f"      memcheck: skipped: {why}", flush=True)
+        return
+    path, errors = memcheck.memcheck_dump(dump_dir)
+    print(f"      memcheck: {errors} error(s): {path}", flush=True)
 
 
 def _fuzz(args) -> int:
