@@ -1,0 +1,493 @@
+"""kernels.mhc: the three mHC-lite ops and their 7 kernels against the eager references (values and
+gradients, odd C, T and C past tile boundaries), the custom-op contract (opcheck, gradcheck,
+torch.compile without graph breaks), input errors, MHCLiteBlock against its eager path, the
+launch-config table, and the benchmark / trace-report helpers that run without a GPU."""
+import json
+import math
+
+import pytest
+import torch
+from torch import nn
+
+import kernels
+from harness import device
+from kernels.benchmarks import mhc as bench
+from kernels.benchmarks import mhc_gridsearch, mhc_trace
+from kernels.config import config as kernel_config
+from kernels.exc import LaunchConfigError, UnsupportedInput
+from kernels.mhc import MHCLiteBlock, configs, reference
+from kernels.mhc.configs import LaunchConfig
+
+DEV = device.torch_device()
+mhc = kernels.mhc
+
+# |ours - reference| <= ATOL + RTOL * |reference|, both from the same inputs.  Both sides
+# accumulate in float32 and round once to the output dtype, so a bf16 / fp16 result may
+# differ by one ulp of the output (2**-7 / 2**-10 relative) where the fp32 sums round apart.
+TOL = {torch.float32: (1e-5, 1e-5), torch.float16: (2**-10, 2e-3), torch.bfloat16: (2**-7, 2e-2),
+       torch.float64: (1e-12, 1e-12)}
+SMALL_TILES = {configs.override_name(k): {"block_t": 16, "block_c": 16} for k in configs.KERNELS}
+
+
+def _close(got: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype, scale: float = 1.0) -> None:
+    rtol, atol = TOL[dtype]
+    assert got.shape == ref.shape and got.dtype == ref.dtype, (got.shape, ref.shape, got.dtype, ref.dtype)
+    torch.testing.assert_close(got.double(), ref.double(), rtol=rtol, atol=atol * scale)
+
+
+def _inputs(T, C, dtype=torch.float32, seed=0, grad=False):
+    g = torch.Generator().manual_seed(seed)
+    cdt = torch.float64 if dtype == torch.float64 else torch.float32
+
+    def mk(*shape, dt=dtype, scale=1.0, rand=False):
+        v = torch.rand(*shape, generator=g, dtype=torch.float64) if rand else \
+            torch.randn(*shape, generator=g, dtype=torch.float64) * scale
+        return v.to(dt).to(DEV).requires_grad_(grad)
+
+    return dict(x=mk(T, 4, C), W=mk(32, 4 * C, scale=(4 * C) ** -0.5), h=mk(T, 4, dt=cdt, rand=True),
+                H=mk(T, 4, 4, dt=cdt, rand=True), hp=mk(T, 4, dt=cdt, rand=True), lo=mk(T, C))
+
+
+def _run(op, t):
+    """(ours, reference, differentiable inputs) of one op on the inputs t."""
+    if op == "rmsnorm_project":
+        xf = t["x"].reshape(t["x"].shape[0], -1)
+        return mhc.fused_rmsnorm_project(xf, t["W"]), reference.fused_rmsnorm_project(xf, t["W"]), ("x", "W")
+    if op == "pre_map":
+        return mhc.fused_pre_map(t["x"], t["h"]), reference.fused_pre_map(t["x"], t["h"]), ("x", "h")
+    return (mhc.fused_post_res(t["x"], t["lo"], t["H"], t["hp"]),
+            reference.fused_post_res(t["x"], t["lo"], t["H"], t["hp"]), ("x", "lo", "H", "hp"))
+
+
+OPS = ("rmsnorm_project", "pre_map", "post_res")
+
+
+# ---------------------------------------------------------------------------- forward values
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("T,C", [(1, 9), (9, 41), (130, 341), (5, 4231), (64, 256)])
+@pytest.mark.parametrize("op", OPS)
+def test_forward_matches_reference(op, T, C, dtype):
+    t = _inputs(T, C, dtype, seed=T * 7 + C)
+    ours, ref, _ = _run(op, t)
+    _close(ours, ref, dtype, scale=4.0 if op == "post_res" else 1.0)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_small_tiles_loop_over_c_and_t_tails(op):
+    """16 x 16 tiles: T = 37 ends mid-tile, C = 41 takes three C tiles (two loop trips + a tail)."""
+    t = _inputs(37, 41, torch.float32, seed=3, grad=True)
+    with kernel_config.patch(launch_overrides=SMALL_TILES):
+        ours, ref, names = _run(op, t)
+        gy = torch.randn_like(ours)
+        grads = torch.autograd.grad(ours, [t[n] for n in names], gy)
+    ref_grads = torch.autograd.grad(ref, [t[n] for n in names], gy)
+    _close(ours, ref, torch.float32)
+    for a, b in zip(grads, ref_grads):
+        _close(a, b, torch.float32, scale=10.0)
+
+
+def test_forward_past_a_million_elements():
+    """x_streams of 1,179,684 elements: T crosses the interpreter's large row tiles."""
+    t = _inputs(32769, 9, torch.float32, seed=5)
+    ours = mhc.fused_pre_map(t["x"], t["h"])
+    _close(ours, reference.fused_pre_map(t["x"], t["h"]), torch.float32)
+    assert t["x"].numel() > 2**20
+
+
+def test_rmsnorm_project_many_heads_and_one_head():
+    """D = 80 spans two head tiles (a second grid axis forward, an inner loop backward); D = 1 is one column."""
+    for D in (80, 1):
+        x = torch.randn(21, 44, dtype=torch.float64, device=DEV, requires_grad=True)
+        W = torch.randn(D, 44, dtype=torch.float64, device=DEV, requires_grad=True)
+        y = mhc.fused_rmsnorm_project(x, W)
+        ref = reference.fused_rmsnorm_project(x, W)
+        _close(y, ref, torch.float64)
+        gy = torch.randn_like(y)
+        for a, b in zip(torch.autograd.grad(y, (x, W), gy), torch.autograd.grad(ref, (x, W), gy)):
+            _close(a, b, torch.float64, scale=100.0)
+
+
+def test_non_contiguous_inputs():
+    base = torch.randn(13, 41, 4, device=DEV)
+    x = base.transpose(1, 2)  # [13, 4, 41], not contiguous
+    h = torch.rand(4, 13, device=DEV).T
+    H = torch.rand(13, 4, 4, device=DEV).transpose(1, 2)
+    lo = torch.randn(41, 13, device=DEV).T
+    _close(mhc.fused_pre_map(x, h), reference.fused_pre_map(x, h), torch.float32)
+    _close(mhc.fused_post_res(x, lo, H, h), reference.fused_post_res(x, lo, H, h), torch.float32)
+    xf = torch.randn(164, 9, device=DEV).T
+    W = torch.randn(32, 164, device=DEV)
+    _close(mhc.fused_rmsnorm_project(xf, W), reference.fused_rmsnorm_project(xf, W), torch.float32)
+
+
+def test_empty_inputs():
+    t = _inputs(0, 9)
+    assert mhc.fused_pre_map(t["x"], t["h"]).shape == (0, 9)
+    assert mhc.fused_post_res(t["x"], t["lo"], t["H"], t["hp"]).shape == (0, 4, 9)
+    assert mhc.fused_rmsnorm_project(t["x"].reshape(0, 36), t["W"]).shape == (0, 32)
+    x = torch.randn(5, 4, 0, device=DEV, requires_grad=True)
+    h = torch.rand(5, 4, device=DEV, requires_grad=True)
+    out = mhc.fused_pre_map(x, h)
+    assert out.shape == (5, 0)
+    (dh,) = torch.autograd.grad(out.sum(), h)
+    assert torch.equal(dh, torch.zeros_like(h))
+
+
+def test_rmsnorm_project_zero_row_and_eps():
+    x = torch.randn(4, 36, device=DEV)
+    x[1] = 0.0
+    W = torch.randn(32, 36, device=DEV)
+    y = mhc.fused_rmsnorm_project(x, W, eps=1e-3)
+    _close(y, reference.fused_rmsnorm_project(x, W, eps=1e-3), torch.float32)
+    assert torch.equal(y[1], torch.zeros(32, device=DEV))
+
+
+# ---------------------------------------------------------------------------- gradients
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("op", OPS)
+def test_backward_matches_reference_autograd(op, dtype):
+    t = _inputs(70, 341, dtype, seed=11, grad=True)
+    ours, ref, names = _run(op, t)
+    gy = torch.randn_like(ours)
+    grads = torch.autograd.grad(ours, [t[n] for n in names], gy)
+    ref_grads = torch.autograd.grad(ref, [t[n] for n in names], gy)
+    for a, b in zip(grads, ref_grads):
+        # dh / dH / dW sum 341 (W: 70) products: allow the sum's length in ulps.
+        _close(a, b, dtype, scale=30.0)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_gradcheck_float64(op):
+    t = _inputs(3, 5, torch.float64, seed=2, grad=True)
+    _, _, names = _run(op, t)
+    if op == "rmsnorm_project":
+        fn = lambda x, W: mhc.fused_rmsnorm_project(x.reshape(3, -1), W)  # noqa: E731
+    elif op == "pre_map":
+        fn = mhc.fused_pre_map
+    else:
+        fn = mhc.fused_post_res
+    assert torch.autograd.gradcheck(fn, tuple(t[n] for n in names), fast_mode=True)
+
+
+def test_gradcheck_inv_rms_output():
+    """The internal (y, inv_rms) op: a loss that uses inv_rms takes the g_r branch of the dx kernel."""
+    x = torch.randn(5, 12, dtype=torch.float64, device=DEV, requires_grad=True)
+    W = torch.randn(3, 12, dtype=torch.float64, device=DEV, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda a, b: torch.ops.mhc.fused_rmsnorm_project_fwd(a, b, 1e-6), (x, W),
+                                    fast_mode=True)
+
+
+def test_backward_kernels_match_their_references():
+    """Each backward launcher against the closed-form reference of that kernel (bf16, odd C)."""
+    from kernels.mhc import post_res, pre_map, rmsnorm_project
+    t = _inputs(45, 41, torch.bfloat16, seed=9)
+    x, T, C = t["x"], 45, 41
+    g_plane, g_streams = torch.randn(T, C, device=DEV).bfloat16(), torch.randn(T, 4, C, device=DEV).bfloat16()
+    _close(pre_map.pre_map_bwd_dx(g_plane, t["h"]), reference.pre_map_bwd_dx(g_plane, t["h"]), torch.bfloat16)
+    _close(pre_map.pre_map_bwd_hpre(g_plane, x), reference.pre_map_bwd_hpre(g_plane, x), torch.float32, 10.0)
+    for a, b, dt in zip(post_res.post_res_bwd(g_streams, x, t["lo"], t["H"], t["hp"]),
+                        reference.post_res_bwd(g_streams, x, t["lo"], t["H"], t["hp"]),
+                        (torch.bfloat16, torch.bfloat16, torch.float32, torch.float32)):
+        _close(a, b, dt, 10.0 if dt == torch.float32 else 4.0)
+    xf = x.reshape(T, -1)
+    y, rinv = rmsnorm_project.rmsnorm_project_fwd(xf, t["W"], 1e-6)
+    gy = torch.randn(T, 32, device=DEV).bfloat16()
+    _close(rmsnorm_project.rmsnorm_project_bwd_dx(xf, t["W"], gy, y, rinv, None),
+           reference.rmsnorm_project_bwd_dx(xf, t["W"], gy, y, rinv), torch.bfloat16)
+
+
+# ---------------------------------------------------------------------------- custom-op contract
+
+def _opcheck_cases():
+    t = _inputs(9, 41, torch.float32, seed=4, grad=True)
+    xf = t["x"].detach().reshape(9, -1).requires_grad_()
+    g_plane, g_streams = torch.randn(9, 41, device=DEV), torch.randn(9, 4, 41, device=DEV)
+    xd = t["x"].detach()
+    y, rinv = torch.ops.mhc.fused_rmsnorm_project_fwd(xf.detach(), t["W"].detach(), 1e-6)
+    return {
+        "fused_rmsnorm_project": (xf, t["W"], 1e-6),
+        "fused_rmsnorm_project_fwd": (xf, t["W"], 1e-6),
+        "fused_rmsnorm_project_bwd_dx": (xf.detach(), t["W"].detach(), torch.randn_like(y), y, rinv, None),
+        "fused_pre_map": (t["x"], t["h"]),
+        "fused_pre_map_bwd_dx": (g_plane, t["h"].detach()),
+        "fused_pre_map_bwd_hpre": (g_plane, xd),
+        "fused_post_res": (t["x"], t["lo"], t["H"], t["hp"]),
+        "fused_post_res_bwd": (g_streams, xd, t["lo"].detach(), t["H"].detach(), t["hp"].detach()),
+    }
+
+
+@pytest.mark.parametrize("name", [
+    "fused_rmsnorm_project", "fused_rmsnorm_project_fwd", "fused_rmsnorm_project_bwd_dx", "fused_pre_map",
+    "fused_pre_map_bwd_dx", "fused_pre_map_bwd_hpre", "fused_post_res", "fused_post_res_bwd"])
+def test_opcheck(name):
+    args = _opcheck_cases()[name]
+    result = torch.library.opcheck(getattr(torch.ops.mhc, name).default, args)
+    assert set(result.values()) == {"SUCCESS"}, result
+
+
+# ---------------------------------------------------------------------------- input errors
+
+def test_n_other_than_4_is_rejected():
+    for n in (2, 3, 5):
+        x = torch.randn(6, n, 8, device=DEV)
+        with pytest.raises(UnsupportedInput, match="support n=4 only"):
+            mhc.fused_pre_map(x, torch.rand(6, n, device=DEV))
+        with pytest.raises(UnsupportedInput, match="support n=4 only"):
+            mhc.fused_post_res(x, torch.randn(6, 8, device=DEV), torch.rand(6, n, n, device=DEV),
+                               torch.rand(6, n, device=DEV))
+    with pytest.raises(UnsupportedInput, match="n=4 only"):
+        MHCLiteBlock(nn.Identity(), 8, n_streams=3)
+
+
+def test_dtype_errors_name_the_supported_dtypes():
+    t = _inputs(6, 8)
+    with pytest.raises(UnsupportedInput, match="supported dtypes are bfloat16, float16, float32"):
+        mhc.fused_pre_map(t["x"].to(torch.int32), t["h"])
+    with pytest.raises(UnsupportedInput, match="coefficients must be torch.float32"):
+        mhc.fused_pre_map(t["x"], t["h"].bfloat16())
+    with pytest.raises(UnsupportedInput, match="coefficients must be torch.float32"):
+        mhc.fused_post_res(t["x"].bfloat16(), t["lo"].bfloat16(), t["H"].double(), t["hp"])
+    with pytest.raises(UnsupportedInput, match="layer_output has dtype torch.float32 but x_streams has"):
+        mhc.fused_post_res(t["x"].bfloat16(), t["lo"], t["H"], t["hp"])
+    with pytest.raises(UnsupportedInput, match="W has dtype"):
+        mhc.fused_rmsnorm_project(t["x"].reshape(6, -1).half(), t["W"])
+    # it is a ValueError for callers that do not know the kernels' hierarchy
+    with pytest.raises(ValueError):
+        mhc.fused_pre_map(t["x"].to(torch.int64), t["h"])
+
+
+def test_shape_errors():
+    t = _inputs(6, 8)
+    with pytest.raises(UnsupportedInput, match=r"h_pre has shape \(5, 4\), expected \(6, 4\)"):
+        mhc.fused_pre_map(t["x"], t["h"][:5])
+    with pytest.raises(UnsupportedInput, match="x_streams must be 3-D"):
+        mhc.fused_pre_map(t["x"].reshape(6, 32), t["h"])
+    with pytest.raises(UnsupportedInput, match=r"layer_output has shape \(6, 7\), expected \(6, 8\)"):
+        mhc.fused_post_res(t["x"], t["lo"][:, :7], t["H"], t["hp"])
+    with pytest.raises(UnsupportedInput, match=r"H_merged has shape \(6, 16\)"):
+        mhc.fused_post_res(t["x"], t["lo"], t["H"].reshape(6, 16), t["hp"])
+    with pytest.raises(UnsupportedInput, match="W must be"):
+        mhc.fused_rmsnorm_project(t["x"].reshape(6, -1), t["W"][:, :31])
+    with pytest.raises(UnsupportedInput, match="RMSNorm needs n\\*C >= 1"):
+        mhc.fused_rmsnorm_project(torch.randn(3, 0, device=DEV), torch.randn(2, 0, device=DEV))
+    with pytest.raises(UnsupportedInput, match="eps must be a finite number"):
+        mhc.fused_rmsnorm_project(t["x"].reshape(6, -1), t["W"], eps=-1.0)
+
+
+def test_device_mismatch_is_rejected():
+    t = _inputs(6, 8)
+    with pytest.raises(UnsupportedInput, match="h_pre is on meta but x_streams is on"):
+        mhc.fused_pre_map(t["x"], t["h"].to("meta"))
+    with pytest.raises(UnsupportedInput, match="is on meta"):
+        mhc.fused_post_res(t["x"], t["lo"].to("meta"), t["H"], t["hp"])
+
+
+def test_block_input_errors():
+    blk = MHCLiteBlock(nn.Identity(), 8).to(DEV)
+    with pytest.raises(UnsupportedInput, match=r"expected \('T', 4, 8\)"):
+        blk(torch.randn(5, 4, 9, device=DEV))
+    bad = MHCLiteBlock(nn.Linear(8, 3), 8).to(DEV)
+    with pytest.raises(UnsupportedInput, match="must map"):
+        bad(torch.randn(5, 4, 8, device=DEV))
+
+
+# ---------------------------------------------------------------------------- MHCLiteBlock
+
+def _rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
+    return ((a.double() - b.double()).norm() / b.double().norm().clamp_min(1e-30)).item()
+
+
+BLOCK_REL = {torch.float32: 1e-5, torch.bfloat16: 3e-2}
+
+
+def _block_pair(C, dtype, seed=0):
+    torch.manual_seed(seed)
+    layer = nn.Sequential(nn.Linear(C, C), nn.GELU(), nn.Linear(C, C))
+    blk = MHCLiteBlock(layer, C).to(DEV, dtype)
+    with torch.no_grad():  # move the heads away from their init so every coefficient matters
+        blk.head_proj.normal_(0.0, 0.5 / math.sqrt(4 * C))
+        blk.head_bias.add_(torch.randn_like(blk.head_bias) * 0.3)
+    return blk
+
+
+def _fwd_bwd(blk, x, eager):
+    blk.eager = eager
+    blk.zero_grad()
+    x = x.detach().requires_grad_()
+    out = blk(x)
+    out.backward(torch.cos(torch.arange(out.numel(), device=DEV, dtype=torch.float64)).reshape(out.shape).to(out.dtype))
+    return out.detach(), x.grad, {n: p.grad.clone() for n, p in blk.named_parameters()}
+
+
+@pytest.mark.parametrize("dtype,T,C", [(torch.float32, 37, 41), (torch.bfloat16, 64, 96)])
+def test_block_forward_and_backward_match_eager(dtype, T, C):
+    blk = _block_pair(C, dtype)
+    x = torch.randn(T, 4, C, device=DEV).to(dtype)
+    out, dx, grads = _fwd_bwd(blk, x, eager=False)
+    out_e, dx_e, grads_e = _fwd_bwd(blk, x, eager=True)
+    _close(out, out_e, dtype, scale=4.0)
+    assert _rel_err(dx, dx_e) < BLOCK_REL[dtype]
+    for name in grads:
+        assert grads[name].abs().max() > 0, name  # every parameter receives a gradient
+        assert _rel_err(grads[name], grads_e[name]) < BLOCK_REL[dtype], name
+
+
+def test_block_coefficients_are_well_formed():
+    blk = _block_pair(16, torch.float32)
+    h_pre, h_post, H = blk.coefficients(torch.randn(10, 4, 16, device=DEV))
+    assert ((h_pre > 0) & (h_pre < 1)).all() and ((h_post > 0) & (h_post < 2)).all()
+    ones = torch.ones(10, 4, device=DEV)
+    torch.testing.assert_close(H.sum(-1), ones)  # rows and columns of a convex mix of
+    torch.testing.assert_close(H.sum(-2), ones)  # permutation matrices sum to one
+    P = mhc.permutation_matrices(4).reshape(24, 4, 4)
+    assert torch.equal(P[0], torch.eye(4))
+    assert len({tuple(p.flatten().tolist()) for p in P}) == 24
+    assert torch.equal(P.sum(-1), torch.ones(24, 4)) and torch.equal(P.sum(-2), torch.ones(24, 4))
+
+
+def test_block_init_is_near_residual():
+    torch.manual_seed(0)
+    blk = MHCLiteBlock(nn.Identity(), 32).to(DEV)
+    h_pre, h_post, H = blk.coefficients(torch.randn(8, 4, 32, device=DEV))
+    torch.testing.assert_close(h_pre, torch.full_like(h_pre, 0.25), atol=0.1, rtol=0)
+    torch.testing.assert_close(h_post, torch.ones_like(h_post), atol=0.25, rtol=0)
+    assert (torch.diagonal(H, dim1=-2, dim2=-1) > 0.85).all()
+
+
+def test_block_compiles_without_graph_breaks():
+    blk = _block_pair(24, torch.float32, seed=1)
+    x = torch.randn(19, 4, 24, device=DEV)
+    explained = torch._dynamo.explain(blk)(x)
+    assert explained.graph_break_count == 0 and explained.graph_count == 1, explained.break_reasons
+    torch._dynamo.reset()
+    compiled = torch.compile(blk, fullgraph=True, backend="aot_eager")
+    xc = x.clone().requires_grad_()
+    out_c = compiled(xc)
+    out_c.square().sum().backward()
+    blk.zero_grad()
+    xe = x.clone().requires_grad_()
+    out_e = blk(xe)
+    out_e.square().sum().backward()
+    torch.testing.assert_close(out_c, out_e, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(xc.grad, xe.grad, rtol=1e-6, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------- launch configurations
+
+def test_table_is_complete_and_within_triton_limits():
+    assert {"sm90", "default", "interpreter"} <= set(configs.TABLE)
+    for arch, entries in configs.TABLE.items():
+        assert set(entries) == set(configs.KERNELS), arch
+        for cfg in entries.values():
+            assert cfg.block_c & (cfg.block_c - 1) == 0 and cfg.block_t & (cfg.block_t - 1) == 0
+            if arch != "interpreter":
+                assert cfg.block_t * cfg.block_c * 9 <= 2**20
+    for T, C in [(1, 9), (4231, 41), (2**21, 9), (65536, 2560), (3, 40960)]:
+        for k in configs.KERNELS:
+            cfg = configs.lookup(k, T=T, C=C, device=DEV)
+            assert 16 <= cfg.block_c and 16 <= cfg.block_t and cfg.block_t * cfg.block_c <= configs.MAX_TILE_ELEMENTS
+
+
+def test_interpreter_tiles_are_large_and_fit_the_problem():
+    cpu = torch.device("cpu")
+    if not device.is_interpreter():
+        pytest.skip("interpreter entry only")
+    big = configs.lookup("k4_fwd", T=2**20, C=9, device=cpu)
+    assert big.block_c == 16 and big.block_t * big.block_c == configs.INTERPRETER_TILE_ELEMENTS
+    small = configs.lookup("k3_fwd", T=5, C=4231, device=cpu)
+    assert small.block_t == 16 and small.block_c >= 512  # short T: spend the tile on C
+
+
+def test_launch_override_reaches_the_launcher_and_is_validated():
+    with kernel_config.patch(launch_overrides={"mhc_k3_fwd": {"block_t": 32, "block_c": 64}}):
+        cfg = configs.lookup("k3_fwd", T=1000, C=1000, device=DEV)
+    assert (cfg.block_t, cfg.block_c) == (32, 64)
+    with kernel_config.patch(launch_overrides={"mhc_k3_fwd": {"block_c": 48}}):
+        with pytest.raises(LaunchConfigError, match="not a power of two"):
+            mhc.fused_pre_map(torch.randn(4, 4, 8, device=DEV), torch.rand(4, 4, device=DEV))
+    with pytest.raises(LaunchConfigError, match="unknown mHC kernel"):
+        configs.lookup("k9", T=1, C=1, device=DEV)
+
+
+# ---------------------------------------------------------------------------- benchmark helpers (CPU)
+
+def test_traffic_model_matches_seed_003():
+    """Seed 003's H100 table (T=65536, C=2560, bf16): K1 fwd 1347 MB, K3 fwd 1679 MB, K4 fwd 3025 MB."""
+    assert abs(bench.traffic_bytes("k1_fwd", T=65536, C=2560, elem=2) / 1e6 - 1347) < 2
+    assert abs(bench.traffic_bytes("k3_fwd", T=65536, C=2560, elem=2) / 1e6 - 1679) < 2
+    assert abs(bench.traffic_bytes("k4_fwd", T=65536, C=2560, elem=2) / 1e6 - 3025) < 2
+    assert abs(bench.traffic_bytes("k1_bwd_dx", T=65536, C=2560, elem=2) / 1e6 - 2694) < 4
+
+
+def test_benchmark_calls_match_their_references():
+    """The benchmark's per-kernel calls (also the grid search's) compute what their references compute."""
+    case = bench.make_case(40, 9, torch.float32, DEV)
+    ours, refs = bench.our_calls(case), bench.reference_calls(case)
+    assert list(ours) == list(configs.KERNELS) == list(refs)
+    for key in configs.KERNELS:
+        assert bench.max_abs_error(ours[key](), refs[key]()) < 1e-4, key
+    pinned = bench.our_calls(case, {"k4_fwd": LaunchConfig(16, 16, 4, 1)})["k4_fwd"]()
+    assert bench.max_abs_error(pinned, refs["k4_fwd"]()) < 1e-5
+
+
+def test_gridsearch_candidates_are_bounded_and_start_with_the_table_entry():
+    cur = LaunchConfig(16, 128, 4, 2)
+    cands = mhc_gridsearch.candidates("k4_bwd_fused", current=cur, elem=2, max_trials=10)
+    assert cands[0] == cur and len(cands) == 10 and len(set(cands)) == 10
+    assert all(mhc_gridsearch.plausible("k4_bwd_fused", c, 2) for c in cands[1:])
+    flat = mhc_gridsearch.candidates("k3_fwd", current=LaunchConfig(32, 256, 8, 1), elem=2, max_trials=500)
+    assert all(c.num_stages == 1 for c in flat) and len(flat) < 500
+
+
+def test_gpu_scripts_exit_cleanly_without_a_gpu(capsys):
+    if torch.cuda.is_available():
+        pytest.skip("has a GPU")
+    assert bench.main(["--T", "64", "--C", "16"]) == 0
+    assert mhc_gridsearch.main(["--T", "64", "--C", "16"]) == 0
+    assert "no CUDA device" in capsys.readouterr().out
+
+
+# ---------------------------------------------------------------------------- trace report
+
+def _synthetic_trace():
+    def k(name, ts, dur, stream):
+        return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream, "ts": ts, "dur": dur,
+                "args": {"device": 0, "stream": stream}}
+    ev = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 5000}]
+    ev += [k("_fused_pre_map_fwd_kernel", 1000 * i, 500.0, 7) for i in range(4)]          # t = 0, 1000, 2000, 3000
+    ev += [k("_fused_post_res_bwd_fused_kernel_n4", 10000 + 2000 * i, 1500.0, 7) for i in range(3)]
+    ev += [k("ncclDevKernel_ReduceScatter_Sum_f32_RING_LL", 2200, 600.0, 26),           # overlaps pre_map #3
+           k("ncclDevKernel_AllGather", 12100, 100.0, 7),                                 # same stream: ignored
+           k("ncclDevKernel_AllReduce", 13400, 300.0, 26),                                # overlaps post_res #2 tail
+           k("ampere_bf16_gemm", 0, 100.0, 7)]
+    return {"traceEvents": ev}
+
+
+def test_trace_report_on_a_synthetic_trace(tmp_path, capsys):
+    stats = mhc_trace.analyse(_synthetic_trace()["traceEvents"])
+    assert list(stats) == ["k3_fwd", "k4_bwd_fused"]
+    assert len(stats["k3_fwd"].events) == 4 and len(stats["k4_bwd_fused"].events) == 3
+    assert [e.ts for e, _ in stats["k3_fwd"].overlapped] == [2000.0]
+    assert [e.ts for e, _ in stats["k4_bwd_fused"].overlapped] == [12000.0]
+    assert stats["k4_bwd_fused"].overlapped[0][1].name == "ncclDevKernel_AllReduce"
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(_synthetic_trace()))
+    assert mhc_trace.main([str(path), "--peak-gbps", "3350", "--T", "65536", "--C", "2560",
+                           "--out", str(tmp_path / "r.md")]) == 0
+    text = capsys.readouterr().out
+    row = next(line for line in text.splitlines() if "_fused_pre_map_fwd_kernel" in line and line.startswith("|"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    # calls, total ms, avg us, stream; LB = 1679 MB / 3350 GB/s = 501 us over a 500 us average: 100.2%
+    assert cells[1:5] == ["4", "2.000", "500.000", "7"]
+    assert cells[7] == "100.2%" and cells[8] == "1"
+    assert "ReduceScatter" in text and (tmp_path / "r.md").read_text().strip() == text.strip()
+
+
+def test_trace_report_without_our_kernels(tmp_path):
+    assert "No mHC-lite kernel" in mhc_trace.report(mhc_trace.analyse([]), T=8, C=8, elem=2, peak_gbps=1.0)
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(SystemExit):
+        mhc_trace.main([str(bad), "--peak-gbps", "1"])
