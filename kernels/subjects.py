@@ -79,3 +79,95 @@ def _ln_grads(x, weight, bias, dy, layer_norm):
 def layer_norm_backward(x, weight, bias, dy):
     """dx, dweight, dbias through autograd; dweight/dbias reduce over all M rows."""
     return _ln_grads(x, weight, bias, dy, kernels.layer_norm)
+
+
+# ----------------------------------------------------------------------------- mHC-lite (n = 4 streams)
+
+from kernels import mhc  # noqa: E402
+from kernels.mhc import reference as mhc_ref  # noqa: E402
+
+_ACT = ("bfloat16", "float16", "float32")
+_COEF = dict(dtypes=("float32",), nonfinite=False)
+# T reaches past 2^20 tokens for small C (the memory budget keeps T * C in range); C includes odd sizes.
+_MHC_DIMS = {"T": (0, 1_100_000), "C": (1, 4231)}
+
+
+@subject(name="kernels.mhc.rmsnorm_project", reference=lambda x_flat, W: mhc_ref.fused_rmsnorm_project(x_flat, W),
+         inputs={"x_flat": tensor(("T", "K"), dtypes=_ACT), "W": tensor(("D", "K"), dtype_like="x_flat")},
+         dims={"T": (0, 1_100_000), "K": (1, 16_924), "D": (1, 64)})
+def mhc_rmsnorm_project(x_flat, W):
+    return mhc.fused_rmsnorm_project(x_flat, W)
+
+
+@subject(name="kernels.mhc.pre_map", reference=lambda x, h_pre: mhc_ref.fused_pre_map(x, h_pre),
+         inputs={"x": tensor(("T", 4, "C"), dtypes=_ACT), "h_pre": tensor(("T", 4), **_COEF)}, dims=_MHC_DIMS)
+def mhc_pre_map(x, h_pre):
+    return mhc.fused_pre_map(x, h_pre)
+
+
+_POST_INPUTS = {"x": tensor(("T", 4, "C"), dtypes=_ACT), "lo": tensor(("T", "C"), dtype_like="x"),
+                "H": tensor(("T", 4, 4), **_COEF), "h_post": tensor(("T", 4), **_COEF)}
+
+
+@subject(name="kernels.mhc.post_res", reference=lambda x, lo, H, h_post: mhc_ref.fused_post_res(x, lo, H, h_post),
+         inputs=_POST_INPUTS, dims=_MHC_DIMS)
+def mhc_post_res(x, lo, H, h_post):
+    return mhc.fused_post_res(x, lo, H, h_post)
+
+
+def _grads(fn, inputs: dict, grad_out):
+    leaves = {k: v.detach().requires_grad_(True) for k, v in inputs.items()}
+    fn(**leaves).backward(grad_out)
+    return tuple(v.grad for v in leaves.values())
+
+
+@subject(name="kernels.mhc.rmsnorm_project_backward",
+         reference=lambda x_flat, W, g: _grads(mhc_ref.fused_rmsnorm_project, {"x_flat": x_flat, "W": W}, g),
+         inputs={"x_flat": tensor(("T", "K"), dtypes=_ACT, nonfinite=False),
+                 "W": tensor(("D", "K"), dtype_like="x_flat", nonfinite=False),
+                 "g": tensor(("T", "D"), dtype_like="x_flat", nonfinite=False)},
+         dims={"T": (0, 1_100_000), "K": (1, 16_924), "D": (1, 64)})
+def mhc_rmsnorm_project_backward(x_flat, W, g):
+    return _grads(mhc.fused_rmsnorm_project, {"x_flat": x_flat, "W": W}, g)
+
+
+@subject(name="kernels.mhc.pre_map_backward",
+         reference=lambda x, h_pre, g: _grads(mhc_ref.fused_pre_map, {"x": x, "h_pre": h_pre}, g),
+         inputs={"x": tensor(("T", 4, "C"), dtypes=_ACT, nonfinite=False), "h_pre": tensor(("T", 4), **_COEF),
+                 "g": tensor(("T", "C"), dtype_like="x", nonfinite=False)}, dims=_MHC_DIMS)
+def mhc_pre_map_backward(x, h_pre, g):
+    return _grads(mhc.fused_pre_map, {"x": x, "h_pre": h_pre}, g)
+
+
+@subject(name="kernels.mhc.post_res_backward",
+         reference=lambda x, lo, H, h_post, g: _grads(mhc_ref.fused_post_res,
+                                                      {"x": x, "lo": lo, "H": H, "h_post": h_post}, g),
+         inputs={**{k: tensor(v.shape, dtypes=v.dtypes, dtype_like=v.dtype_like, nonfinite=False)
+                    for k, v in _POST_INPUTS.items()},
+                 "g": tensor(("T", 4, "C"), dtype_like="x", nonfinite=False)}, dims=_MHC_DIMS)
+def mhc_post_res_backward(x, lo, H, h_post, g):
+    return _grads(mhc.fused_post_res, {"x": x, "lo": lo, "H": H, "h_post": h_post}, g)
+
+
+def _block_step(x, g, eager):
+    """Forward + backward of a seeded MHCLiteBlock around a Linear layer: (out, dx, dW_heads, dW_layer)."""
+    C = x.shape[-1]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        layer = torch.nn.Linear(C, C, bias=False)
+        block = mhc.MHCLiteBlock(layer, C, eager=eager)
+    block = block.to(device=x.device, dtype=torch.float64 if x.dtype == torch.float64 else torch.float32)
+    x = x.detach().requires_grad_(True)
+    out = block(x)
+    out.backward(g)
+    return out, x.grad, block.head_proj.grad, layer.weight.grad
+
+
+@subject(name="kernels.mhc.block", reference=lambda x, g: _block_step(x, g, eager=True),
+         inputs={"x": tensor(("T", 4, "C"), dtypes=("float32",), nonfinite=False,
+                             values=("normal", "uniform_pos", "integer")),
+                 "g": tensor(("T", 4, "C"), dtype_like="x", nonfinite=False, values=("normal",))},
+         dims={"T": (1, 4096), "C": (1, 300)}, multiplier=4.0)
+def mhc_block(x, g):
+    """The whole block, forward and backward, against the same parameters run through the references."""
+    return _block_step(x, g, eager=False)
