@@ -147,10 +147,13 @@ def materialize(tc: TensorCase, device: torch.device | str = "cpu", *, guard: in
     """Build the tensor described by ``tc`` on ``device`` inside a canary-guarded storage."""
     dtype = torch_dtype(tc.dtype)
     strides, offset, span = _layout_strides(tc)
-    values = _values(tc, tc.shape)
     if tc.layout == "expanded" and len(tc.shape) >= 1:
+        # values (and any NaN/inf sprinkle) drawn for the size-1 slice, then broadcast
         dim = tc.layout_param % len(tc.shape)
-        values = values.narrow(dim, 0, min(1, tc.shape[dim])).expand(tc.shape)
+        small = tuple(min(1, d) if i == dim else d for i, d in enumerate(tc.shape))
+        values = _values(tc, small).expand(tc.shape)
+    else:
+        values = _values(tc, tc.shape)
     storage = torch.full((guard + span + guard,), canary_value(dtype), dtype=dtype, device=device)
     if tc.layout == "strided" and span:
         # a slice of a real tensor: the elements the steps skip hold values of the same family

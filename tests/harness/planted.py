@@ -24,7 +24,9 @@ def _partial_sum_kernel(x_ptr, part_ptr, n, BLOCK: tl.constexpr, SQUARE: tl.cons
     offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     x = tl.load(x_ptr + offs, mask=offs < n, other=0.0).to(tl.float32)
     if DROP_NAN:
-        x = tl.where(x != x, 0.0, x)          # planted: NaN silently becomes 0
+        # planted: NaN silently becomes 0 (tested on the bits: GPU compilers may fold x != x)
+        bits = x.to(tl.int32, bitcast=True) & 0x7FFFFFFF
+        x = tl.where(bits > 0x7F800000, 0.0, x)
     if SQUARE:
         x = x * x
     tl.store(part_ptr + pid, tl.sum(x))

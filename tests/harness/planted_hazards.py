@@ -204,9 +204,9 @@ def tame_load(x):
 
 @triton.jit
 def _spin_kernel(flag_ptr, out_ptr):
-    flag = tl.load(flag_ptr)
+    flag = tl.load(flag_ptr, volatile=True)
     while flag == 0:                                     # planted: waits for a flag nobody sets
-        flag = tl.load(flag_ptr)
+        flag = tl.load(flag_ptr, volatile=True)
     tl.store(out_ptr, flag)
 
 

@@ -1,7 +1,7 @@
 """The harness's power: planted bugs are found with the right class and shrunk; correct twins pass."""
 import pytest
 
-from harness import explore
+from harness import device, explore
 
 from . import planted
 
@@ -35,7 +35,9 @@ def test_fp16_accumulation_over_long_axis(tmp_path, in_process):
 def test_cancellation_on_large_mean_inputs(tmp_path, in_process):
     res = _explore(planted.naive_variance, tmp_path, in_process)
     assert res.status == "fail" and res.failure_class in ("mismatch", "degenerate")
-    assert res.case.tensors["x"].values == "large_offset"
+    if device.is_interpreter():
+        # (on GPU, FMA contraction makes the naive formula inexact even for zero-mean values)
+        assert res.case.tensors["x"].values == "large_offset"
     assert res.case.dims["N"] <= 16
 
 
