@@ -39,7 +39,7 @@ class Part:
 
 PARTS = (
     Part("unit", "unit tests", ("tests", "--ignore=tests/test_bundled_subjects.py", "--ignore=tests/regressions",
-                                "-m", "not slow")),
+                                "-m", "not slow"), xdist_workers=2),
     Part("subjects", "bundled subjects (ci profile)", ("tests/test_bundled_subjects.py", "--tritondiff-profile=ci"),
          xdist_workers=2),
     Part("regressions", "regression corpus", ("tests/regressions",)),
