@@ -13,11 +13,13 @@ long-lived worker *process* (pinned to one GPU on CUDA) in which every example
 runs.  So ``W`` lanes are ``W`` processes executing kernels in parallel, and a
 segfault or a hang costs one example of one lane, never the campaign.
 
-Budget: the campaign's total wall time.  A lane starting a task gets the fair
-share of the lane-seconds left (``_Scheduler.next``); when the planned tasks
-are done and time is left, idle lanes explore new shards of the subjects that
-have not failed yet.  An example that started before the deadline may finish
-after it; past ``deadline + grace`` the remaining lanes are cut.
+Budget: the campaign's total wall time, counted from the moment the first
+lane's worker is warm (process start-up and imports are not fuzzing time; they
+take seconds).  A lane starting a task gets the fair share of the lane-seconds
+left (``_Scheduler.next``); when the planned tasks are done and time is left,
+idle lanes explore new shards of the subjects that have not failed yet.  Each
+task is a time slot (``_LaneExecutor``); an example that started in time may
+finish after it, and past ``deadline + grace`` the remaining lanes are cut.
 
 Findings: the first failing example of a task is committed to the store (and
 dumped) at once, before shrinking; when shrinking ends the shrunk case replaces
@@ -53,7 +55,7 @@ from collections import Counter, deque
 from typing import Iterator, Sequence, TextIO
 
 from . import device
-from .api import Subject
+from .api import HAZARDS, Subject
 from .case import Case
 from .config import config
 from .dump import dump_dir_for, write_dump
@@ -245,6 +247,7 @@ class _LaneExecutor(Isolated):
         self.slot_end = math.inf
         self.slack = 0.0
         self.ran = 0
+        self.cut_short = False         # the current slot ended an exploration (or its shrinking) early
         self.start_cost = 0.0          # seconds the last worker (re)start took
         self._warm_pid: int | None = None
 
@@ -252,6 +255,7 @@ class _LaneExecutor(Isolated):
         self.slot_end = time.monotonic() + budget_s
         self.slack = 0.2 * budget_s
         self.ran = 0
+        self.cut_short = False
 
     def _call(self, target: str, *args) -> None:
         if self.stop.is_set():
@@ -279,15 +283,15 @@ class _LaneExecutor(Isolated):
         if self.stop.is_set():
             raise _Stopped()
         if self.ran and time.monotonic() >= self.slot_end:
-            return Verdict("budget", message="the task's time slot is over")
+            return self._over("the task's time slot is over")
         if self.worker.pid is None:   # replaced after a crash or a hang: re-import before the clock starts
             if self.ran and time.monotonic() + self.start_cost >= self.slot_end:
-                return Verdict("budget", message="no time left in the slot to restart the worker")
+                return self._over("no time left in the slot to restart the worker")
             self.prepare(subject_ref)
         if self.ran:
             left = self.slot_end + self.slack - time.monotonic()
             if left <= 0:
-                return Verdict("budget", message="the task's time slot is over")
+                return self._over("the task's time slot is over")
             timeout_s = left if timeout_s is None else min(timeout_s, left)
         self.ran += 1
         try:
@@ -299,6 +303,10 @@ class _LaneExecutor(Isolated):
         if self.stop.is_set():        # the coordinator killed the worker to stop us: not a finding
             raise _Stopped()
         return verdict
+
+    def _over(self, why: str) -> Verdict:
+        self.cut_short = True
+        return Verdict("budget", message=why)
 
     def interrupt(self) -> None:
         pid = self.worker.pid
@@ -337,16 +345,19 @@ class _Event:
     new: bool = False
     signature: str | None = None
     replaces: str | None = None      # a first sighting that shrank into this signature
+    examples: int = 0
 
 
 class _Scheduler:
     """Hands tasks to lanes with a fair share of the remaining time; invents extra shards when idle."""
 
-    def __init__(self, campaign: "_Campaign", pending: list[Task], deadline: float, lanes: int):
+    def __init__(self, campaign: "_Campaign", pending: list[Task], remaining_s: float, lanes: int):
         self.c = campaign
         self.lock = threading.Lock()
         self.pending = deque(pending)
-        self.deadline = deadline
+        self.remaining_s = remaining_s
+        self.started: float | None = None      # the campaign clock starts when the first lane is warm
+        self.deadline = math.inf
         self.active = set(range(lanes))
         self.busy_until: dict[int, float] = {}
         self.closed: set[str] = set()       # subjects that failed, errored or exhausted their space
@@ -362,6 +373,8 @@ class _Scheduler:
         with self.lock:
             self.busy_until.pop(lane, None)
             now = time.monotonic()
+            if self.started is None:
+                self.started, self.deadline = now, now + self.remaining_s
             remaining = self.deadline - now
             if self.c.stopping.is_set() or remaining < MIN_TASK_S or not self._ensure_pending(store, remaining):
                 self.active.discard(lane)
@@ -474,6 +487,8 @@ class _Lane(threading.Thread):
             if self.stop_reason == "cut":
                 store.finish_task(task.id, status="done", outcome="cut", seconds=seconds, examples=rec.examples,
                                   signature=rec.first.signature if rec.first else None)
+                self.c.events.put(_Event("done", self.index, task.subject, f"cut at the deadline; {rec.examples} "
+                                         f"examples in {seconds:.1f} s", examples=rec.examples))
             else:                 # interrupted: stays 'running', so a resume runs it again
                 store.add_task_progress(task.id, seconds=seconds, examples=rec.examples)
             return
@@ -494,12 +509,15 @@ class _Lane(threading.Thread):
         exhausted = result.status == "pass" and seconds < 0.5 * budget
         self.c.scheduler.finished(task.subject, seconds, close=result.status == "fail" or exhausted)
         rate = result.examples / seconds if seconds > 0 else 0.0
-        if result.status == "pass":
+        if result.status == "pass" and result.examples == 0:
+            verdict = f"no example finished within the {budget:.0f} s slot"
+        elif result.status == "pass":
             verdict = "pass" + (" (input space exhausted)" if exhausted else "")
         else:
             verdict = f"FAIL {result.failure_class} on {result.case.describe()}"
         self.c.events.put(_Event("done", self.index, task.subject,
-                                 f"{verdict}; {result.examples} examples in {seconds:.1f} s ({rate:.2f}/s)"))
+                                 f"{verdict}; {result.examples} examples in {seconds:.1f} s ({rate:.2f}/s)",
+                                 examples=result.examples))
 
 
 class _Recorder:
@@ -513,7 +531,6 @@ class _Recorder:
         self.examples = 0
         self.last_flush = time.monotonic()
         self.first: FindingRecord | None = None
-        self.first_dump_ours = False
 
     def __call__(self, case: Case, verdict: Verdict) -> None:
         if self.lane.stop_event.is_set():
@@ -548,7 +565,6 @@ class _Recorder:
                                  hazards=enabled_hazards(self.subject, self.c.disabled))
                 _install(src, final)
                 record.dump = final
-                self.first_dump_ours = True
             new, count = self.store.record_finding(record, source=self.source)
         self.first = record
         self.c.events.put(_Event("finding", self.lane.index, self.subject.name,
@@ -562,16 +578,16 @@ class _Recorder:
         final = dump_dir_for(self.c.dump_root, self.subject.name, record.signature)
         with _dump_lock(self.c.dump_root):
             if self.first is not None and self.first.signature != record.signature:
-                gone = self.store.withdraw(self.first.signature, source=self.source)
-                if gone is not None and self.first_dump_ours and gone["dump"]:
-                    shutil.rmtree(gone["dump"], ignore_errors=True)
-            wanted = result.dump is not None and self.store.wants(record.signature, record.case_size)
+                self.store.withdraw(self.first.signature, source=self.source, into=record.signature)
+            # the slot ran out (an example answered "budget"): Hypothesis may not have finished shrinking
+            state = "partial" if self.lane.executor.cut_short else "minimal"
+            wanted = result.dump is not None and self.store.wants(record.signature, record.case_size, state)
             if wanted:
                 _install(result.dump, final)
                 record.dump = final
-            new, _ = self.store.record_finding(record, source=self.source, minimal=wanted)
+            new, _ = self.store.record_finding(record, source=self.source, state=state if wanted else "first_seen")
             if wanted and not new:
-                self.store.improve(record)
+                self.store.improve(record, state=state)
         if self.first is None or self.first.signature != record.signature:
             self.c.events.put(_Event("finding", self.lane.index, self.subject.name,
                                      _short(f"{record.failure_class}: {record.message}"), new=new,
@@ -675,14 +691,18 @@ class _Campaign:
         self.stopping = threading.Event()
         self.findings: dict[str, dict] = {}
         self.errors: list[str] = []
+        self.explored: Counter = Counter()       # examples per subject in this run
+        self.ran: set[str] = set()               # subjects that got a task in this run
         os.makedirs(os.path.join(self.dump_root, ".hypothesis"), exist_ok=True)
         _clean_stale_work(self.dump_root)
 
     def run(self) -> str:
-        start = time.monotonic()
-        deadline = start + self.remaining_s
+        self.seconds, self.examples = 0.0, 0
+        if self.remaining_s < MIN_TASK_S:             # resumed with the budget already spent
+            self.store.heartbeat(self.id, self.spent_before, "done")
+            return "done"
         pending = [t for t in self.store.tasks(self.id) if t.status == "pending"]
-        self.scheduler = _Scheduler(self, pending, deadline, self.workers)
+        self.scheduler = sched = _Scheduler(self, pending, self.remaining_s, self.workers)
         lanes = [_Lane(self, i) for i in range(self.workers)]
         status = "done"
         last_beat = 0.0
@@ -692,16 +712,18 @@ class _Campaign:
             while any(lane.is_alive() for lane in lanes):
                 self._drain(timeout=0.25)
                 now = time.monotonic()
+                elapsed = now - sched.started if sched.started is not None else 0.0
                 if now - last_beat >= HEARTBEAT_S:
-                    self.store.heartbeat(self.id, self.spent_before + now - start)
+                    self.store.heartbeat(self.id, self.spent_before + elapsed)
                     last_beat = now
-                if now > deadline + self.grace_s:
+                if now > sched.deadline + self.grace_s:
                     for lane in lanes:
                         if lane.is_alive() and lane.current is not None and not lane.stop_event.is_set():
                             self.display.line(f"cut   L{lane.index} {lane.current[0].subject}: still running "
                                               f"{self.grace_s:.0f} s past the deadline")
                             lane.stop("cut")
-                self.display.status(self._status_text(lanes, now - start))
+                self.display.status(self._status_text(lanes, elapsed) if sched.started is not None
+                                    else f"starting {len(lanes)} lane worker(s)...")
         except KeyboardInterrupt:
             status = "interrupted"
             self.display.line("interrupted: stopping lanes (the store stays consistent; resume with --resume)")
@@ -711,7 +733,7 @@ class _Campaign:
         self._drain(timeout=0)
         if any(lane.failed is not None for lane in lanes):
             status = "interrupted"       # its task stays 'running': a resume re-runs it
-        self.seconds = time.monotonic() - start
+        self.seconds = time.monotonic() - sched.started if sched.started is not None else 0.0
         self.examples = sum(lane.examples for lane in lanes)
         self.store.heartbeat(self.id, self.spent_before + self.seconds, status)
         return status
@@ -731,6 +753,7 @@ class _Campaign:
                 return
             timeout = 0
             if ev.kind == "start":
+                self.ran.add(ev.subject)
                 self.display.line(f"start L{ev.lane} {ev.subject} ({ev.text})")
             elif ev.kind == "finding":
                 replaced = self.findings.pop(ev.replaces, {}) if ev.replaces else {}
@@ -740,6 +763,7 @@ class _Campaign:
                                                "message": ev.text}
                 self.display.line(f"{'NEW  ' if ev.new else 'seen '} L{ev.lane} {ev.subject} {ev.text}")
             elif ev.kind == "done":
+                self.explored[ev.subject] += ev.examples
                 self.display.line(f"done  L{ev.lane} {ev.subject} {ev.text}")
             else:
                 self.errors.append(f"{ev.subject}: {ev.text}")
@@ -759,18 +783,20 @@ class _Campaign:
                 f"{new} new, {len(self.findings) - new} seen | " + (", ".join(busy) or "idle"))
 
 
-def _check_args(budget_s, workers, seed, example_timeout_s) -> None:
-    if budget_s is not None and (isinstance(budget_s, bool) or not isinstance(budget_s, (int, float))
-                                 or not math.isfinite(budget_s) or budget_s <= 0):
-        raise UsageError(f"budget_s={budget_s!r}: give a positive number of seconds")
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+def _check_args(budget_s, workers, seed, example_timeout_s, disabled) -> None:
+    def number(x) -> bool:
+        return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+    for name, value in (("budget_s", budget_s), ("example_timeout_s", example_timeout_s)):
+        if value is not None and not (number(value) and value > 0):
+            raise UsageError(f"{name}={value!r}: give a positive number of seconds")
+    if workers is not None and not (isinstance(workers, int) and not isinstance(workers, bool) and workers >= 1):
         raise UsageError(f"workers={workers!r}: give a positive integer")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+    if seed is not None and not (isinstance(seed, int) and not isinstance(seed, bool)):
         raise UsageError(f"seed={seed!r}: give an integer")
-    if example_timeout_s is not None and (isinstance(example_timeout_s, bool)
-                                          or not isinstance(example_timeout_s, (int, float))
-                                          or not example_timeout_s > 0):
-        raise UsageError(f"example_timeout_s={example_timeout_s!r}: give a positive number of seconds")
+    bad = sorted(set(disabled) - set(HAZARDS)) if not isinstance(disabled, str) else [disabled]
+    if bad:
+        raise UsageError(f"disabled={disabled!r}: unknown hazard(s) {bad}; known: {', '.join(HAZARDS)}")
 
 
 def run_campaign(targets: Sequence[str] = (), *, budget_s: float | None = None, workers: int | None = None,
@@ -789,7 +815,10 @@ def run_campaign(targets: Sequence[str] = (), *, budget_s: float | None = None, 
     when the run ends.  Progress goes to ``out`` (default stdout), as a live
     line when it is a terminal (``live`` overrides).
     """
-    _check_args(budget_s, workers, seed, example_timeout_s)
+    _check_args(budget_s, workers, seed, example_timeout_s, disabled)
+    if resume and (disabled or example_timeout_s is not None or dump_dir is not None):
+        raise UsageError("resume continues the stored campaign with its own options; leave disabled, "
+                         "example_timeout_s and dump_dir out")
     workers = workers or default_workers()
     store_path = store or os.path.join(config.out_dir, "findings.db")
     display = _Display(out or sys.stdout, live)
@@ -808,6 +837,11 @@ def run_campaign(targets: Sequence[str] = (), *, budget_s: float | None = None, 
                            remaining_s=max(0.0, remaining), spent_s=campaign.spent_s, budget_s=campaign.budget_s,
                            display=display)
         status = runner.run()
+        starved = sorted(n for n in subjects if runner.explored[n] == 0 and n in runner.ran)
+        if starved:
+            display.line(f"warning: {len(starved)} subject(s) finished no example in this run "
+                         f"({', '.join(starved[:8])}{', ...' if len(starved) > 8 else ''}); give the campaign "
+                         "more budget or fewer targets")
         result = CampaignResult(campaign.id, status, db.path, runner.seconds, runner.spent_before + runner.seconds,
                                 campaign.budget_s, runner.examples, list(runner.findings.values()), runner.errors,
                                 campaign.seed)

@@ -41,7 +41,7 @@ class Profile:
 
 
 PROFILES = {
-    "ci": Profile("ci", budget_s=25.0, max_examples=25, max_example_bytes=24 * 2 ** 20),
+    "ci": Profile("ci", budget_s=20.0, max_examples=25, max_example_bytes=8 * 2 ** 20),
     "nightly": Profile("nightly", budget_s=600.0, max_examples=2000, max_example_bytes=512 * 2 ** 20),
 }
 
@@ -107,7 +107,9 @@ class TritondiffFixture:
         from harness.loader import bundled
 
         if isinstance(subject, str):
-            known = {**bundled(), **registry()}
+            known = registry()
+            if subject not in known:          # importing the bundled subjects is heavy: only when needed
+                known = {**bundled(), **registry()}
             if subject not in known:
                 raise pytest.UsageError(f"no tritondiff subject named {subject!r}")
             subject = known[subject]
@@ -118,14 +120,17 @@ class TritondiffFixture:
         with config.patch(max_example_bytes=self.profile.max_example_bytes):
             result = explore(subject, **kwargs)
         if self.store_path:
-            self._record(subject, result, tally)
+            self._record(subject, result, tally, overrides)
         if result.status != "pass":
             pytest.fail(f"{result.subject}: {result.failure_class}: {result.message}\n"
                         f"case: {result.case.describe() if result.case else '?'}\ndump: {result.dump}",
                         pytrace=False)
         return result
 
-    def _record(self, subject, result, tally) -> None:
+    def _budget(self, overrides: dict) -> float:
+        return overrides.get("budget_s") or self.profile.budget_s
+
+    def _record(self, subject, result, tally, overrides: dict) -> None:
         from harness.loader import ref
         from harness.store import FindingRecord, Store
         from harness.strategies import example_cost
@@ -140,9 +145,11 @@ class TritondiffFixture:
                                        result.case.to_json(), example_cost(result.case), v.details, ref(subject),
                                        result.dump)
                 source = f"pytest:{self.request.config._tritondiff_run}:{self.request.node.nodeid}"
-                new, _ = store.record_finding(record, source=source, minimal=True)
+                # explore stops shrinking when the budget runs out: then the case may not be minimal
+                state = "partial" if result.seconds >= 0.95 * self._budget(overrides) else "minimal"
+                new, _ = store.record_finding(record, source=source, state=state)
                 if not new:
-                    store.improve(record)
+                    store.improve(record, state=state)
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ facts, built once by :func:`build`:
 * per subject: examples, seconds, examples/s, and the coverage actually
   exercised -- shape buckets and value families with zero counts shown, so
   gaps are visible -- plus non-finite sprinkles, dtypes and layouts;
-* per finding: signature, count, first/last seen, the minimal case, its dump
+* per finding: signature, count, first/last seen, the smallest case, its dump
   and replay command, and a picture of where the mismatches sit: a strip for
   each wrong output (flattened), shading the region the oracle located
   (tail block, head, everything, past 2^20) and marking the first wrong
@@ -24,7 +24,6 @@ import html
 import json
 import math
 import os
-from typing import Any
 
 from .case import Case
 from .store import Store, plain_json
@@ -35,6 +34,8 @@ NONFINITE = ("none", "nan", "inf", "-inf", "mixed")
 STRIP_PX = 640
 STRIP_CELLS = 64
 LIMIT = 1 << 20
+STATE_WORDS = {"first_seen": "the first failing example (not shrunk yet)",
+               "partial": "shrunk until the time budget ran out", "minimal": "shrunk"}
 
 
 # ---------------------------------------------------------------------------------------------- data
@@ -45,6 +46,9 @@ def build(store_path: str) -> dict:
         campaigns = [_campaign(c) for c in store.campaigns()]
         stats = store.stats()
         findings = [_finding(f, store.sightings(f["signature"])) for f in store.findings()]
+        superseded = [{"signature": f["signature"], "superseded_by": f["superseded_by"],
+                       "first_seen": _iso(f["first_seen"]), "dump": f["dump"]}
+                      for f in store.findings(superseded=True)]
         path = store.path
     findings.sort(key=lambda f: (f["failure_class"], f["subject"], f["signature"]))
     by_class: dict[str, int] = {}
@@ -82,6 +86,7 @@ def build(store_path: str) -> dict:
         "by_subject": {k: dict(sorted(v.items())) for k, v in sorted(by_subject.items())},
         "subjects": subjects,
         "findings": findings,
+        "superseded": sorted(superseded, key=lambda f: f["signature"]),
     }
 
 
@@ -262,15 +267,21 @@ def render_markdown(data: dict) -> str:
     for f in data["findings"]:
         lines += [f"### `{f['signature']}`", "",
                   f"- class **{f['failure_class']}**, subject `{f['subject']}`, seen {f['count']} time(s) "
-                  f"(first {f['first_seen']}, last {f['last_seen']}); case {f['state']}",
+                  f"(first {f['first_seen']}, last {f['last_seen']})",
                   f"- message: {_md(f['message'])}",
-                  f"- minimal case: `{f['case_text']}`",
+                  f"- case, {STATE_WORDS.get(f['state'], f['state'])}: `{f['case_text']}`",
                   f"- dump: `{f['dump'] or '-'}`" + (f"; replay: `{f['replay']}`" if f["replay"] else "")]
         for pic in f["picture"]:
             lines.append(f"- output {pic['output']} {pic['shape']}: {pic['mismatches']} of {pic['numel']} wrong, "
                          f"{_md(pic['where'])}: `{text_strip(pic)}`")
         if not f["picture"]:
             lines.append(f"- no element-wise picture ({f['failure_class']})")
+        lines.append("")
+    if data["superseded"]:
+        lines += ["## First sightings that shrank into another signature", "",
+                  "| first seen as | shrank into | first seen |", "|---|---|---|"]
+        lines += [f"| `{_md(f['signature'])}` | `{_md(f['superseded_by'])}` | {f['first_seen']} |"
+                  for f in data["superseded"]]
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 
@@ -337,9 +348,9 @@ def render_html(data: dict) -> str:
     for f in data["findings"]:
         out.append(f"<div class=\"finding\" id=\"{e(f['signature'])}\"><h3><code>{e(f['signature'])}</code></h3>")
         out.append(f"<p><span class=\"cls\">{e(f['failure_class'])}</span> in <code>{e(f['subject'])}</code>, seen "
-                   f"{f['count']} time(s) (first {e(str(f['first_seen']))}, last {e(str(f['last_seen']))}); "
-                   f"case {e(f['state'])}</p><p>{e(f['message'])}</p>"
-                   f"<p>Minimal case: <code>{e(f['case_text'])}</code></p>")
+                   f"{f['count']} time(s) (first {e(str(f['first_seen']))}, last {e(str(f['last_seen']))})</p>"
+                   f"<p>{e(f['message'])}</p><p>Case, {e(STATE_WORDS.get(f['state'], f['state']))}: "
+                   f"<code>{e(f['case_text'])}</code></p>")
         if f["dump"]:
             out.append(f"<p>Dump <code>{e(f['dump'])}</code>; replay with <code>{e(f['replay'])}</code></p>")
         for pic in f["picture"]:
@@ -348,6 +359,10 @@ def render_html(data: dict) -> str:
         if not f["picture"]:
             out.append(f"<p>No element-wise picture for a {e(f['failure_class'])} finding.</p>")
         out.append("</div>")
+    if data["superseded"]:
+        out.append(_table(["first seen as", "shrank into", "first seen"],
+                          [[f["signature"], f["superseded_by"], f["first_seen"]] for f in data["superseded"]],
+                          title="First sightings that shrank into another signature"))
     out.append("</body></html>")
     return "\n".join(out) + "\n"
 
@@ -379,5 +394,5 @@ def write_report(store_path: str, out_dir: str = "reports") -> dict[str, str]:
     with open(paths["html"], "w") as fh:
         fh.write(render_html(data))
     with open(paths["json"], "w") as fh:
-        json.dump(plain_json(data), fh, indent=1, sort_keys=True, allow_nan=False)
+        json.dump(plain_json(data), fh, indent=1, allow_nan=False)  # key order is the report order
     return paths

@@ -8,7 +8,9 @@ process killed with SIGKILL loses nothing that a call had already returned.
 Tables
 ------
 ``findings``     one row per failure signature (``subject|class|location``): the
-                 smallest case seen so far, its dump, first/last seen, ``count``
+                 smallest case seen so far, its dump, first/last seen, ``count``;
+                 a first sighting whose shrunk case has another signature is kept,
+                 marked ``superseded_by`` that signature (nothing committed is deleted)
 ``sightings``    (signature, source): who saw a finding; ``count`` is the number
                  of distinct sources, so a resumed task that re-finds its own
                  finding does not count twice
@@ -35,6 +37,9 @@ from .exc import CorruptStore, UsageError
 APPLICATION_ID = 0x54446966
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_S = 60.0
+#: How far a finding's stored case was shrunk: "first_seen" (the first failing example, not shrunk yet),
+#: "partial" (shrinking stopped by the time budget), "minimal" (Hypothesis finished shrinking).
+STATES = ("first_seen", "partial", "minimal")
 
 _SCHEMA = """
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -49,10 +54,11 @@ CREATE TABLE findings(
     details_json  TEXT NOT NULL,
     subject_ref   TEXT NOT NULL,
     dump          TEXT,
-    state         TEXT NOT NULL,          -- 'first_seen' (not yet shrunk) | 'minimal' (shrunk)
+    state         TEXT NOT NULL,          -- see STATES
     first_seen    REAL NOT NULL,
     last_seen     REAL NOT NULL,
-    count         INTEGER NOT NULL
+    count         INTEGER NOT NULL,
+    superseded_by TEXT                    -- the signature a first sighting shrank into (then count is 0)
 );
 CREATE TABLE sightings(
     signature TEXT NOT NULL,
@@ -169,6 +175,9 @@ class Store:
         self._db.row_factory = sqlite3.Row
         try:
             self._init()
+        except CorruptStore:
+            self._db.close()
+            raise
         except sqlite3.DatabaseError as e:
             self._db.close()
             raise CorruptStore(f"{self.path}: not a usable tritondiff findings store ({e}); delete it or pass "
@@ -234,7 +243,7 @@ class Store:
 
     # -- findings --------------------------------------------------------------------------------
 
-    def record_finding(self, record: FindingRecord, *, source: str, minimal: bool = False,
+    def record_finding(self, record: FindingRecord, *, source: str, state: str = "first_seen",
                        now: float | None = None) -> tuple[bool, int]:
         """Note that ``source`` saw ``record``; returns (new finding?, count).
 
@@ -243,69 +252,71 @@ class Store:
         The stored case/dump of a known finding only change through :meth:`improve`.
         """
         now = time.time() if now is None else now
+        _check_state(state)
         with self._write() as db:
             fresh_source = db.execute("INSERT OR IGNORE INTO sightings VALUES (?, ?, ?)",
                                       (record.signature, source, now)).rowcount == 1
             row = db.execute("SELECT count FROM findings WHERE signature=?", (record.signature,)).fetchone()
             if row is None:
-                db.execute("INSERT INTO findings VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                db.execute("INSERT INTO findings VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,NULL)",
                            (record.signature, record.subject, record.failure_class, record.location,
                             record.message, json.dumps(record.case, sort_keys=True), int(record.case_size),
                             _dumps(record.details), json.dumps(record.subject_ref, sort_keys=True), record.dump,
-                            "minimal" if minimal else "first_seen", now, now, 1))
+                            state, now, now, 1))
                 return True, 1
             count = row["count"] + (1 if fresh_source else 0)
-            db.execute("UPDATE findings SET last_seen=?, count=? WHERE signature=?", (now, count, record.signature))
+            db.execute("UPDATE findings SET last_seen=?, count=?, superseded_by=NULL WHERE signature=?",
+                       (now, count, record.signature))
             return False, count
 
-    def withdraw(self, signature: str, *, source: str) -> dict | None:
-        """Undo ``source``'s sighting (its first example shrank to another signature).
+    def withdraw(self, signature: str, *, source: str, into: str) -> bool:
+        """Move ``source``'s sighting of ``signature`` to ``into`` (its first example shrank to another signature).
 
-        Returns the finding's row when that removed its last sighting (the row is
-        deleted; the caller may remove the dump it wrote), else None.
+        The sighting of ``signature`` is removed and its count goes down; a finding
+        left with no sighting stays in the store, marked ``superseded_by=into``.
+        Returns True when that happened.
         """
         with self._write() as db:
             if db.execute("DELETE FROM sightings WHERE signature=? AND source=?", (signature, source)).rowcount == 0:
-                return None
-            row = db.execute("SELECT * FROM findings WHERE signature=?", (signature,)).fetchone()
-            if row is None:
-                return None
-            if row["count"] <= 1:
-                db.execute("DELETE FROM findings WHERE signature=?", (signature,))
-                return _finding_dict(row)
-            db.execute("UPDATE findings SET count=count-1 WHERE signature=?", (signature,))
-            return None
+                return False
+            db.execute("UPDATE findings SET count=max(0, count-1) WHERE signature=?", (signature,))
+            return db.execute("UPDATE findings SET superseded_by=? WHERE signature=? AND count=0",
+                              (into, signature)).rowcount == 1
 
-    def wants(self, signature: str, case_size: int) -> bool:
-        """Would a shrunk case of ``case_size`` improve the stored finding (or is there none yet)?"""
+    def wants(self, signature: str, case_size: int, state: str) -> bool:
+        """Would a case of ``case_size``, shrunk as far as ``state`` says, improve the stored finding?
+
+        Yes when there is none, when the stored one is unshrunk or has no dump, when
+        the new one is no larger, or when it finished shrinking and the stored one did not.
+        """
+        _check_state(state)
         row = self._db.execute("SELECT state, case_size, dump FROM findings WHERE signature=?",
                                (signature,)).fetchone()
-        return (row is None or row["state"] != "minimal" or row["dump"] is None
-                or case_size <= row["case_size"])
+        return row is None or _better(row, case_size, state)
 
-    def improve(self, record: FindingRecord) -> bool:
-        """Install ``record`` (a shrunk case) as the finding's minimal case when it is no larger."""
+    def improve(self, record: FindingRecord, *, state: str) -> bool:
+        """Install ``record`` (a shrunk case) as the finding's case when :meth:`wants` says it is better."""
+        _check_state(state)
         with self._write() as db:
             row = db.execute("SELECT state, case_size, dump FROM findings WHERE signature=?",
                              (record.signature,)).fetchone()
-            if row is None:
-                return False
-            if row["state"] == "minimal" and row["dump"] is not None and record.case_size > row["case_size"]:
+            if row is None or not _better(row, record.case_size, state):
                 return False
             db.execute("UPDATE findings SET case_json=?, case_size=?, message=?, location=?, details_json=?, "
-                       "dump=?, state='minimal' WHERE signature=?",
+                       "dump=?, state=? WHERE signature=?",
                        (json.dumps(record.case, sort_keys=True), int(record.case_size), record.message,
-                        record.location, _dumps(record.details), record.dump, record.signature))
+                        record.location, _dumps(record.details), record.dump, state, record.signature))
             return True
 
     def finding(self, signature: str) -> dict | None:
         row = self._db.execute("SELECT * FROM findings WHERE signature=?", (signature,)).fetchone()
         return _finding_dict(row) if row is not None else None
 
-    def findings(self) -> list[dict]:
-        """Every finding, most recently seen first."""
+    def findings(self, *, superseded: bool = False) -> list[dict]:
+        """Every live finding, most recently seen first (``superseded=True``: only the superseded ones)."""
+        where = "superseded_by IS NOT NULL" if superseded else "superseded_by IS NULL"
         return [_finding_dict(r) for r in
-                self._db.execute("SELECT * FROM findings ORDER BY last_seen DESC, signature")]
+                self._db.execute(f"SELECT * FROM findings WHERE {where} ORDER BY last_seen DESC, signature")]
 
     def sightings(self, signature: str) -> list[tuple[str, float]]:
         return [(r["source"], r["seen"]) for r in self._db.execute(
@@ -413,6 +424,16 @@ class Store:
 
     def journal_mode(self) -> str:
         return self._db.execute("PRAGMA journal_mode").fetchone()[0]
+
+
+def _check_state(state: str) -> None:
+    if state not in STATES:
+        raise UsageError(f"finding state {state!r}: choose one of {', '.join(STATES)}")
+
+
+def _better(row: sqlite3.Row, case_size: int, state: str) -> bool:
+    return (row["state"] == "first_seen" or row["dump"] is None or case_size <= row["case_size"]
+            or (state == "minimal" and row["state"] != "minimal"))
 
 
 def _dumps(data: Any) -> str:

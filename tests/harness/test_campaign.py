@@ -80,7 +80,7 @@ def _findings(store_path: str) -> dict[str, dict]:
 def test_crash_hang_and_mismatch_are_findings_and_the_budget_is_spent(planted, tmp_path):
     store = str(tmp_path / "out" / "f.db")
     out = io.StringIO()
-    budget = 30.0
+    budget = 20.0
     res = run_campaign([planted], budget_s=budget, workers=2, seed=3, store=store, example_timeout_s=2.0, out=out)
     log = out.getvalue()
     assert res.status == "done", log
@@ -139,6 +139,19 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _assert_kept(store: str, before: dict[str, dict]) -> None:
+    """Every finding committed earlier is still there: live, or superseded by the live signature it shrank into."""
+    live = _findings(store)
+    with Store(store, create=False) as s:
+        superseded = {f["signature"]: f for f in s.findings(superseded=True)}
+    for sig, f in before.items():
+        row = live.get(sig) or superseded.get(sig)
+        assert row is not None, f"committed finding {sig} is gone"
+        assert row["first_seen"] == f["first_seen"]
+        if sig in superseded:
+            assert row["superseded_by"] in live
+
+
 def _fuzz_process(*args: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "harness", "fuzz", *args], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True,
@@ -171,7 +184,7 @@ def _campaign_row(store: str):
 
 def test_sigkill_repeatedly_then_ctrl_c_loses_nothing_and_resumes(planted, tmp_path):
     store = str(tmp_path / "f.db")
-    budget = 24
+    budget = 16
     proc = _fuzz_process(f"{planted}::wrong_tail", f"{planted}::doubles", "--budget", str(budget), "--workers", "1",
                          "--seed", "9", "--store", store)
     # 1. SIGKILL as soon as the first finding is committed
@@ -193,8 +206,7 @@ def test_sigkill_repeatedly_then_ctrl_c_loses_nothing_and_resumes(planted, tmp_p
     proc.send_signal(signal.SIGKILL)
     proc.wait(30)
     spent.append(_campaign_row(store).spent_s)
-    for sig, f in before.items():                       # nothing committed was lost
-        assert _findings(store)[sig]["first_seen"] == f["first_seen"]
+    _assert_kept(store, before)
 
     # 3. resume, then Ctrl-C: a clean stop, exit 130, resumable
     proc = _fuzz_process("--resume", "--store", store)
@@ -215,9 +227,7 @@ def test_sigkill_repeatedly_then_ctrl_c_loses_nothing_and_resumes(planted, tmp_p
     final = _findings(store)
     tail = [f for f in final.values() if f["subject"] == "wrong_tail"]
     assert len(tail) == 1 and tail[0]["count"] == 1     # re-found by the same task on resume: counted once
-    for sig, f in before.items():
-        if sig in final:
-            assert final[sig]["first_seen"] == f["first_seen"]
+    _assert_kept(store, before)
     with Store(store, create=False) as s:
         assert all(t.status == "done" for t in s.tasks(camp.id))
 
@@ -288,7 +298,8 @@ def test_targets_files_names_and_globs(planted, monkeypatch):
 @pytest.mark.parametrize("kwargs, fragment", [
     (dict(budget_s=0), "budget_s=0"), (dict(budget_s=float("nan")), "budget_s=nan"),
     (dict(workers=0), "workers=0"), (dict(workers=1.5), "workers=1.5"), (dict(seed="x"), "seed='x'"),
-    (dict(example_timeout_s=-1), "example_timeout_s=-1"),
+    (dict(example_timeout_s=-1), "example_timeout_s=-1"), (dict(disabled={"gremlins"}), "unknown hazard"),
+    (dict(resume=True, disabled={"poison"}), "leave disabled"),
 ])
 def test_run_campaign_validates_arguments(kwargs, fragment, tmp_path):
     with pytest.raises(UsageError, match=fragment.replace("(", r"\(")):
@@ -302,7 +313,7 @@ def _scheduler(tmp_path, names, lanes, budget, closed=()):
         store.add_task(cid, subject=n, subject_ref={"name": n}, shard=0, seed=task_seed(1, n, 0))
     c = types.SimpleNamespace(store=store, id=cid, seed=1, subjects={n: object() for n in names},
                               stopping=threading.Event())
-    sched = _Scheduler(c, store.tasks(cid), time.monotonic() + budget, lanes)
+    sched = _Scheduler(c, store.tasks(cid), budget, lanes)
     sched.closed.update(closed)
     return sched, store
 

@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from harness.exc import CorruptStore
+from harness.exc import CorruptStore, UsageError
 from harness.store import APPLICATION_ID, FindingRecord, Store
 
 
@@ -52,27 +52,37 @@ def test_same_signature_counts_per_source_without_duplicates(store):
 
 
 def test_improve_keeps_the_smallest_shrunk_case(store):
+    sig = "k|mismatch|out0:tail"
     store.record_finding(_record(size=100), source="a")
-    assert store.wants("k|mismatch|out0:tail", 500)            # not shrunk yet: anything shrunk is better
-    assert store.improve(_record(size=500, dump="/d/500"))
-    assert store.finding("k|mismatch|out0:tail")["state"] == "minimal"
-    assert not store.wants("k|mismatch|out0:tail", 501)
-    assert not store.improve(_record(size=501, dump="/d/501"))
-    assert store.improve(_record(size=9, dump="/d/9", message="smaller"))
-    row = store.finding("k|mismatch|out0:tail")
-    assert (row["case_size"], row["dump"], row["message"]) == (9, "/d/9", "smaller")
-    assert store.wants("other|crash|crash", 10**9)              # unknown signature: wanted
+    assert store.wants(sig, 500, "partial")                     # not shrunk yet: anything shrunk is better
+    assert store.improve(_record(size=500, dump="/d/500"), state="partial")
+    assert store.finding(sig)["state"] == "partial"
+    assert not store.wants(sig, 501, "partial")
+    assert not store.improve(_record(size=501, dump="/d/501"), state="partial")
+    assert store.improve(_record(size=600, dump="/d/600"), state="minimal")   # finished shrinking beats cut short
+    assert not store.improve(_record(size=700, dump="/d/700"), state="minimal")
+    assert not store.improve(_record(size=650, dump="/d/650"), state="partial")
+    assert store.improve(_record(size=9, dump="/d/9", message="smaller"), state="partial")   # smaller wins anyway
+    row = store.finding(sig)
+    assert (row["case_size"], row["dump"], row["message"], row["state"]) == (9, "/d/9", "smaller", "partial")
+    assert store.wants("other|crash|crash", 10**9, "partial")   # unknown signature: wanted
+    with pytest.raises(UsageError, match="finding state 'done'"):
+        store.wants(sig, 1, "done")
 
 
-def test_withdraw_undoes_one_sighting(store):
-    store.record_finding(_record(), source="a")
-    store.record_finding(_record(), source="b")
-    assert store.withdraw("k|mismatch|out0:tail", source="a") is None
-    assert store.finding("k|mismatch|out0:tail")["count"] == 1
-    assert store.withdraw("k|mismatch|out0:tail", source="a") is None         # already withdrawn
-    gone = store.withdraw("k|mismatch|out0:tail", source="b")
-    assert gone is not None and gone["signature"] == "k|mismatch|out0:tail"
-    assert store.findings() == []
+def test_withdraw_moves_a_sighting_and_keeps_the_superseded_finding(store):
+    first, shrunk = "k|mismatch|out0:tail", "k|mismatch|out0:scalar"
+    store.record_finding(_record(first), source="a")
+    store.record_finding(_record(first), source="b")
+    assert not store.withdraw(first, source="a", into=shrunk)             # b still sees it
+    assert store.finding(first)["count"] == 1
+    assert not store.withdraw(first, source="a", into=shrunk)             # already withdrawn: no change
+    assert store.withdraw(first, source="b", into=shrunk)
+    assert store.findings() == []                                         # not live any more ...
+    (kept,) = store.findings(superseded=True)                            # ... but nothing committed is deleted
+    assert (kept["signature"], kept["superseded_by"], kept["count"]) == (first, shrunk, 0)
+    assert store.record_finding(_record(first), source="c") == (False, 1)  # seen again: live again
+    assert store.finding(first)["superseded_by"] is None and store.findings(superseded=True) == []
 
 
 def test_stats_accumulate_and_merge_coverage(store):
@@ -93,7 +103,8 @@ def test_campaign_and_task_state_round_trip(store):
     store.add_task_progress(t1, seconds=2.0, examples=4)
     store.heartbeat(cid, 25.0)
     camp = store.latest_unfinished()
-    assert (camp.id, camp.status, camp.spent_s, camp.seed, camp.options) == (cid, "running", 25.0, 7, {"targets": ["a.py"]})
+    assert (camp.id, camp.status, camp.spent_s, camp.seed) == (cid, "running", 25.0, 7)
+    assert camp.options == {"targets": ["a.py"]}
     claimed = store.claim_campaign(cid, budget_s=90.0, workers=1)
     assert (claimed.budget_s, claimed.workers) == (90.0, 1)
     tasks = {t.subject: t for t in store.tasks(cid)}

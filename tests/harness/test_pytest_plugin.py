@@ -1,0 +1,105 @@
+"""harness.pytest_plugin: fixture and marker, profiles, the findings store, xdist safety."""
+from __future__ import annotations
+
+import os
+
+from harness.campaign import warm_up
+from harness.store import Store
+
+pytest_plugins = ["pytester"]
+
+INNER = '''
+import zlib
+
+import pytest
+
+from harness import subject, tensor
+from harness.executor import InProcess
+
+IN = {"x": tensor(("N",), dtypes=("float32",), values=("normal",), nonfinite=False, layouts=("contiguous",))}
+
+
+def twice(x):
+    return x * 2
+
+
+@subject(reference=twice, inputs=IN, dims={"N": (1, 64)})
+def plugin_wrong_tail(x):
+    out = x * 2
+    if x.numel() > 3:
+        out[-1] += 1
+    return out
+
+
+@subject(reference=twice, inputs=IN, dims={"N": (1, 64)})
+def plugin_doubles(x):
+    return x * 2
+
+
+FAST = dict(budget_s=30, max_examples=15, executor=InProcess())
+
+
+def test_wrong_a(tritondiff):
+    tritondiff.check(plugin_wrong_tail, **FAST)
+
+
+def test_wrong_b(tritondiff):
+    tritondiff.check(plugin_wrong_tail, **FAST)
+
+
+def test_doubles(tritondiff, request):
+    result = tritondiff.check("plugin_doubles", **FAST)
+    assert result.examples > 0
+    assert tritondiff.seed == zlib.crc32(request.node.nodeid.encode())
+
+
+@pytest.mark.tritondiff("plugin_doubles", max_examples=5, budget_s=30, executor=InProcess())
+def test_marker_runs_a_subject():
+    pass
+
+
+def test_profile(tritondiff, pytestconfig):
+    assert tritondiff.profile.name == pytestconfig.getoption("--tritondiff-profile")
+'''
+
+
+def _count(store: str, subject: str) -> int:
+    with Store(store, create=False) as s:
+        (row,) = [f for f in s.findings() if f["subject"] == subject]
+        return row["count"]
+
+
+def test_fixture_fails_on_findings_and_records_them(pytester, tmp_path):
+    # pytester's in-process runs drop the modules first imported inside them; torch._dynamo and
+    # triton must not load twice, so everything the runner imports lazily is imported out here first
+    warm_up()
+    pytester.makepyfile(test_inner=INNER)
+    store, out = str(tmp_path / "f.db"), str(tmp_path / "out")
+    args = ("--tritondiff-profile", "nightly", "--tritondiff-store", store, "--tritondiff-out", out)
+    res = pytester.runpytest(*args)
+    res.assert_outcomes(passed=3, failed=2)
+    res.stdout.fnmatch_lines(["*plugin_wrong_tail: mismatch: output 0*", "*dump: *"])
+    assert _count(store, "plugin_wrong_tail") == 2               # two test nodes saw it in this run
+    with Store(store, create=False) as s:
+        stats = {r["subject"]: r for r in s.stats()}
+        (finding,) = s.findings()
+    assert stats["plugin_doubles"]["examples"] >= 15 + 1         # the fixture test and the marker test
+    assert sum(stats["plugin_doubles"]["coverage"]["shape"].values()) == stats["plugin_doubles"]["examples"]
+    assert finding["state"] == "minimal" and finding["case"]["dims"]["N"] == 4
+    assert finding["dump"].startswith(out) and os.path.isfile(os.path.join(finding["dump"], "summary.json"))
+    res = pytester.runpytest(*args)                               # a second run: found again, counted again
+    res.assert_outcomes(passed=3, failed=2)
+    assert _count(store, "plugin_wrong_tail") == 4
+
+
+def test_xdist_workers_share_the_store_and_keep_their_own_dumps(pytester, tmp_path):
+    pytester.makepyfile(test_inner=INNER)
+    store, out = str(tmp_path / "f.db"), str(tmp_path / "out")
+    res = pytester.runpytest_subprocess("-n", "2", "-k", "wrong", "--tritondiff-profile", "ci",
+                                        "--tritondiff-store", store, "--tritondiff-out", out, timeout=300)
+    res.assert_outcomes(failed=2)
+    assert _count(store, "plugin_wrong_tail") == 2
+    assert set(os.listdir(out)) <= {"gw0", "gw1"} and os.listdir(out)  # per-worker dump directories
+    with Store(store, create=False) as s:
+        (finding,) = s.findings()
+    assert os.path.basename(os.path.dirname(os.path.dirname(finding["dump"]))) in ("gw0", "gw1")

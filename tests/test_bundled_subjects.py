@@ -1,0 +1,20 @@
+"""Every bundled subject (``kernels.subjects``, ``compiler.subjects``) as one test.
+
+Fuzzed through the ``tritondiff`` fixture at the selected profile: ``ci`` in the
+pre-merge gate (``python -m harness.gate``), ``nightly`` for the deep run::
+
+    pytest -n auto --tritondiff-profile nightly tests/test_bundled_subjects.py
+"""
+import pytest
+
+import harness  # noqa: F401  (device decision before any kernel module is imported)
+from harness.loader import bundled
+
+SUBJECTS = sorted(bundled())
+
+
+@pytest.mark.parametrize("name", SUBJECTS)
+def test_bundled_subject(tritondiff, name):
+    result = tritondiff.check(name)
+    assert result.status == "pass"
+    assert result.examples > 0, f"{name}: no example ran within the {tritondiff.profile.name} budget"
