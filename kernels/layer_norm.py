@@ -83,9 +83,9 @@ def _layer_norm_fwd_kernel(x_ptr, y_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N,
     # fraction of std; so centre on it (x - shift is exact for x within a
     # factor 2 of shift), take the residual mean of d = x - shift, and centre
     # again: xc = d - mean(d), var = mean(xc**2).  mean = shift + mean(d).
-    shift = tl.sum(x, axis=1) / N
+    shift = tl.sum(x * (1.0 / N), axis=1)       # scaled before summing: no overflow for |x| near max
     d = tl.where(mask, x - shift[:, None], 0.0)
-    d_mean = tl.sum(d, axis=1) / N
+    d_mean = tl.sum(d * (1.0 / N), axis=1)
     xc = tl.where(mask, d - d_mean[:, None], 0.0)
     rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=1) / N + eps)
     mean = shift + d_mean
@@ -117,7 +117,7 @@ def _layer_norm_fwd_looped_kernel(x_ptr, y_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr
     y_row = y_ptr + row * N
     cols = tl.arange(0, BLOCK_N)
     x0 = tl.load(x_row + cols, mask=cols < N, other=0.0).to(tl.float32)
-    shift = tl.sum(x0, axis=0) / tl.minimum(N, BLOCK_N)
+    shift = tl.sum(x0 * (1.0 / tl.minimum(N, BLOCK_N)), axis=0)   # scaled: no overflow near max
     mean = tl.zeros((), dtype=tl.float32)
     m2 = tl.zeros((), dtype=tl.float32)
     for start in tl.range(0, N, BLOCK_N):
@@ -126,7 +126,7 @@ def _layer_norm_fwd_looped_kernel(x_ptr, y_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr
         n_a = start * 1.0
         n_b = tl.minimum(N - start, BLOCK_N) * 1.0
         d = tl.where(mask, x - shift, 0.0)
-        mean_b = tl.sum(d, axis=0) / n_b
+        mean_b = tl.sum(d * (1.0 / n_b), axis=0)
         e = tl.where(mask, d - mean_b, 0.0)
         delta = mean_b - mean
         mean = mean + delta * (n_b / (n_a + n_b))
@@ -176,9 +176,9 @@ def _layer_norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, part_ptr,
         x = tl.load(x_ptr + rows64[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
         dy = tl.load(dy_ptr + rows64[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
         rstd = tl.load(rstd_ptr + rows, mask=row_mask, other=0.0)
-        shift = tl.sum(x, axis=1) / N
+        shift = tl.sum(x * (1.0 / N), axis=1)   # as in the forward: scaled, no overflow near max
         d = tl.where(mask, x - shift[:, None], 0.0)
-        xhat = tl.where(mask, (d - (tl.sum(d, axis=1) / N)[:, None]) * rstd[:, None], 0.0)
+        xhat = tl.where(mask, (d - (tl.sum(d * (1.0 / N), axis=1))[:, None]) * rstd[:, None], 0.0)
         g = dy * w[None, :]
         c1 = tl.sum(xhat * g, axis=1) / N  # mean(g * xhat)
         c2 = tl.sum(g, axis=1) / N  # mean(g)
@@ -210,7 +210,7 @@ def _layer_norm_bwd_dx_looped_kernel(dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, cen
     rstd = tl.load(rstd_ptr + row)
     cols = tl.arange(0, BLOCK_N)
     x0 = tl.load(x_row + cols, mask=cols < N, other=0.0).to(tl.float32)
-    shift = tl.sum(x0, axis=0) / tl.minimum(N, BLOCK_N)
+    shift = tl.sum(x0 * (1.0 / tl.minimum(N, BLOCK_N)), axis=0)
     d_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
     gd_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
     g_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
