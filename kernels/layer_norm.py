@@ -85,7 +85,7 @@ def _layer_norm_fwd_kernel(x_ptr, y_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N,
     # again: xc = d - mean(d), var = mean(xc**2).  mean = shift + mean(d).
     shift = tl.sum(x * (1.0 / N), axis=1)       # scaled before summing: no overflow for |x| near max
     d = tl.where(mask, x - shift[:, None], 0.0)
-    d_mean = tl.sum(d * (1.0 / N), axis=1)
+    d_mean = tl.sum(d, axis=1) / N
     xc = tl.where(mask, d - d_mean[:, None], 0.0)
     rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=1) / N + eps)
     mean = shift + d_mean
@@ -126,7 +126,7 @@ def _layer_norm_fwd_looped_kernel(x_ptr, y_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr
         n_a = start * 1.0
         n_b = tl.minimum(N - start, BLOCK_N) * 1.0
         d = tl.where(mask, x - shift, 0.0)
-        mean_b = tl.sum(d * (1.0 / n_b), axis=0)
+        mean_b = tl.sum(d, axis=0) / n_b
         e = tl.where(mask, d - mean_b, 0.0)
         delta = mean_b - mean
         mean = mean + delta * (n_b / (n_a + n_b))
@@ -178,7 +178,7 @@ def _layer_norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, part_ptr,
         rstd = tl.load(rstd_ptr + rows, mask=row_mask, other=0.0)
         shift = tl.sum(x * (1.0 / N), axis=1)   # as in the forward: scaled, no overflow near max
         d = tl.where(mask, x - shift[:, None], 0.0)
-        xhat = tl.where(mask, (d - (tl.sum(d * (1.0 / N), axis=1))[:, None]) * rstd[:, None], 0.0)
+        xhat = tl.where(mask, (d - (tl.sum(d, axis=1) / N)[:, None]) * rstd[:, None], 0.0)
         g = dy * w[None, :]
         c1 = tl.sum(xhat * g, axis=1) / N  # mean(g * xhat)
         c2 = tl.sum(g, axis=1) / N  # mean(g)

@@ -222,8 +222,10 @@ def _nrm2_backward(ctx, grad: torch.Tensor) -> torch.Tensor:
     norm32 = norm.float()
     zero = norm32 == 0
     safe_norm = torch.where(zero, torch.ones_like(norm32), norm32)
-    scale = torch.where(zero, torch.zeros_like(norm32), grad.float() / safe_norm)
-    return (x.float() * scale).to(x.dtype)
+    # x / ||x|| first (O(1) even for subnormal x; g / ||x|| could overflow), then times g;
+    # g * 0 (not a plain 0) at x = 0, so a NaN / inf incoming gradient stays NaN there, as in torch
+    direction = torch.where(zero, torch.zeros_like(x, dtype=torch.float32), x.float() / safe_norm)
+    return (grad.float() * direction).to(x.dtype)
 
 
 _nrm2_op.register_autograd(_nrm2_backward, setup_context=_nrm2_setup_context)
