@@ -1,2 +1,11 @@
 """tritondiff's torch.compile backend: ATen graphs -> loop IR -> fusion -> Triton."""
 from harness import device as _device  # noqa: F401  (must precede every @triton.jit)
+
+from . import dump, exc  # noqa: E402
+from .backend import CompiledGraph, capture_graphs, compile, compile_fresh, tritondiff_backend  # noqa: E402
+from .config import config  # noqa: E402
+from .counters import counters  # noqa: E402
+from .lowering import register_lowering  # noqa: E402
+
+__all__ = ["compile", "compile_fresh", "capture_graphs", "tritondiff_backend", "config", "counters", "dump", "exc",
+           "register_lowering", "CompiledGraph"]

@@ -22,6 +22,14 @@ def load_file(path: str) -> ModuleType:
         raise UsageError(f"{path}: no such file")
     if not path.endswith(".py"):
         raise UsageError(f"{path}: not a Python file (.py)")
+    dotted = _package_module(path)
+    if dotted is not None:                    # a file inside a package (compiler/subjects.py): import it as such
+        try:
+            return importlib.import_module(dotted)
+        except UsageError:
+            raise
+        except BaseException as e:  # noqa: BLE001 - reported in one line, as below
+            raise UsageError(f"{path}: import failed: {type(e).__name__}: {e}") from e
     name = "tritondiff_subjects_" + hashlib.sha1(path.encode()).hexdigest()[:12]
     if name in sys.modules:
         return sys.modules[name]
@@ -40,6 +48,18 @@ def load_file(path: str) -> ModuleType:
         del sys.modules[name]
         raise UsageError(f"{path}: import failed: {type(e).__name__}: {e}") from e
     return module
+
+
+def _package_module(path: str) -> str | None:
+    """``pkg.sub.mod`` when ``path`` sits in a package whose top folder is on ``sys.path``, else None."""
+    folder, parts = os.path.dirname(path), [os.path.splitext(os.path.basename(path))[0]]
+    while os.path.exists(os.path.join(folder, "__init__.py")):
+        parts.insert(0, os.path.basename(folder))
+        folder = os.path.dirname(folder)
+    if len(parts) == 1:
+        return None
+    roots = {os.path.abspath(p or os.getcwd()) for p in sys.path}
+    return ".".join(parts) if folder in roots else None
 
 
 def subjects_in(module: ModuleType) -> list[Subject]:

@@ -1,0 +1,50 @@
+"""Triton source for a schedule: one module per compiled graph.
+
+``generate`` walks the schedule's kernel groups: pointwise groups become 1-D or 2-D tiled
+kernels (``pointwise``), reduction groups go to the strategy ``heuristics`` picks or
+``config`` forces (``reduction``: persistent, looped, split).  The module starts with the
+prelude of ``_td_*`` helpers.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..counters import counters
+from ..heuristics import choose_reduction
+from ..lowering import LoweredGraph
+from ..scheduler import Schedule
+from .kernel import KernelArg, KernelSpec
+from .nodes import GroupContext
+from .pointwise import pointwise_kernel
+from .prelude import HEADER, PRELUDE
+from .reduction import STRATEGIES
+
+
+@dataclasses.dataclass
+class GeneratedModule:
+    """The source of one compiled graph and, per kernel group, the kernels to launch in order."""
+
+    name: str
+    source: str
+    kernels: dict[str, list[KernelSpec]]
+
+
+def generate(sched: Schedule, graph: LoweredGraph, name: str) -> GeneratedModule:
+    parts = [HEADER.format(graph=name), PRELUDE]
+    kernels: dict[str, list[KernelSpec]] = {}
+    for group in sched.groups():
+        ctx = GroupContext(group, sched.inlined, sched.stored, graph.buffers)
+        kname = f"{name}_{group.name}"
+        if group.has_reduction:
+            choice = choose_reduction(group.xnumel, group.rnumel, group.split_ok())
+            counters[f"reduction_strategy.{choice.strategy}"] += 1
+            specs = STRATEGIES[choice.strategy].kernels(kname, ctx, choice)
+        else:
+            specs = [pointwise_kernel(kname, ctx)]
+        counters["kernels_generated"] += len(specs)
+        kernels[group.name] = specs
+        parts.extend("\n" + spec.source for spec in specs)
+    return GeneratedModule(name, "\n".join(parts), kernels)
+
+
+__all__ = ["generate", "GeneratedModule", "KernelSpec", "KernelArg"]

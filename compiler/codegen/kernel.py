@@ -1,0 +1,295 @@
+"""One Triton kernel being written: arguments, lines, scoped CSE, masks, registers, the numel guard.
+
+Nothing is hoisted: a value is emitted in the block that is current when the body asks for
+it.  A reduction loop opens a scope; values first computed inside it are forgotten when it
+closes, so no later code can refer to a loop-local name (seed 000's ``rindex_1`` used before
+assignment cannot happen), and every load that depends on ``rindex`` is emitted inside the
+loop, from the loop-local ``rindex = roffset + rbase``.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from typing import Any, Iterator, Optional, Sequence
+
+import sympy
+import torch
+
+from .. import indexing
+from ..config import config
+from ..counters import counters
+from ..exc import CodegenError, ReductionTooLarge, TensorTooLarge
+from ..ir import Buffer
+from .prelude import tl_dtype
+
+
+@dataclasses.dataclass(frozen=True)
+class CSEVar:
+    """A named Triton value with its torch dtype."""
+
+    name: str
+    dtype: torch.dtype
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclasses.dataclass
+class Axis:
+    """One tile dimension: its symbol, extent, block and mask variable (None when never partial)."""
+
+    symbol: sympy.Symbol
+    numel: int
+    block: int
+    mask: Optional[str]
+
+
+@dataclasses.dataclass
+class KernelArg:
+    """A pointer argument: a buffer of the graph, or a workspace the kernel pair shares."""
+
+    name: str
+    param: str
+    workspace: bool = False
+    numel: int = 0
+    dtype: Optional[torch.dtype] = None
+
+
+@dataclasses.dataclass
+class KernelSpec:
+    """A finished kernel: its source, how to launch it, and what it was built from."""
+
+    name: str
+    source: str
+    grid: tuple[int, ...]
+    args: list[KernelArg]
+    num_warps: int
+    meta: dict
+
+
+class TritonKernel:
+    """Accumulates the body of one ``@triton.jit`` function."""
+
+    def __init__(self, name: str, buffers: dict[str, Buffer], *, what: str, reductions: Sequence[str] = (),
+                 rnumel: int = 0, int64: bool = False):
+        self.name = name
+        self.buffers = buffers
+        self.what = what
+        self.reductions = list(reductions)
+        self.rnumel = rnumel
+        self.int64 = int64 or config.force_int64_indexing
+        self.args: dict[str, KernelArg] = {}
+        self.lines: list[tuple[int, str]] = []
+        self._indent = 1
+        self._scopes: list[dict[str, CSEVar]] = [{}]
+        self._count = 0
+        self.axes: dict[sympy.Symbol, Axis] = {}
+        self.active: list[sympy.Symbol] = []  # axes whose index variables exist right now
+        self.mask_stack: list[str] = []
+        self.registers: list[dict[str, tuple[CSEVar, Any]]] = [{}]
+        self.tile: list[int] = []
+        self.in_loop = False
+        self.meta: dict = {}
+
+    # ---- arguments
+    def arg(self, name: str) -> str:
+        if name not in self.args:
+            self.args[name] = KernelArg(name, f"p_{name}")
+        return self.args[name].param
+
+    def workspace(self, name: str, numel: int, dtype: torch.dtype) -> str:
+        self.args[name] = KernelArg(name, f"p_{name}", workspace=True, numel=numel, dtype=dtype)
+        return self.args[name].param
+
+    # ---- lines and scopes
+    def emit(self, line: str) -> None:
+        self.lines.append((self._indent, line))
+
+    def fresh(self, prefix: str = "tmp") -> str:
+        self._count += 1
+        return f"{prefix}{self._count - 1}"
+
+    def newvar(self, expr: str, dtype: torch.dtype, prefix: str = "tmp") -> CSEVar:
+        for scope in reversed(self._scopes):
+            if expr in scope and scope[expr].dtype == dtype:
+                return scope[expr]
+        var = CSEVar(self.fresh(prefix), dtype)
+        self.emit(f"{var.name} = {expr}")
+        self._scopes[-1][expr] = var
+        return var
+
+    @contextlib.contextmanager
+    def loop(self, header: str) -> Iterator[None]:
+        """A ``for`` block: a new CSE scope and register scope, both dropped at its end."""
+        self.emit(header)
+        self._indent += 1
+        self._scopes.append({})
+        self.registers.append({})
+        was = self.in_loop
+        self.in_loop = True
+        try:
+            yield
+        finally:
+            self.in_loop = was
+            self.registers.pop()
+            self._scopes.pop()
+            self._indent -= 1
+
+    # ---- the numel guard
+    def guard(self, shape: Sequence[int], what: str) -> None:
+        """Refuse any block tensor past ``config.max_triton_tensor_numel`` (seed 000)."""
+        numel = 1
+        for s in shape:
+            numel *= int(s)
+        limit = config.max_triton_tensor_numel
+        if numel <= limit:
+            return
+        counters["numel_guard_hits"] += 1
+        if self.reductions:
+            raise ReductionTooLarge(reduction=", ".join(self.reductions), extent=self.rnumel,
+                                    block=tuple(int(s) for s in shape), limit=limit,
+                                    strategy=self.meta.get("strategy", "?"))
+        raise TensorTooLarge(
+            f"{self.what}: block tensor {what} of shape {list(shape)} ({numel:,} elements) is past "
+            f"max_triton_tensor_numel={limit:,}; lower compiler.config.pointwise_block / xblock",
+            what=f"{self.what} {what}", shape=tuple(shape), numel=numel, limit=limit)
+
+    def arange(self, n: int, what: str) -> str:
+        self.guard([n], f"tl.arange for {what}")
+        return f"tl.arange(0, {n})"
+
+    def full(self, shape: Sequence[int], value: Any, dtype: torch.dtype) -> str:
+        self.guard(shape, "tl.full")
+        if dtype == torch.bfloat16:  # rounded by our helper: the interpreter truncates fp32 -> bf16
+            return f"_td_to_bf16(tl.full({list(shape)}, {literal(value, torch.float32)}, tl.float32))"
+        return f"tl.full({list(shape)}, {literal(value, dtype)}, {tl_dtype(dtype)})"
+
+    @property
+    def scalar_shape(self) -> list[int]:
+        """Shape of a one-element block of this kernel's rank (Triton broadcasts only equal ranks)."""
+        return [1] * max(len(self.tile), 1)
+
+    # ---- axes and masks
+    def add_axis(self, symbol: sympy.Symbol, numel: int, block: int, mask: bool) -> Axis:
+        mask = mask or numel == 0
+        axis = Axis(symbol, numel, block, f"{symbol.name[0]}mask" if mask else None)
+        self.axes[symbol] = axis
+        return axis
+
+    def bounds(self) -> dict:
+        return {s: max(a.numel, 1) for s, a in self.axes.items()}
+
+    def index_source(self, expr: sympy.Expr) -> tuple[str, set]:
+        simplified = indexing.simplify(sympy.sympify(expr), self.bounds())
+        symbols = {s for s in simplified.free_symbols if s in self.axes}
+        unknown = simplified.free_symbols - set(self.active)
+        if unknown:
+            raise CodegenError(f"{self.name}: index {simplified} uses {sorted(map(str, unknown))}, which is not "
+                               f"defined here (only {sorted(map(str, self.active))} are): a loop-local index "
+                               f"would escape its loop")
+        return indexing.to_source(simplified), symbols
+
+    def mask_for(self, symbols: set, *, all_active: bool = False) -> Optional[str]:
+        parts = []
+        for sym in self.active:
+            axis = self.axes[sym]
+            if axis.mask and (all_active or sym in symbols or axis.numel == 0):  # empty axis: nothing loads
+                parts.append(axis.mask)
+        parts.extend(self.mask_stack)
+        return " & ".join(parts) if parts else None
+
+    # ---- registers (values of nodes of this kernel)
+    def set_register(self, name: str, var: CSEVar, canonical: Any, canonical_storage: Any = None) -> None:
+        """``name``'s value is ``var`` here, for reads at exactly ``canonical`` (or storage offset)."""
+        self.registers[-1][name] = (var, canonical, canonical_storage)
+
+    def register(self, name: str) -> Optional[tuple[CSEVar, Any, Any]]:
+        for scope in reversed(self.registers):
+            if name in scope:
+                return scope[name]
+        return None
+
+    # ---- memory
+    def _index_var(self, src: str) -> str:
+        """Name an index computation once per scope (loads of x and dy at one index share it)."""
+        if src.isidentifier() or src.lstrip("-").isdigit():
+            return src
+        return self.newvar(src, torch.int64 if self.int64 else torch.int32, prefix="idx").name
+
+    def load(self, name: str, index: sympy.Expr) -> CSEVar:
+        buf = self.buffers[name]
+        src, symbols = self.index_source(index)
+        mask = self.mask_for(symbols)
+        if mask is not None and (self.mask_stack or any(self.axes[s].numel == 0 for s in self.active)):
+            # The mask may span axes the index does not use: Triton broadcasts the mask to the
+            # pointer, never the pointer to the mask, so the pointer must cover the whole tile.
+            for sym in self.active:
+                if sym not in symbols:
+                    src = f"{src} + 0 * {sym.name}"
+        elif not symbols:  # one element for every lane: load it as a [1] block, never a 0-d scalar
+            self.guard(self.scalar_shape, "tl.zeros")
+            src = f"{src} + tl.zeros({self.scalar_shape}, tl.int32)"
+        src = self._index_var(src)
+        ptr = self.arg(name)
+        if mask:
+            return self.newvar(f"tl.load({ptr} + {src}, {mask}, other=0)", buf.get_dtype())
+        return self.newvar(f"tl.load({ptr} + {src})", buf.get_dtype())
+
+    def store(self, name: str, index: sympy.Expr, value: CSEVar) -> None:
+        buf = self.buffers[name]
+        src, symbols = self.index_source(index)
+        mask = self.mask_for(symbols, all_active=True)
+        value_src = value.name if value.dtype == buf.get_dtype() else cast_source(value, buf.get_dtype())
+        for sym in self.active:  # a block value needs a block pointer, even when every lane hits one element
+            if sym not in symbols:
+                src = f"{src} + 0 * {sym.name}"
+        src = self._index_var(src)
+        ptr = self.arg(name)
+        self.emit(f"tl.store({ptr} + {src}, {value_src}, {mask})" if mask else f"tl.store({ptr} + {src}, {value_src})")
+
+    # ---- assembly
+    def source(self, params_extra: Sequence[str] = ()) -> str:
+        params = [a.param for a in self.args.values()] + list(params_extra)
+        out = ["@triton.jit", f"def {self.name}({', '.join(params)}):"]
+        for comment in self.meta.get("comments", []):
+            out.append(f"    # {comment}")
+        for indent, line in self.lines:
+            out.append("    " * indent + line)
+        if not self.lines:
+            out.append("    pass")
+        return "\n".join(out) + "\n"
+
+
+def literal(value: Any, dtype: torch.dtype) -> str:
+    """A Python literal for ``value`` as Triton source (inf / nan spelled out)."""
+    if dtype == torch.bool:
+        return "1" if value else "0"
+    if dtype.is_floating_point:
+        value = float(value)
+        if value != value:
+            return 'float("nan")'
+        if value in (float("inf"), float("-inf")):
+            return 'float("inf")' if value > 0 else 'float("-inf")'
+        return repr(value)
+    return str(int(value))
+
+
+def cast_source(value: CSEVar, dtype: torch.dtype) -> str:
+    """Source of ``value`` converted to ``dtype`` with torch semantics.
+
+    bf16 goes through fp32 both ways and is rounded to nearest-even by ``_td_to_bf16``:
+    Triton's interpreter converts bf16 from other types bit-wise and truncates fp32 -> bf16,
+    while GPUs round; the helper gives one answer in both places.
+    """
+    if value.dtype == dtype:
+        return value.name
+    if dtype == torch.bool:
+        return f"({value.name} != 0)"
+    src, src_dtype = value.name, value.dtype
+    if src_dtype == torch.bfloat16 and dtype != torch.float32:
+        src, src_dtype = f"{src}.to(tl.float32)", torch.float32
+    if dtype == torch.bfloat16:
+        if src_dtype != torch.float32:
+            src = f"{src}.to(tl.float32)"
+        return f"_td_to_bf16({src})"
+    return f"{src}.to({tl_dtype(dtype)})"

@@ -1,0 +1,389 @@
+"""Reduction kernels: persistent, looped and split strategies over one fused group.
+
+Every strategy gives each program XBLOCK rows (``xindex``, shape [XBLOCK, 1]) and walks the
+inner axis pass by pass (a group holding softmax has three passes: max, sum of exp, output).
+Between passes run the nodes that need a finished reduction.  The strategies differ only
+in how one pass covers the inner axis; accumulators always have the post-reduction shape
+[XBLOCK, 1], and each chunk is reduced to that shape before it is combined (seed 000).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import torch
+import triton
+
+from ..heuristics import ReductionChoice, next_pow2, num_warps
+from ..ops import reduction_identity
+from ..scheduler import RSYM, XSYM, KernelGroup, Placed
+from .kernel import CSEVar, KernelSpec, TritonKernel, cast_source
+from .nodes import GroupContext, emit_pointwise, evaluate, needs_int64, publish
+
+
+# ------------------------------------------------------------------- one reduction's algebra
+
+@dataclasses.dataclass
+class ReductionOp:
+    """How one reduction type accumulates: representation, identity, block reduce, combine, finish."""
+
+    rtype: str
+    acc_dtype: torch.dtype
+    out_dtype: torch.dtype
+
+    @property
+    def boolish(self) -> bool:
+        return self.rtype in ("any", "all") or self.acc_dtype == torch.bool
+
+    @property
+    def is_arg(self) -> bool:
+        return self.rtype in ("argmax", "argmin")
+
+    @property
+    def repr_dtype(self) -> torch.dtype:
+        return torch.int32 if self.boolish else self.acc_dtype
+
+    def identity(self):
+        if self.boolish:
+            return 0 if self.rtype in ("any", "max", "sum") else 1
+        return reduction_identity(self.rtype, self.acc_dtype)
+
+    def prepare(self, k: TritonKernel, value: CSEVar) -> CSEVar:
+        """The element value in the accumulator's representation, masked lanes set to the identity."""
+        if self.boolish:
+            v = k.newvar(f"({cast_source(value, torch.bool)}).to(tl.int32)", torch.int32)
+        else:
+            v = k.newvar(cast_source(value, self.acc_dtype), self.acc_dtype) if value.dtype != self.acc_dtype else value
+        # Only lanes past the reduced extent need the identity: rows past xnumel are never stored.
+        mask = k.axes[RSYM].mask if RSYM in k.active else None
+        mask = " & ".join([m for m in [mask] + k.mask_stack if m]) or None
+        if mask is None:  # still a full tile: the value may not depend on both axes (a scalar, a row value)
+            return k.newvar(f"tl.broadcast_to({v.name}, {k.tile})", self.repr_dtype)
+        ident = k.newvar(k.full(k.scalar_shape, self.identity(), self.repr_dtype), self.repr_dtype)
+        return k.newvar(f"tl.where({mask}, {v.name}, {ident.name})", self.repr_dtype)
+
+    def block(self, k: TritonKernel, v: CSEVar, index_src: Optional[str]) -> list[CSEVar]:
+        """Reduce a [XBLOCK, N] block along axis 1 to [XBLOCK, 1], with builtin reductions only.
+
+        ``tl.reduce`` with a Python combine function runs element by element in Triton's
+        interpreter; everything here is vectorised instead: NaN handling by flags, the
+        first index of the extreme by a masked ``tl.min`` of indices, products by a tree of
+        reshape/split halvings.
+        """
+        dt = self.repr_dtype
+        if self.rtype == "sum" and not self.boolish:
+            return [k.newvar(f"tl.sum({v.name}, 1)[:, None]", dt)]
+        if self.boolish:
+            fn = "tl.max" if self.rtype in ("any", "max", "sum") else "tl.min"
+            return [k.newvar(f"{fn}({v.name}, 1)[:, None]", dt)]
+        if self.rtype == "prod":
+            return [self._tree_product(k, v)]
+        fn = "tl.max" if self.rtype in ("max", "argmax") else "tl.min"
+        extreme = k.newvar(f"{fn}({v.name}, 1)[:, None]", dt)
+        if not dt.is_floating_point:
+            if not self.is_arg:
+                return [extreme]
+            return [extreme, self._first_index(k, f"{v.name} == {extreme.name}", index_src)]
+        nans = k.newvar(f"{v.name} != {v.name}", torch.bool)
+        has_nan = k.newvar(f"tl.max({nans.name}.to(tl.int32), 1)[:, None] > 0", torch.bool)
+        nan = k.newvar(k.full(k.scalar_shape, float("nan"), dt), dt)
+        value = k.newvar(f"tl.where({has_nan.name}, {nan.name}, {extreme.name})", dt)
+        if not self.is_arg:
+            return [value]
+        first_extreme = self._first_index(k, f"{v.name} == {extreme.name}", index_src)
+        first_nan = self._first_index(k, nans.name, index_src)
+        index = k.newvar(f"tl.where({has_nan.name}, {first_nan.name}, {first_extreme.name})", torch.int64)
+        return [value, index]
+
+    @staticmethod
+    def _first_index(k: TritonKernel, condition: str, index_src: str) -> CSEVar:
+        big = k.newvar(k.full(k.scalar_shape, 2**62, torch.int64), torch.int64)
+        return k.newvar(f"tl.min(tl.where({condition}, {index_src}, {big.name}), 1)[:, None]", torch.int64)
+
+    def _tree_product(self, k: TritonKernel, v: CSEVar) -> CSEVar:
+        xblock, width = k.tile
+        cur = v.name
+        while width > 1:
+            width //= 2
+            halves = k.fresh("tmp")
+            k.emit(f"{halves} = tl.reshape({cur}, [{xblock}, {width}, 2])")
+            a, b = k.fresh("lo"), k.fresh("hi")
+            k.emit(f"{a}, {b} = tl.split({halves})")
+            cur = k.fresh("tmp")
+            k.emit(f"{cur} = {a} * {b}")
+        if cur == v.name:
+            return v
+        return CSEVar(cur, self.repr_dtype)
+
+    def init(self, k: TritonKernel, xblock: int, rnumel: int) -> list[str]:
+        names = [k.fresh("acc")]
+        k.emit(f"{names[0]} = {k.full([xblock, 1], self.identity(), self.repr_dtype)}")
+        if self.is_arg:
+            names.append(k.fresh("acc_idx"))
+            k.emit(f"{names[1]} = {k.full([xblock, 1], rnumel, torch.int64)}")
+        return names
+
+    def combine(self, k: TritonKernel, accs: list[str], chunk: list[CSEVar]) -> None:
+        """Fold one chunk's [XBLOCK, 1] result into the accumulators (emitted inside the loop)."""
+        a = accs[0]
+        c = chunk[0].name
+        if self.is_arg:
+            fn = "_td_argmax" if self.rtype == "argmax" else "_td_argmin"
+            k.emit(f"{a}, {accs[1]} = {fn}({a}, {accs[1]}, {c}, {chunk[1].name})")
+        elif self.boolish:
+            fn = "tl.maximum" if self.rtype in ("any", "max", "sum") else "tl.minimum"
+            k.emit(f"{a} = {fn}({a}, {c})")
+        elif self.rtype == "sum":
+            k.emit(f"{a} = {a} + {c}")
+        elif self.rtype == "prod":
+            k.emit(f"{a} = {a} * {c}")
+        else:
+            k.emit(f"{a} = {'_td_maximum' if self.rtype == 'max' else '_td_minimum'}({a}, {c})")
+
+    def finish(self, k: TritonKernel, values: list[CSEVar]) -> CSEVar:
+        """The stored value, cast after the loop."""
+        v = values[1] if self.is_arg else values[0]
+        if self.boolish:
+            v = k.newvar(f"({v.name} != 0)", torch.bool)
+        return v if v.dtype == self.out_dtype else k.newvar(cast_source(v, self.out_dtype), self.out_dtype)
+
+
+def reduction_op(p: Placed) -> ReductionOp:
+    data = p.node.buf.data
+    return ReductionOp(data.reduction_type, data.acc_dtype, data.dtype)
+
+
+# -------------------------------------------------------------------------- the strategies
+
+class ReductionStrategy:
+    """Base: one kernel, rows across programs; ``emit_pass`` decides how a pass covers the axis."""
+
+    name = "base"
+
+    def kernels(self, name: str, ctx: GroupContext, choice: ReductionChoice) -> list[KernelSpec]:
+        group = ctx.group
+        k = _new_kernel(name, ctx, self.name, choice)
+        _rows_prologue(k, group, choice.xblock, choice.rblock)
+        self.run_passes(k, ctx, choice)
+        k.meta["comments"] = [f"{self.name} reduction: {group.xnumel} rows x {group.rnumel}, "
+                              f"XBLOCK={choice.xblock} RBLOCK={choice.rblock}, {group.num_phases} pass(es)"]
+        return [KernelSpec(name, k.source(), (triton.cdiv(group.xnumel, choice.xblock),), list(k.args.values()),
+                           num_warps(choice.xblock * choice.rblock), dict(k.meta))]
+
+    def run_passes(self, k: TritonKernel, ctx: GroupContext, choice: ReductionChoice) -> None:
+        group = ctx.group
+        for phase in range(group.num_phases):
+            for p in group.placed:
+                if p.kind == "x" and p.phase == phase:
+                    emit_pointwise(k, ctx, p)
+            nodes = [p for p in group.placed if p.kind != "x" and p.phase == phase]
+            results = self.emit_pass(k, ctx, choice, nodes)
+            for p in nodes:
+                if p.kind == "reduction":
+                    publish(k, ctx, p, results[p.name])
+        for p in group.placed:
+            if p.kind == "x" and p.phase >= group.num_phases:
+                emit_pointwise(k, ctx, p)
+
+    def emit_pass(self, k: TritonKernel, ctx: GroupContext, choice: ReductionChoice,
+                  nodes: list[Placed]) -> dict[str, CSEVar]:
+        raise NotImplementedError
+
+
+class PersistentReduction(ReductionStrategy):
+    """The whole inner axis in one block: ``rindex = tl.arange(0, RBLOCK)`` with RBLOCK >= rnumel.
+
+    Each reduction is one block reduce; values loaded in an earlier pass stay in scope and
+    are reused (a softmax reads its row once).  Only legal while XBLOCK * RBLOCK fits the
+    numel limit, which the guard enforces.
+    """
+
+    name = "persistent"
+
+    def emit_pass(self, k, ctx, choice, nodes):
+        if "rindex = rbase" not in [line for _, line in k.lines]:
+            k.emit("rindex = rbase")
+            if k.axes[RSYM].mask:
+                k.emit(f"rmask = rindex < {ctx.group.rnumel}")
+        k.active = [XSYM, RSYM]
+        results = {}
+        for p in nodes:
+            if p.kind == "xr":
+                emit_pointwise(k, ctx, p)
+                continue
+            op = reduction_op(p)
+            v = op.prepare(k, evaluate(k, ctx, p))
+            idx = _rindex_block(k, choice) if op.is_arg else None
+            results[p.name] = op.finish(k, op.block(k, v, idx))
+        k.active = [XSYM]
+        return results
+
+
+class LoopedReduction(ReductionStrategy):
+    """A ``for roffset in range(0, rnumel, RBLOCK)`` loop per pass.
+
+    ``rindex = roffset + rbase`` is defined inside the loop and every load or temporary
+    that depends on it is emitted there (the loop opens a CSE scope that is dropped when it
+    closes).  Accumulators are [XBLOCK, 1]: each chunk is reduced along the axis first,
+    then combined (sum, prod, NaN-propagating max/min, argmax/argmin with an index
+    accumulator); the cast to the stored dtype happens after the loop.
+    """
+
+    name = "looped"
+
+    def emit_pass(self, k, ctx, choice, nodes):
+        ops_, accs = self.loop(k, ctx, choice, nodes)
+        results = {}
+        for name, op in ops_.items():
+            values = [CSEVar(a, op.repr_dtype if i == 0 else torch.int64) for i, a in enumerate(accs[name])]
+            results[name] = op.finish(k, values)
+        return results
+
+    def loop(self, k, ctx, choice, nodes, start: str = "", span: Optional[int] = None):
+        """Emit the chunk loop; returns the reduction ops and their accumulator names."""
+        rnumel = ctx.group.rnumel
+        ops_ = {p.name: reduction_op(p) for p in nodes if p.kind == "reduction"}
+        accs = {name: op.init(k, choice.xblock, rnumel) for name, op in ops_.items()}
+        with k.loop(f"for roffset in range(0, {span or rnumel}, {choice.rblock}):"):
+            k.emit(f"rindex = {start}roffset + rbase")
+            if k.axes[RSYM].mask:
+                k.emit(f"rmask = rindex < {rnumel}")
+            k.active = [XSYM, RSYM]
+            for p in nodes:
+                if p.kind == "xr":
+                    emit_pointwise(k, ctx, p)
+                    continue
+                op = ops_[p.name]
+                v = op.prepare(k, evaluate(k, ctx, p))
+                idx = _rindex_block(k, choice) if op.is_arg else None
+                op.combine(k, accs[p.name], op.block(k, v, idx))
+            k.active = [XSYM]
+        return ops_, accs
+
+
+class SplitReduction(ReductionStrategy):
+    """Few outputs over a huge axis: S programs per row block each reduce one chunk of the axis.
+
+    Kernel 1 (grid: row blocks x S) loops over its chunk like the looped strategy and
+    stores its [XBLOCK, 1] partials to a workspace of S x rows; kernel 2 reduces the S
+    partials of each row in a fixed order (deterministic, no atomics) and runs the
+    epilogue.  Legal only for groups whose reductions need no finished reduction
+    (``KernelGroup.split_ok``): layer-norm backward's dW/dB sums, a norm over 2^21 elements.
+    """
+
+    name = "split"
+
+    def kernels(self, name, ctx, choice):
+        group = ctx.group
+        chunk = max(choice.rblock, triton.cdiv(triton.cdiv(group.rnumel, choice.splits), choice.rblock) * choice.rblock)
+        splits = max(1, triton.cdiv(group.rnumel, chunk))
+        partial = self._partial(f"{name}_partial", ctx, choice, chunk, splits)
+        final = self._final(f"{name}_final", ctx, choice, splits, partial)
+        return [partial, final]
+
+    def _partial(self, name, ctx, choice, chunk, splits):
+        group = ctx.group
+        k = _new_kernel(name, ctx, "split", choice)
+        k.meta.update(splits=splits, chunk=chunk)
+        _rows_prologue(k, group, choice.xblock, choice.rblock, rmask=True)
+        pid = "tl.program_id(1).to(tl.int64)" if k.int64 else "tl.program_id(1)"
+        k.emit(f"rstart = {pid} * {chunk}")
+        nodes = [p for p in group.placed if p.kind != "x"]
+        ops_, accs = LoopedReduction().loop(k, ctx, choice, nodes, start="rstart + ", span=chunk)
+        workspaces = {}
+        for pname, op in ops_.items():
+            ws = k.workspace(f"{pname}_partials", splits * group.xnumel, op.repr_dtype)
+            k.emit(f"tl.store({ws} + ({pid} * {group.xnumel} + xindex), {accs[pname][0]}, {_xmask(k)})")
+            entry = [(f"{pname}_partials", op.repr_dtype)]
+            if op.is_arg:
+                wsi = k.workspace(f"{pname}_partial_idx", splits * group.xnumel, torch.int64)
+                k.emit(f"tl.store({wsi} + ({pid} * {group.xnumel} + xindex), {accs[pname][1]}, {_xmask(k)})")
+                entry.append((f"{pname}_partial_idx", torch.int64))
+            workspaces[pname] = entry
+        k.meta["workspaces"] = workspaces
+        k.meta["comments"] = [f"split reduction, partial pass: {group.xnumel} rows x {group.rnumel} in {splits} "
+                              f"chunks of {chunk}, XBLOCK={choice.xblock} RBLOCK={choice.rblock}"]
+        return KernelSpec(name, k.source(), (triton.cdiv(group.xnumel, choice.xblock), splits),
+                          list(k.args.values()), num_warps(choice.xblock * choice.rblock), dict(k.meta))
+
+    def _final(self, name, ctx, choice, splits, partial: KernelSpec):
+        group = ctx.group
+        sblock = next_pow2(splits)
+        xblock = max(1, min(next_pow2(group.xnumel), max(1, 4096 // sblock)))
+        k = _new_kernel(name, ctx, "split", ReductionChoice("split", xblock, sblock, splits))
+        _rows_prologue(k, group, xblock, sblock, rname="sbase", rmask=False)
+        if splits % sblock:
+            k.emit(f"smask = sbase < {splits}")
+        mask = " & ".join(m for m in (_xmask(k), "smask" if splits % sblock else None) if m)
+        for p in group.placed:
+            if p.kind != "reduction":
+                continue
+            op = reduction_op(p)
+            entry = partial.meta["workspaces"][p.name]
+            loaded = []
+            for ws_name, dtype in entry:
+                ws = k.workspace(ws_name, splits * group.xnumel, dtype)
+                other = op.identity() if dtype == op.repr_dtype else 0
+                load = f"tl.load({ws} + (sbase * {group.xnumel} + xindex)" + (
+                    f", {mask}, other={_lit(other, dtype)})" if mask else ")")
+                loaded.append(k.newvar(load, dtype))
+            if mask:
+                ident = k.newvar(k.full(k.scalar_shape, op.identity(), op.repr_dtype), op.repr_dtype)
+                loaded[0] = k.newvar(f"tl.where({mask}, {loaded[0].name}, {ident.name})", op.repr_dtype)
+            values = op.block(k, loaded[0], loaded[1].name if op.is_arg else None)
+            publish(k, ctx, p, op.finish(k, values))
+        for p in group.placed:
+            if p.kind == "x":
+                emit_pointwise(k, ctx, p)
+        k.meta["comments"] = [f"split reduction, final pass: {splits} partials per row, XBLOCK={xblock}"]
+        return KernelSpec(name, k.source(), (triton.cdiv(group.xnumel, xblock),), list(k.args.values()),
+                          num_warps(xblock * sblock), dict(k.meta))
+
+
+STRATEGIES = {s.name: s for s in (PersistentReduction(), LoopedReduction(), SplitReduction())}
+
+
+# ------------------------------------------------------------------------------- helpers
+
+def _new_kernel(name: str, ctx: GroupContext, strategy: str, choice: ReductionChoice) -> TritonKernel:
+    reductions = [f"{p.name} ({p.node.buf.data.reduction_type})" for p in ctx.group.placed if p.kind == "reduction"]
+    k = TritonKernel(name, ctx.buffers, what=f"reduction kernel {name}", reductions=reductions,
+                     rnumel=ctx.group.rnumel, int64=needs_int64(ctx))
+    k.meta.update(kind="reduction", strategy=strategy, xblock=choice.xblock, rblock=choice.rblock,
+                  splits=choice.splits, xnumel=ctx.group.xnumel, rnumel=ctx.group.rnumel)
+    return k
+
+
+def _rows_prologue(k: TritonKernel, group: KernelGroup, xblock: int, rblock: int, rname: str = "rbase",
+                   rmask: Optional[bool] = None) -> None:
+    k.guard([xblock, rblock], "tile")
+    k.tile = [xblock, rblock]
+    k.add_axis(XSYM, group.xnumel, xblock, mask=group.xnumel % xblock != 0)
+    k.add_axis(RSYM, group.rnumel, rblock, mask=(group.rnumel % rblock != 0 or group.rnumel == 0)
+               if rmask is None else rmask)
+    pid = "tl.program_id(0).to(tl.int64)" if k.int64 else "tl.program_id(0)"
+    k.emit(f"xoffset = {pid} * {xblock}")
+    k.emit(f"xindex = xoffset + {k.arange(xblock, 'rows')}[:, None]")
+    if group.xnumel % xblock:
+        k.emit(f"xmask = xindex < {group.xnumel}")
+    cast = ".to(tl.int64)" if k.int64 else ""
+    k.emit(f"{rname} = {k.arange(rblock, 'the reduction block')}{cast}[None, :]")
+    k.active = [XSYM]
+
+
+def _rindex_block(k: TritonKernel, choice: ReductionChoice) -> str:
+    k.guard([choice.xblock, choice.rblock], "argmax index block")
+    return k.newvar(f"tl.broadcast_to(rindex.to(tl.int64), [{choice.xblock}, {choice.rblock}])", torch.int64).name
+
+
+def _xmask(k: TritonKernel) -> Optional[str]:
+    return k.axes[XSYM].mask
+
+
+def _lit(value, dtype) -> str:
+    from .kernel import literal
+    return literal(value, dtype)
+
+
+__all__ = ["STRATEGIES", "ReductionStrategy", "PersistentReduction", "LoopedReduction", "SplitReduction",
+           "ReductionOp"]

@@ -1,0 +1,175 @@
+"""Every knob of the compiler, in one typed place.
+
+Environment variables are read here and nowhere else.  Defaults that depend on where
+kernels run (Triton's interpreter on CPU, or a GPU) are keyed on
+``harness.device.is_interpreter()``: the interpreter pays ~1-4 ms per program instance,
+so it gets large blocks and few programs; a GPU gets blocks sized for registers.
+
+Tests change knobs with ``config.patch(...)``, which validates names and values and
+restores the previous values on exit.  Knobs that change generated code are part of
+``cache_key()``, so a compiled function re-specialises when a test forces a strategy.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import tempfile
+from typing import Any, Iterator, Optional
+
+from harness import device as _device
+
+from .exc import ConfigError
+
+_INTERP = _device.is_interpreter()
+
+
+def _env(name: str, default: str) -> str:
+    return os.environ.get(name, default)
+
+
+def _env_opt(name: str) -> Optional[str]:
+    value = os.environ.get(name, "")
+    return value or None
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "0").strip().lower() not in ("", "0", "false", "no")
+
+
+def _by_mode(interpreter: int, gpu: int) -> int:
+    return interpreter if _INTERP else gpu
+
+
+@dataclasses.dataclass
+class CompilerConfig:
+    # --- reductions -------------------------------------------------------------------------
+    # "auto" picks persistent / looped / split per fused reduction from its extents;
+    # "persistent", "looped" or "split" forces one (the harness runs every path on one input).
+    reduction_strategy: str = "auto"
+    # Largest block tensor (tl.arange, tl.full, tl.zeros, XBLOCK*RBLOCK) the code generator may
+    # emit.  Triton rejects tensors past 1,048,576 elements; a forced configuration past this
+    # raises compiler.exc.ReductionTooLarge instead of Triton's ValueError.
+    max_triton_tensor_numel: int = 1_048_576
+    # Auto strategy: a reduction whose padded extent is at most this runs persistent (the whole
+    # axis in one block); longer ones loop over RBLOCK chunks.
+    persistent_max_rnumel: int = _by_mode(16_384, 1024)
+    # Auto strategy: RBLOCK of a looped reduction (a power of two).
+    looped_rblock: int = _by_mode(32_768, 1024)
+    # Auto block budget for one reduction tile (XBLOCK * RBLOCK).
+    max_reduction_block_numel: int = _by_mode(262_144, 4096)
+    # Auto strategy: split when there are at most this many outputs ...
+    split_max_xnumel: int = 64
+    # ... and at least this many elements along the reduced axis.
+    split_min_rnumel: int = _by_mode(131_072, 32_768)
+    # Auto strategy: number of partial-reduction programs a split aims at.
+    split_target_programs: int = _by_mode(8, 512)
+    # Forced block sizes / split count (None: chosen automatically).  A forced value that
+    # breaks max_triton_tensor_numel raises ReductionTooLarge.
+    xblock: Optional[int] = None
+    rblock: Optional[int] = None
+    split_count: Optional[int] = None
+
+    # --- pointwise -------------------------------------------------------------------------
+    # Elements per program of a 1-D pointwise kernel (a power of two).
+    pointwise_block: int = _by_mode(65_536, 1024)
+    # "auto" uses 2-D tiles when a load is transposed relative to the output; "1d" / "2d" force.
+    pointwise_tiling: str = "auto"
+    # Elements per 2-D pointwise tile (YBLOCK * XBLOCK).
+    pointwise_tile_numel: int = _by_mode(65_536, 1024)
+
+    # --- fusion ----------------------------------------------------------------------------
+    # Master switch for the scheduler's fusions (pointwise chains, epilogues, siblings).
+    fusion: bool = True
+    # Inline pointwise producers into their consumers (recompute instead of store + load).
+    inline_pointwise: bool = True
+    # Largest expression (ops calls, after inlining) a producer may have and still be inlined.
+    max_inline_ops: int = 96
+    # A producer with more users than this is stored once instead of recomputed per user.
+    max_inline_users: int = 4
+
+    # --- codegen / runtime -----------------------------------------------------------------
+    # Use int64 index arithmetic in every kernel (it is used anyway when an index can pass
+    # 2**31 - 1).
+    force_int64_indexing: bool = False
+    # num_warps of every launch (None: 4, or 8 for blocks of 2048+ elements).  GPU only.
+    num_warps: Optional[int] = None
+    # ATen ops (e.g. "aten.exp.default" or "aten.exp") lowered to ExternKernel regardless of
+    # the registry.  TRITONDIFF_COMPILER_FALLBACK, comma separated.
+    fallback_ops: frozenset = dataclasses.field(default_factory=lambda: frozenset(
+        o.strip() for o in _env("TRITONDIFF_COMPILER_FALLBACK", "").split(",") if o.strip()))
+    # How a compiled graph executes: "triton" (generated kernels), "ir" (the fused IR run by the
+    # eager evaluator), "ir_unfused" (the IR straight out of lowering, run by the evaluator).
+    # Comparing the three tells a lowering bug from a fusion bug from a codegen bug.
+    # TRITONDIFF_COMPILER_EXECUTION.
+    execution: str = dataclasses.field(default_factory=lambda: _env("TRITONDIFF_COMPILER_EXECUTION", "triton"))
+
+    # --- debugging -------------------------------------------------------------------------
+    # Check the IR between pipeline steps (dtypes, shapes, in-bounds loads).
+    # TRITONDIFF_COMPILER_VERIFY=1.
+    verify_ir: bool = dataclasses.field(default_factory=lambda: _env_flag("TRITONDIFF_COMPILER_VERIFY"))
+    # Directory each compiled graph's FX graph, IR before/after fusion, Triton source and
+    # launch plan are written to (None: kept in memory only).  TRITONDIFF_COMPILER_DUMP.
+    dump_dir: Optional[str] = dataclasses.field(default_factory=lambda: _env_opt("TRITONDIFF_COMPILER_DUMP"))
+    # How many recent compilations compiler.dump.last_artifacts() can return.
+    keep_artifacts: int = 16
+    # Where generated modules are written so Triton can read their source.
+    # TRITONDIFF_COMPILER_CACHE.
+    cache_dir: str = dataclasses.field(default_factory=lambda: _env(
+        "TRITONDIFF_COMPILER_CACHE", os.path.join(tempfile.gettempdir(), f"tritondiff-compiler-{os.getuid()}")))
+
+    @contextlib.contextmanager
+    def patch(self, **changes: Any) -> Iterator["CompilerConfig"]:
+        """Temporarily override knobs (``with config.patch(reduction_strategy="looped"): ...``)."""
+        for name, value in changes.items():
+            _validate(name, value)
+        saved = {k: getattr(self, k) for k in changes}
+        for k, v in changes.items():
+            setattr(self, k, v)
+        try:
+            yield self
+        finally:
+            for k, v in saved.items():
+                setattr(self, k, v)
+
+    def cache_key(self) -> tuple:
+        """The knobs that change generated code or the launch plan."""
+        skip = {"execution", "verify_ir", "dump_dir", "keep_artifacts", "cache_dir"}
+        return tuple((f.name, getattr(self, f.name)) for f in dataclasses.fields(self) if f.name not in skip)
+
+
+_CHOICES = {
+    "reduction_strategy": ("auto", "persistent", "looped", "split"),
+    "pointwise_tiling": ("auto", "1d", "2d"),
+    "execution": ("triton", "ir", "ir_unfused"),
+}
+_POWERS_OF_TWO = ("persistent_max_rnumel", "looped_rblock", "pointwise_block", "pointwise_tile_numel",
+                  "xblock", "rblock", "max_reduction_block_numel")
+
+
+def _validate(name: str, value: Any) -> None:
+    fields = {f.name: f for f in dataclasses.fields(CompilerConfig)}
+    if name not in fields:
+        raise ConfigError(f"unknown compiler config knob {name!r}; known: {', '.join(sorted(fields))}", knob=name)
+    if name in _CHOICES and value not in _CHOICES[name]:
+        raise ConfigError(f"compiler.config.{name}={value!r}: use one of {_CHOICES[name]}", knob=name)
+    annotation = str(fields[name].type)
+    optional = annotation.startswith("Optional")
+    if value is None:
+        if not optional:
+            raise ConfigError(f"compiler.config.{name} cannot be None", knob=name)
+        return
+    if "int" in annotation and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+        raise ConfigError(f"compiler.config.{name}={value!r}: expected a positive int", knob=name)
+    if annotation == "bool" and not isinstance(value, bool):
+        raise ConfigError(f"compiler.config.{name}={value!r}: expected True or False", knob=name)
+    if name in _POWERS_OF_TWO and value & (value - 1):
+        raise ConfigError(f"compiler.config.{name}={value}: must be a power of two (Triton block sizes are)",
+                          knob=name)
+    if name == "fallback_ops" and not isinstance(value, (frozenset, set)):
+        raise ConfigError(f"compiler.config.fallback_ops wants a set of op names, got {value!r}", knob=name)
+
+
+config = CompilerConfig()
+for _name in _CHOICES:
+    _validate(_name, getattr(config, _name))

@@ -1,0 +1,78 @@
+"""Debug artifacts of each compilation: FX graph, IR before / after fusion, Triton source, plan.
+
+Every compilation keeps its artifacts in memory (the last ``config.keep_artifacts``), keyed by
+the pipeline step that produced them; with ``config.dump_dir`` set they are also written to
+``<dump_dir>/<graph>/<NN>_<step>.txt`` (``.py`` for the Triton module).  The harness puts
+``last_artifacts()`` into failure dumps.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+from typing import Optional
+
+from .config import config
+from .counters import counters
+
+
+@dataclasses.dataclass
+class Artifacts:
+    """What one compilation produced, by step name (the keys of ``compiler.pipeline``)."""
+
+    graph: str
+    texts: dict[str, str] = dataclasses.field(default_factory=dict)
+    paths: dict[str, str] = dataclasses.field(default_factory=dict)
+    counters: dict[str, int] = dataclasses.field(default_factory=dict)
+    error: Optional[str] = None
+    directory: Optional[str] = None
+
+    def record(self, step: str, text: str) -> None:
+        self.texts[step] = text
+        if config.dump_dir:
+            self.directory = os.path.join(config.dump_dir, self.graph)
+            os.makedirs(self.directory, exist_ok=True)
+            suffix = ".py" if step == "triton" else ".txt"
+            path = os.path.join(self.directory, f"{len(self.texts):02d}_{step}{suffix}")
+            with open(path, "w") as f:
+                f.write(text)
+            self.paths[step] = path
+
+    def finish(self, error: Optional[BaseException] = None) -> None:
+        self.counters = counters.snapshot()
+        if error is not None:
+            self.error = f"{type(error).__name__}: {error}"
+            self.record("error", self.error)
+
+    def summary(self) -> str:
+        """A short text for failure reports: which graph, where the files are, the counters."""
+        where = self.directory or "(in memory; set compiler.config.dump_dir to write files)"
+        lines = [f"compiled graph {self.graph}: {where}", f"counters: {self.counters}"]
+        if self.error:
+            lines.append(f"error: {self.error}")
+        return "\n".join(lines)
+
+
+_recent: collections.deque = collections.deque(maxlen=64)
+
+
+def begin(graph: str) -> Artifacts:
+    artifacts = Artifacts(graph)
+    _recent.append(artifacts)
+    while len(_recent) > config.keep_artifacts:
+        _recent.popleft()
+    return artifacts
+
+
+def last_artifacts() -> Optional[Artifacts]:
+    """The most recent compilation's artifacts (None before the first compilation)."""
+    return _recent[-1] if _recent else None
+
+
+def recent_artifacts() -> list[Artifacts]:
+    """The last ``config.keep_artifacts`` compilations, oldest first."""
+    return list(_recent)
+
+
+def clear() -> None:
+    _recent.clear()

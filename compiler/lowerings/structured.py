@@ -1,0 +1,164 @@
+"""Ops that pick between inputs by index: cat and constant padding, via masked loads."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import sympy
+import torch
+
+from ..exc import Unsupported
+from ..ir import Pointwise
+from ..lowering import register_lowering
+from ..ops import ops
+from .common import check_dtype, is_ir, normalize_dim
+
+aten = torch.ops.aten
+
+
+def _in_range(expr: Any, lo: int, hi: int):
+    """ops value: lo <= expr < hi (bounds omitted when trivially true)."""
+    conds = []
+    if lo > 0:
+        conds.append(ops.ge(ops.index_expr(expr, torch.int64), ops.constant(lo, torch.int64)))
+    if hi is not None:
+        conds.append(ops.lt(ops.index_expr(expr, torch.int64), ops.constant(hi, torch.int64)))
+    if not conds:
+        return None
+    out = conds[0]
+    for c in conds[1:]:
+        out = ops.logical_and(out, c)
+    return out
+
+
+@register_lowering(aten.cat.default)
+def cat(tensors: Sequence[Any], dim: int = 0):
+    tensors = [t for t in tensors if not (t.ndim == 1 and t.get_size()[0] == 0)] or list(tensors[:1])
+    if not all(is_ir(t) for t in tensors):
+        raise Unsupported("cat of non-tensors")
+    ndim = tensors[0].ndim
+    dim = normalize_dim(dim, ndim)
+    dtype = tensors[0].get_dtype()
+    for t in tensors[1:]:
+        dtype = torch.promote_types(dtype, t.get_dtype())
+    check_dtype(dtype)
+    size = list(tensors[0].get_size())
+    offsets = []
+    total = 0
+    for t in tensors:
+        if t.ndim != ndim:
+            raise Unsupported("cat of tensors with different ranks")
+        offsets.append(total)
+        total += t.get_size()[dim]
+    size[dim] = total
+    pieces = [(t.make_loader(), off, off + t.get_size()[dim]) for t, off in zip(tensors, offsets)
+              if t.get_size()[dim] > 0]
+    if not pieces:
+        return Pointwise.create(lambda index: ops.constant(0, dtype), size, dtype)
+
+    def inner_fn(index):
+        value = None
+        for k, (load, lo, hi) in enumerate(pieces):
+            def body(load=load, lo=lo):
+                shifted = list(index)
+                shifted[dim] = sympy.sympify(index[dim]) - lo
+                return ops.to_dtype(load(tuple(shifted)), dtype)
+            last = k == len(pieces) - 1
+            mask = _in_range(index[dim], lo, None if last else hi)
+            piece = body() if mask is None else ops.masked(mask, body, 0)
+            if value is None:
+                value = piece
+            else:
+                value = ops.where(_in_range(index[dim], lo, None), piece, value)
+        return value
+    return Pointwise.create(inner_fn, size, dtype)
+
+
+@register_lowering(aten.constant_pad_nd.default)
+def constant_pad_nd(x, pad: Sequence[int], value: Any = 0):
+    if len(pad) % 2 or len(pad) // 2 > x.ndim:
+        raise Unsupported("constant_pad_nd with a malformed pad")
+    dtype = x.get_dtype()
+    check_dtype(dtype)
+    size = list(x.get_size())
+    out = list(size)
+    lefts = [0] * len(size)
+    for k in range(len(pad) // 2):
+        d = len(size) - 1 - k
+        left, right = int(pad[2 * k]), int(pad[2 * k + 1])
+        lefts[d] = left
+        out[d] = size[d] + left + right
+        if out[d] < 0:
+            raise Unsupported("constant_pad_nd cropping past the tensor")
+    load = x.make_loader()
+    fill = bool(value) if dtype == torch.bool else (value if dtype.is_floating_point else int(value))
+
+    def inner_fn(index):
+        shifted = tuple(sympy.sympify(i) - lefts[d] for d, i in enumerate(index))
+        mask = None
+        for d, i in enumerate(index):
+            if lefts[d] == 0 and out[d] <= size[d]:
+                continue
+            cond = _in_range(i, max(lefts[d], 0), lefts[d] + size[d])
+            if cond is not None:
+                mask = cond if mask is None else ops.logical_and(mask, cond)
+        if mask is None:
+            return load(shifted)
+        return ops.masked(mask, lambda: load(shifted), fill)
+    return Pointwise.create(inner_fn, out, dtype)
+
+
+@register_lowering(aten.slice_scatter.default)
+def slice_scatter(x, src, dim: int = 0, start=None, end=None, step: int = 1):
+    """out = x, with out[..., start:end:step, ...] = src (the backward of slicing)."""
+    from .views import slice_
+    dim = normalize_dim(dim, x.ndim)
+    window = slice_(x, dim, start, end, step)  # resolves start/end like the forward slice
+    lo = 0 if start is None else (start + x.get_size()[dim] if start < 0 else start)
+    lo = min(max(lo, 0), x.get_size()[dim])
+    count = window.get_size()[dim]
+    dtype = x.get_dtype()
+    check_dtype(dtype)
+    if src.get_dtype() != dtype or list(src.get_size()) != list(window.get_size()):
+        raise Unsupported("slice_scatter with a mismatched source")
+    load_x, load_src = x.make_loader(), src.make_loader()
+
+    def inner_fn(index):
+        i = sympy.sympify(index[dim])
+        inside = _in_range(i, lo, lo + step * count)
+        if step > 1:
+            on_grid = ops.eq(ops.index_expr(sympy.Mod(i - lo + step * count, step), torch.int64),
+                             ops.constant(0, torch.int64))
+            inside = on_grid if inside is None else ops.logical_and(inside, on_grid)
+
+        def from_src():
+            shifted = list(index)
+            shifted[dim] = (i - lo) // step if step == 1 else _floordiv(i - lo, step)
+            return load_src(tuple(shifted))
+        if inside is None:
+            return from_src()
+        return ops.where(inside, ops.masked(inside, from_src, 0), load_x(index))
+    return Pointwise.create(inner_fn, x.get_size(), dtype)
+
+
+def _floordiv(expr, n):
+    from ..indexing import FloorDiv
+    return FloorDiv(expr, n)
+
+
+@register_lowering(aten.select_scatter.default)
+def select_scatter(x, src, dim: int, index: int):
+    """out = x, with out.select(dim, index) = src."""
+    dim = normalize_dim(dim, x.ndim)
+    size = x.get_size()[dim]
+    index = index % size if size else 0
+    dtype = x.get_dtype()
+    check_dtype(dtype)
+    if src.get_dtype() != dtype:
+        raise Unsupported("select_scatter with a source of another dtype")
+    load_x, load_src = x.make_loader(), src.make_loader()
+
+    def inner_fn(idx):
+        hit = ops.eq(ops.index_expr(idx[dim], torch.int64), ops.constant(index, torch.int64))
+        rest = tuple(idx[:dim]) + tuple(idx[dim + 1:])
+        return ops.where(hit, ops.masked(hit, lambda: load_src(rest), 0), load_x(idx))
+    return Pointwise.create(inner_fn, x.get_size(), dtype)

@@ -1,0 +1,269 @@
+"""Runtime: load generated modules, allocate buffers, launch kernels, call externs.
+
+An ``Executable`` is one graph compiled for one input signature.  It can run three ways
+(``config.execution``): the Triton kernels, or the eager evaluator over the fused IR, or
+over the IR as lowering produced it; buffers, extern calls and outputs are handled the
+same way in all three, so their results differ only where the IR, the fusion or the
+generated Triton differ.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib.util
+import os
+import sys
+import types
+from typing import Any, Optional, Sequence
+
+import torch
+
+from harness import device as _device
+
+from .codegen import GeneratedModule, KernelSpec
+from .config import config
+from .eager import evaluate_node, storage_view, write
+from .exc import CompilerError, KernelCompileError
+from .ir import Buffer, ComputedBuffer, ExternKernel, ExternOutput, InputBuffer, Layout, MemoryResolver, StridedView
+from .lowering import LoweredGraph, fill_template
+from .scheduler import KernelGroup, Schedule
+
+
+def load_module(source: str, name: str) -> tuple[types.ModuleType, str]:
+    """Write ``source`` under ``config.cache_dir`` (content-addressed) and import it."""
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    os.makedirs(config.cache_dir, exist_ok=True)
+    path = os.path.join(config.cache_dir, f"{name}_{digest}.py")
+    if not os.path.exists(path):
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            f.write(source)
+        os.replace(tmp, path)
+    module_name = f"tritondiff_generated.{name}_{digest}"
+    if module_name in sys.modules:
+        return sys.modules[module_name], path
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:  # noqa: BLE001  (any import failure is a code generation bug)
+        del sys.modules[module_name]
+        raise KernelCompileError(f"generated module does not import: {e}", kernel=name, path=path) from e
+    return module, path
+
+
+@contextlib.contextmanager
+def _quiet_numpy():
+    """The interpreter computes masked-off lanes too (x / 0 there is expected): silence numpy."""
+    if not _device.is_interpreter():
+        yield
+        return
+    import warnings
+
+    import numpy
+    with numpy.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        yield
+
+
+def _alloc(layout: Layout) -> torch.Tensor:
+    return torch.empty_strided(layout.size, layout.stride, dtype=layout.dtype, device=_device.torch_device())
+
+
+class InlineResolver(MemoryResolver):
+    """Eager evaluation of the fused IR: inlined producers are recomputed, the rest loaded."""
+
+    def __init__(self, inlined: frozenset):
+        self.inlined = inlined
+
+    def load(self, buffer: Buffer, index: tuple):
+        if buffer.name in self.inlined:
+            return buffer.data.inner_fn(index)
+        return super().load(buffer, index)
+
+    def load_storage(self, buffer: Buffer, offset):
+        if buffer.name in self.inlined:
+            from .indexing import delinearize
+            return buffer.data.inner_fn(delinearize(offset, buffer.layout.size))
+        return super().load_storage(buffer, offset)
+
+
+class Executable:
+    """One graph, lowered, scheduled and generated for one input signature."""
+
+    def __init__(self, graph: LoweredGraph, sched: Schedule, generated: GeneratedModule):
+        self.graph = graph
+        self.sched = sched
+        self.generated = generated
+        self.module: Optional[types.ModuleType] = None
+        self.module_path: Optional[str] = None
+        self._last_use = self._compute_last_use()
+
+    def ensure_loaded(self) -> None:
+        if self.module is None and self.generated.kernels:
+            self.module, self.module_path = load_module(self.generated.source, self.generated.name)
+
+    # ---- entry point
+    def __call__(self, args: Sequence[Any]) -> list:
+        mode = config.execution
+        env = self._inputs(args)
+        if mode == "triton":
+            self.ensure_loaded()
+            for i, step in enumerate(self.sched.steps):
+                if isinstance(step, ExternKernel):
+                    self._run_extern(step, env)
+                else:
+                    self._run_group(step, env)
+                self._free(i, env)
+        elif mode == "ir":
+            self._run_eager(env, fused=True)
+        else:
+            self._run_eager(env, fused=False)
+        outputs = self._outputs(args, env)
+        return outputs[0] if self.graph.single_output else outputs
+
+    def _inputs(self, args: Sequence[Any]) -> dict[str, torch.Tensor]:
+        env = {}
+        for buf in self.graph.inputs:
+            if buf is not None:
+                env[buf.name] = args[buf.position]
+        for const in self.graph.constants:
+            env[const.name] = const.constant
+        return env
+
+    def _outputs(self, args: Sequence[Any], env: dict) -> list:
+        out = []
+        for spec in self.graph.outputs:
+            if spec.kind == "buffer":
+                out.append(env[spec.name])
+            elif spec.kind == "input":
+                out.append(args[spec.position])
+            else:
+                out.append(spec.value)
+        return out
+
+    # ---- Triton
+    def _run_group(self, group: KernelGroup, env: dict) -> None:
+        for p in group.placed:
+            if p.name in self.sched.stored and p.name not in env:
+                env[p.name] = _alloc(p.node.buf.layout)
+        specs = self.generated.kernels[group.name]
+        workspaces: dict[str, torch.Tensor] = {}
+        for spec in specs:
+            self._launch(spec, env, workspaces)
+
+    def _launch(self, spec: KernelSpec, env: dict, workspaces: dict) -> None:
+        if any(g == 0 for g in spec.grid):
+            return
+        tensors = []
+        for arg in spec.args:
+            if arg.workspace:
+                if arg.name not in workspaces:
+                    workspaces[arg.name] = torch.empty(max(arg.numel, 1), dtype=arg.dtype,
+                                                       device=_device.torch_device())
+                tensors.append(workspaces[arg.name])
+            else:
+                tensors.append(env[arg.name])
+        fn = getattr(self.module, spec.name)
+        kwargs = {} if _device.is_interpreter() else {"num_warps": spec.num_warps}
+        try:
+            with _quiet_numpy():
+                fn[spec.grid](*tensors, **kwargs)
+        except CompilerError:
+            raise
+        except Exception as e:  # noqa: BLE001  (Triton's errors have many types; all are ours to report)
+            raise KernelCompileError(f"kernel {spec.name} failed: {type(e).__name__}: {e}", kernel=spec.name,
+                                     path=self.module_path or "?") from e
+
+    # ---- extern calls
+    def _run_extern(self, kernel: ExternKernel, env: dict) -> None:
+        tensors = []
+        for x in kernel.inputs:
+            if isinstance(x, StridedView):
+                base = env[x.buffer.name]
+                tensors.append(torch.as_strided(base, x.layout.size, x.layout.stride,
+                                                base.storage_offset() + x.layout.offset))
+            else:
+                tensors.append(env[x.name])
+        args, kwargs = fill_template(kernel.template, tensors)
+        result = kernel.target(*args, **kwargs)
+        self._bind_extern(kernel, kernel.structure, result, env)
+
+    def _bind_extern(self, kernel: ExternKernel, structure: Any, result: Any, env: dict) -> None:
+        if isinstance(structure, ExternOutput):
+            if not isinstance(result, torch.Tensor):
+                raise CompilerError(f"{kernel.origin} returned {type(result).__name__}, a tensor was expected")
+            want = structure.layout
+            if tuple(result.shape) != want.size or result.dtype != want.dtype:
+                raise CompilerError(f"{kernel.origin} returned {tuple(result.shape)} {result.dtype}, lowering "
+                                    f"expected {want.size} {want.dtype}")
+            if tuple(result.stride()) != want.stride and want.numel > 1:
+                fixed = _alloc(want)
+                fixed.copy_(result)
+                result = fixed
+            env[structure.name] = result
+        elif isinstance(structure, (tuple, list)):
+            for s, r in zip(structure, result):
+                self._bind_extern(kernel, s, r, env)
+
+    # ---- eager evaluator
+    def _run_eager(self, env: dict, fused: bool) -> None:
+        storages = {name: storage_view(t, self.graph.buffers[name].layout) for name, t in env.items()}
+        if fused:
+            resolver = InlineResolver(self.sched.inlined)
+            order = []
+            for step in self.sched.steps:
+                order.extend([step] if isinstance(step, ExternKernel) else [p.node.buf for p in step.placed])
+        else:
+            resolver = MemoryResolver()
+            order = list(self.graph.nodes)
+        for node in order:
+            if isinstance(node, ExternKernel):
+                self._run_extern(node, env)
+                for out in node.outputs:
+                    storages[out.name] = storage_view(env[out.name], out.layout)
+                continue
+            value = evaluate_node(node, storages, resolver)
+            tensor = _alloc(node.layout)
+            flat = storage_view(tensor, node.layout)
+            write(flat, node.layout, value)
+            env[node.name] = tensor
+            storages[node.name] = flat
+
+    # ---- memory
+    def _compute_last_use(self) -> dict[int, list[str]]:
+        keep = {o.name for o in self.graph.outputs if o.kind == "buffer"}
+        last: dict[str, int] = {}
+        for i, step in enumerate(self.sched.steps):
+            if isinstance(step, ExternKernel):
+                names = [x.buffer.name if isinstance(x, StridedView) else x.name for x in step.inputs]
+            else:
+                names = [r.buffer.name for p in step.placed for r in p.node.info.reads]
+            for n in names:
+                last[n] = i
+        frees: dict[int, list[str]] = {}
+        for name, i in last.items():
+            buf = self.graph.buffers.get(name)
+            if name in keep or isinstance(buf, InputBuffer) or not isinstance(buf, (ComputedBuffer, ExternOutput)):
+                continue
+            frees.setdefault(i, []).append(name)
+        return frees
+
+    def _free(self, i: int, env: dict) -> None:
+        for name in self._last_use.get(i, ()):
+            env.pop(name, None)
+
+    def describe_plan(self) -> str:
+        lines = []
+        for i, step in enumerate(self.sched.steps):
+            if isinstance(step, ExternKernel):
+                lines.append(f"{i}: extern {step.origin} inputs={[repr(x) for x in step.inputs]}")
+            else:
+                for spec in self.generated.kernels[step.name]:
+                    lines.append(f"{i}: launch {spec.name} grid={spec.grid} warps={spec.num_warps} "
+                                 f"args={[a.name for a in spec.args]} meta="
+                                 f"{ {k: v for k, v in spec.meta.items() if k not in ('comments', 'workspaces')} }")
+            if self._last_use.get(i):
+                lines.append(f"   free {self._last_use[i]}")
+        return "\n".join(lines)

@@ -1,0 +1,187 @@
+"""The compiler's bundled harness subjects: compiled programs diffed against eager torch.
+
+Each candidate compiles a private copy of its function (``backend.compile_fresh``) and
+refuses to pass if dynamo ran it eagerly instead (no graph reached the compiler), so a
+subject can never silently compare eager with eager.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from harness import subject, tensor
+
+from . import fuzz, workloads
+from .backend import compile_fresh
+from .config import config
+from .counters import counters
+from .exc import CompilerError
+
+FLOATS = ("float32", "float16", "bfloat16")
+
+
+def run_compiled(fn: Callable, *args: Any, **knobs: Any) -> Any:
+    """``fn(*args)`` through the compiler (with config ``knobs``), never silently eager."""
+    before = counters["graphs_compiled"]
+    with config.patch(**knobs):
+        out = compile_fresh(fn, dynamic=False)(*args)
+    if counters["graphs_compiled"] == before:
+        raise CompilerError("dynamo ran the subject eagerly: no graph reached the compiler")
+    return out
+
+
+# ----------------------------------------------------------------- reductions, by strategy
+
+def row_reductions(x):
+    return x.sum(-1), x.amax(-1), x.argmax(-1), x.mean(-1)
+
+
+def column_reductions(x):
+    """Few outputs over a long axis: the layer-norm dW/dB shape (1,152,000 x 16)."""
+    return x.sum(0), x.amin(0), (x.float() * x.float()).sum(0)
+
+
+@subject(name="compiler.reduce_rows_persistent", reference=row_reductions,
+         inputs={"x": tensor(("M", "N"), dtypes=FLOATS)}, dims={"M": (1, 64), "N": (1, 16_384)})
+def reduce_rows_persistent(x):
+    return run_compiled(row_reductions, x, reduction_strategy="persistent")
+
+
+@subject(name="compiler.reduce_rows_looped", reference=row_reductions,
+         inputs={"x": tensor(("M", "N"), dtypes=FLOATS)}, dims={"M": (1, 4), "N": (1, 3_000_000)})
+def reduce_rows_looped(x):
+    return run_compiled(row_reductions, x, reduction_strategy="looped")
+
+
+@subject(name="compiler.reduce_rows_split", reference=row_reductions,
+         inputs={"x": tensor(("M", "N"), dtypes=FLOATS)}, dims={"M": (1, 4), "N": (1, 3_000_000)})
+def reduce_rows_split(x):
+    return run_compiled(row_reductions, x, reduction_strategy="split")
+
+
+@subject(name="compiler.reduce_columns_looped", reference=column_reductions,
+         inputs={"x": tensor(("M", "N"), dtypes=FLOATS)}, dims={"M": (1, 1_500_000), "N": (1, 16)})
+def reduce_columns_looped(x):
+    return run_compiled(column_reductions, x, reduction_strategy="looped")
+
+
+@subject(name="compiler.reduce_columns_split", reference=column_reductions,
+         inputs={"x": tensor(("M", "N"), dtypes=FLOATS)}, dims={"M": (1, 1_500_000), "N": (1, 16)})
+def reduce_columns_split(x):
+    return run_compiled(column_reductions, x, reduction_strategy="split")
+
+
+# --------------------------------------------------------------------------- workloads
+
+def layer_norm_fwd_bwd(x, weight, bias, dy):
+    """(y, dx, dw, db) of layer norm over the last dim."""
+    leaves = [t.detach().requires_grad_() for t in (x, weight, bias)]
+    with torch.enable_grad():
+        y = workloads.layer_norm(*leaves)
+        grads = torch.autograd.grad(y, leaves, dy)
+    return (y.detach(),) + tuple(grads)
+
+
+def _ln_compiled(x, weight, bias, dy):
+    leaves = [t.detach().requires_grad_() for t in (x, weight, bias)]
+    before = counters["graphs_compiled"]
+    with torch.enable_grad():
+        y = compile_fresh(workloads.layer_norm, dynamic=False)(*leaves)
+        grads = torch.autograd.grad(y, leaves, dy)
+    if counters["graphs_compiled"] < before + 2:
+        raise CompilerError("layer norm's forward and backward did not both reach the compiler")
+    return (y.detach(),) + tuple(grads)
+
+
+@subject(name="compiler.layer_norm_fwd_bwd", reference=layer_norm_fwd_bwd,
+         inputs={"x": tensor(("M", "N"), dtypes=FLOATS), "weight": tensor(("N",), dtype_like="x"),
+                 "bias": tensor(("N",), dtype_like="x"), "dy": tensor(("M", "N"), dtype_like="x")},
+         dims={"M": (1, 1_152_000), "N": (1, 64)}, max_example_bytes=200 * 2**20)
+def layer_norm_fwd_bwd_compiled(x, weight, bias, dy):
+    return _ln_compiled(x, weight, bias, dy)
+
+
+@subject(name="compiler.softmax", reference=workloads.softmax,
+         inputs={"x": tensor(("M", "N"), dtypes=FLOATS)}, dims={"M": (1, 4096), "N": (1, 65_536)})
+def softmax(x):
+    return run_compiled(workloads.softmax, x)
+
+
+@subject(name="compiler.rms_norm", reference=workloads.rms_norm,
+         inputs={"x": tensor(("M", "N"), dtypes=FLOATS), "w": tensor(("N",), dtype_like="x")},
+         dims={"M": (1, 4096), "N": (1, 8192)})
+def rms_norm(x, w):
+    return run_compiled(workloads.rms_norm, x, w)
+
+
+@subject(reference=lambda x: torch.linalg.vector_norm(x), inputs={"x": tensor(("N",), dtypes=("float32", "float16"))},
+         dims={"N": (0, 3_000_000)}, name="compiler.nrm2")
+def compiled_nrm2(x):
+    return run_compiled(workloads.nrm2, x)
+
+
+@subject(name="compiler.mhc_rmsnorm_project", reference=workloads.mhc_rmsnorm_project,
+         inputs={"x_flat": tensor(("T", "NC"), dtypes=FLOATS), "weight": tensor((32, "NC"), dtype_like="x_flat")},
+         dims={"T": (1, 4096), "NC": (4, 2048)})
+def mhc_rmsnorm_project(x_flat, weight):
+    return run_compiled(workloads.mhc_rmsnorm_project, x_flat, weight)
+
+
+def _coefficients(proj):
+    perm = workloads.mhc_permutations().to(proj.device)  # built outside the compiled region
+    return workloads.mhc_coefficients(proj, perm)
+
+
+@subject(name="compiler.mhc_coefficients", reference=_coefficients,
+         inputs={"proj": tensor(("T", 32), dtypes=("float32",))}, dims={"T": (1, 8192)})
+def mhc_coefficients(proj):
+    perm = workloads.mhc_permutations().to(proj.device)
+    return run_compiled(workloads.mhc_coefficients, proj, perm)
+
+
+@subject(name="compiler.mhc_pre_map", reference=workloads.mhc_pre_map,
+         inputs={"x_streams": tensor(("T", 4, "C"), dtypes=FLOATS), "h_pre": tensor(("T", 4), dtypes=("float32",))},
+         dims={"T": (1, 4096), "C": (1, 1024)})
+def mhc_pre_map(x_streams, h_pre):
+    return run_compiled(workloads.mhc_pre_map, x_streams, h_pre)
+
+
+@subject(name="compiler.mhc_post_res", reference=workloads.mhc_post_res,
+         inputs={"x_streams": tensor(("T", 4, "C"), dtypes=FLOATS), "layer_output": tensor(("T", "C"), dtype_like="x_streams"),
+                 "h_res": tensor(("T", 4, 4), dtypes=("float32",)), "h_post": tensor(("T", 4), dtypes=("float32",))},
+         dims={"T": (1, 4096), "C": (1, 1024)})
+def mhc_post_res(x_streams, layer_output, h_res, h_post):
+    return run_compiled(workloads.mhc_post_res, x_streams, layer_output, h_res, h_post)
+
+
+# -------------------------------------------------------------------------- graph fuzzer
+
+FUZZ_NUMEL = 2 * 20_000
+
+
+def program_inputs(program: fuzz.Program, x: torch.Tensor) -> list[torch.Tensor]:
+    """The program's inputs cut from one flat drawn tensor (so the harness draws the values)."""
+    out, start = [], 0
+    for shape in program.input_shapes:
+        n = 1
+        for s in shape:
+            n *= s
+        out.append(x[start:start + n].reshape(shape))
+        start += n
+    return out
+
+
+def run_program(program, x: torch.Tensor):
+    """``program`` as ``Program.to_json()`` data: harness cases carry plain lists to workers."""
+    program = fuzz.Program.from_json(program)
+    return program(*program_inputs(program, x))
+
+
+@subject(name="compiler.graph_fuzz", reference=run_program,
+         inputs={"program": fuzz.programs().map(fuzz.Program.to_json),
+                 "x": tensor(("N",), dtypes=("float32",), layouts=("contiguous",))},
+         dims={"N": FUZZ_NUMEL})
+def graph_fuzz(program, x):
+    parsed = fuzz.Program.from_json(program)  # outside the compiled region: dynamo sees only tensor ops
+    return run_compiled(lambda x: parsed(*program_inputs(parsed, x)), x)

@@ -1,0 +1,16 @@
+"""Fixtures for compiler tests: every test starts with fresh dynamo caches and counters."""
+import pytest
+import torch
+
+import compiler
+from harness import device
+
+
+@pytest.fixture(autouse=True)
+def fresh_compiler():
+    """Fresh dynamo caches and counters; tensors default to the kernel device (CUDA on a GPU)."""
+    torch._dynamo.reset()
+    compiler.counters.clear()
+    with torch.device(device.torch_device()):
+        yield
+    torch._dynamo.reset()

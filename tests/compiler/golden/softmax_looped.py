@@ -1,0 +1,42 @@
+@triton.jit
+def G_inference_k0(p_arg0, p_buf4):
+    # looped reduction: 9 rows x 41, XBLOCK=16 RBLOCK=16, 3 pass(es)
+    xoffset = tl.program_id(0) * 16
+    xindex = xoffset + tl.arange(0, 16)[:, None]
+    xmask = xindex < 9
+    rbase = tl.arange(0, 16)[None, :]
+    acc0 = tl.full([16, 1], float("-inf"), tl.float32)
+    for roffset in range(0, 41, 16):
+        rindex = roffset + rbase
+        rmask = rindex < 41
+        idx1 = (rindex + (41 * xindex))
+        tmp2 = tl.load(p_arg0 + idx1, xmask & rmask, other=0)
+        tmp3 = tl.full([1, 1], float("-inf"), tl.float32)
+        tmp4 = tl.where(rmask, tmp2, tmp3)
+        tmp5 = tl.max(tmp4, 1)[:, None]
+        tmp6 = tmp4 != tmp4
+        tmp7 = tl.max(tmp6.to(tl.int32), 1)[:, None] > 0
+        tmp8 = tl.full([1, 1], float("nan"), tl.float32)
+        tmp9 = tl.where(tmp7, tmp8, tmp5)
+        acc0 = _td_maximum(acc0, tmp9)
+    acc10 = tl.full([16, 1], 0.0, tl.float32)
+    for roffset in range(0, 41, 16):
+        rindex = roffset + rbase
+        rmask = rindex < 41
+        idx11 = (rindex + (41 * xindex))
+        tmp12 = tl.load(p_arg0 + idx11, xmask & rmask, other=0)
+        tmp13 = tmp12 - acc0
+        tmp14 = tl.exp(tmp13)
+        tmp15 = tl.full([1, 1], 0.0, tl.float32)
+        tmp16 = tl.where(rmask, tmp14, tmp15)
+        tmp17 = tl.sum(tmp16, 1)[:, None]
+        acc10 = acc10 + tmp17
+    for roffset in range(0, 41, 16):
+        rindex = roffset + rbase
+        rmask = rindex < 41
+        idx18 = (rindex + (41 * xindex))
+        tmp19 = tl.load(p_arg0 + idx18, xmask & rmask, other=0)
+        tmp20 = tmp19 - acc0
+        tmp21 = tl.exp(tmp20)
+        tmp22 = tmp21 / acc10
+        tl.store(p_buf4 + idx18, tmp22, xmask & rmask)

@@ -1,0 +1,54 @@
+import pytest
+
+import compiler
+from compiler.config import CompilerConfig
+from compiler.exc import CompilerError, ConfigError
+
+
+def test_patch_sets_and_restores():
+    before = compiler.config.reduction_strategy
+    with compiler.config.patch(reduction_strategy="looped", rblock=64):
+        assert compiler.config.reduction_strategy == "looped"
+        assert compiler.config.rblock == 64
+    assert compiler.config.reduction_strategy == before
+    assert compiler.config.rblock is None
+
+
+def test_patch_restores_after_an_exception():
+    with pytest.raises(RuntimeError):
+        with compiler.config.patch(reduction_strategy="split"):
+            raise RuntimeError("boom")
+    assert compiler.config.reduction_strategy == "auto"
+
+
+@pytest.mark.parametrize("changes, needle", [
+    ({"reduction_strategy": "fast"}, "reduction_strategy"),
+    ({"no_such_knob": 1}, "unknown compiler config knob"),
+    ({"rblock": 100}, "power of two"),
+    ({"xblock": 0}, "positive int"),
+    ({"fusion": "yes"}, "True or False"),
+    ({"execution": "gpu"}, "execution"),
+])
+def test_patch_rejects_bad_knobs_with_a_clear_error(changes, needle):
+    with pytest.raises(ConfigError, match=needle) as info:
+        with compiler.config.patch(**changes):
+            pass
+    assert isinstance(info.value, CompilerError) and isinstance(info.value, ValueError)
+    assert info.value.knob == next(iter(changes))
+
+
+def test_cache_key_tracks_codegen_knobs_only():
+    cfg = CompilerConfig()
+    key = cfg.cache_key()
+    with cfg.patch(reduction_strategy="looped"):
+        assert cfg.cache_key() != key
+    with cfg.patch(execution="ir", verify_ir=True):
+        assert cfg.cache_key() == key
+
+
+def test_env_vars_are_read_in_config(monkeypatch):
+    monkeypatch.setenv("TRITONDIFF_COMPILER_FALLBACK", "aten.exp, aten.mul.Tensor")
+    monkeypatch.setenv("TRITONDIFF_COMPILER_VERIFY", "1")
+    cfg = CompilerConfig()
+    assert cfg.fallback_ops == frozenset({"aten.exp", "aten.mul.Tensor"})
+    assert cfg.verify_ir is True

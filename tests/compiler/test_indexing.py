@@ -1,0 +1,54 @@
+import sympy
+import torch
+
+from compiler import indexing
+from compiler.indexing import FloorDiv, index_symbol
+
+x, y = index_symbol("x"), index_symbol("y")
+
+
+def test_floordiv_pulls_out_multiples_and_nests():
+    assert FloorDiv(16 * x + y, 16) == x + FloorDiv(y, 16)
+    assert FloorDiv(FloorDiv(x, 4), 8) == FloorDiv(x, 32)
+    assert FloorDiv(x, 1) == x
+    assert FloorDiv(sympy.Integer(17), 4) == 4
+
+
+def test_simplify_uses_bounds():
+    assert indexing.simplify(FloorDiv(y, 16), {y: 16}) == 0
+    assert indexing.simplify(sympy.Mod(y, 16), {y: 16}) == y
+    assert indexing.simplify(sympy.Mod(y, 16), {y: 17}) == sympy.Mod(y, 16)
+
+
+def test_simplify_rejoins_a_delinearised_index():
+    i0, i1 = indexing.delinearize(x, (5, 16))
+    assert indexing.simplify(16 * i0 + i1, {x: 80}) == x
+    a, b, c = indexing.delinearize(x, (3, 4, 5))
+    assert indexing.simplify(20 * a + 5 * b + c, {x: 60}) == x
+
+
+def test_delinearize_matches_unravel():
+    sizes = (3, 1, 4, 5)
+    parts = indexing.delinearize(x, sizes)
+    flat = torch.arange(60)
+    got = [torch.as_tensor(indexing.evaluate(p, {x: flat})).expand(60) for p in parts]
+    want = torch.unravel_index(flat, sizes)
+    for g, w in zip(got, want):
+        assert torch.equal(g, w)
+
+
+def test_linearize_and_contiguous_strides():
+    assert indexing.contiguous_strides((3, 4, 5)) == (20, 5, 1)
+    assert indexing.linearize((x, y), (7, 1), offset=3) == 7 * x + y + 3
+
+
+def test_to_source_prints_python_integer_arithmetic():
+    src = indexing.to_source(FloorDiv(x, 16) * 3 + sympy.Mod(x, 16) - 2)
+    values = {"x": 37}
+    assert eval(src, {}, values) == (37 // 16) * 3 + 37 % 16 - 2
+
+
+def test_upper_bound():
+    assert indexing.upper_bound(3 * x + y, {x: 4, y: 3}) == 11
+    assert indexing.upper_bound(sympy.Mod(x, 8), {}) == 7
+    assert indexing.upper_bound(x - y, {x: 4, y: 3}) is None

@@ -1,0 +1,104 @@
+import pytest
+import torch
+
+import compiler
+from compiler import lowering
+from compiler.exc import LoweringError, Unsupported
+from compiler.ir import ComputedBuffer, ExternKernel, Pointwise, Reduction
+from compiler.lowering import lower_graph
+from compiler.ops import ops
+from tests.compiler.util import check, run_compiled
+
+aten = torch.ops.aten
+
+
+def _fx(fn, *args):
+    return torch.fx.experimental.proxy_tensor.make_fx(fn)(*args)
+
+
+def test_registry_covers_the_common_ops():
+    from compiler import lowerings  # noqa: F401
+    for op in (aten.add.Tensor, aten.mul.Tensor, aten.where.self, aten.exp.default, aten.rsqrt.default,
+               aten.sigmoid.default, aten.sum.dim_IntList, aten.amax.default, aten.argmax.default, aten.var.correction,
+               aten.mean.dim, aten.view.default, aten.permute.default, aten.expand.default, aten.slice.Tensor,
+               aten.cat.default, aten.constant_pad_nd.default, aten.full.default, torch.ops.prims.iota.default,
+               aten.clamp.default, aten._to_copy.default):
+        assert op in lowering.lowerings, op
+
+
+def test_graph_lowers_to_pointwise_and_reductions():
+    x = torch.randn(9, 41)
+    g = lower_graph(_fx(lambda x: (x * 2).sum(1), x), [x], "t")
+    kinds = [type(n.data).__name__ for n in g.nodes if isinstance(n, ComputedBuffer)]
+    assert kinds == ["Pointwise", "Reduction"]
+    red = g.nodes[1].data
+    assert isinstance(red, Reduction) and red.ranges == (9,) and red.reduction_ranges == (41,)
+
+
+def test_unlowered_op_becomes_an_extern_and_is_counted():
+    a, b = torch.randn(9, 41), torch.randn(41, 5)
+    g = lower_graph(_fx(lambda a, b: (a @ b).relu(), a, b), [a, b], "t")
+    externs = [n for n in g.nodes if isinstance(n, ExternKernel)]
+    assert len(externs) == 1 and externs[0].target == aten.mm.default
+    assert compiler.counters["extern.aten.mm"] == 1
+    check(lambda a, b: (a @ b).relu() + 1, a, b)
+
+
+def test_fallback_ops_knob_forces_an_extern():
+    x = torch.randn(41)
+    with compiler.config.patch(fallback_ops=frozenset({"aten.exp"})):
+        check(lambda x: torch.exp(x) + 1, x)
+    assert compiler.counters["extern.aten.exp"] == 1
+
+
+def test_declined_lowering_falls_back_cleanly():
+    x, y = torch.rand(41) + 0.1, torch.rand(41)
+    check(lambda x, y: torch.pow(x, y) * 2, x, y)  # tensor exponent: not lowered
+    assert compiler.counters["extern.aten.pow.Tensor_Tensor"] == 1
+
+
+def test_a_lowering_that_gets_the_dtype_wrong_is_caught(monkeypatch):
+    def bad_neg(x):
+        return Pointwise.create(lambda idx: ops.to_dtype(ops.neg(x.make_loader()(idx)), torch.float64),
+                                x.get_size(), torch.float64)
+    monkeypatch.setitem(lowering.lowerings, aten.neg.default, bad_neg)
+    x = torch.randn(9)
+    with pytest.raises(LoweringError, match="float64"):
+        run_compiled(lambda x: -x, x)
+
+
+def test_unsupported_is_internal_to_lowering():
+    assert issubclass(Unsupported, LoweringError)
+
+
+def test_complex_and_unknown_dtypes_fall_back():
+    x = torch.randn(9, dtype=torch.complex64)
+    check(lambda x: (x * 2).abs(), x)
+    assert compiler.counters.with_prefix("extern.")
+
+
+def test_constants_and_int_arguments():
+    w = torch.randn(5)
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("w", w)
+
+        def forward(self, x, n: int):
+            return x * self.w + n
+
+    m = M()
+    check(m, torch.randn(3, 5), 4)
+
+
+def test_mutating_a_graph_input_is_functionalized():
+    def fn(x):
+        x.mul_(2)
+        return x + 1
+    a, b = torch.randn(41), None
+    b = a.clone()
+    out = run_compiled(fn, a)
+    want = fn(b)
+    torch.testing.assert_close(out, want)
+    torch.testing.assert_close(a, b)  # the input was mutated like eager

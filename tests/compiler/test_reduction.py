@@ -1,0 +1,153 @@
+"""Reduction strategies: persistent, looped and split agree, and never break the numel limit (seed 000)."""
+import re
+
+import pytest
+import torch
+
+import compiler
+from compiler.backend import capture_graphs
+from compiler.exc import ConfigError, ReductionTooLarge, TensorTooLarge
+from compiler.pipeline import compile_graph
+from tests.compiler.util import assert_same, kernel_sources, run_compiled
+
+STRATEGIES = ["persistent", "looped", "split"]
+
+
+def many_reductions(x):
+    xf = x.float()
+    return (x.sum(1), x.sum(0), (xf * 0.01 + 1).prod(1), x.amax(1), x.amin(0), x.argmax(1), x.argmin(0),
+            (x > 0.5).any(1), (x > -3).all(0), x.mean(1), xf.var(1), x.sum())
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_strategies_agree_with_eager(strategy, dtype):
+    x = torch.randn(41, 341).to(dtype)
+    x[3, 17] = float("nan")
+    x[5, :] = 1.0  # ties: argmax/argmin return the first index
+    with compiler.config.patch(reduction_strategy=strategy, rblock=64 if strategy != "persistent" else None):
+        got = run_compiled(many_reductions, x)
+    tol = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 2e-2}[dtype]
+    assert_same(got, many_reductions(x), rtol=tol, atol=tol)
+    assert compiler.counters[f"reduction_strategy.{strategy}"] >= 3  # rows, columns, everything
+    assert not [k for k in compiler.counters if k.startswith("reduction_strategy.") and strategy not in k]
+
+
+@pytest.mark.parametrize("shape, dims", [((9,), 0), ((4231, 5), 0), ((3, 341, 5), (0, 2)), ((0, 7), 1), ((7, 0), 1)])
+def test_odd_and_empty_shapes(shape, dims):
+    x = torch.randn(shape)
+    fn = lambda x: (x.sum(dims), x.float().mean(dims) if x.numel() else x.sum(dims))  # noqa: E731
+    for strategy in STRATEGIES:
+        with compiler.config.patch(reduction_strategy=strategy):
+            assert_same(run_compiled(fn, x), fn(x), rtol=1e-5, atol=1e-5)
+
+
+def assert_rindex_loop_local(source: str) -> None:
+    """In a kernel with reduction loops, every line using rindex sits inside a `for roffset` loop that
+    defines it first (seed 000).  Persistent kernels (no loop) define rindex once at the top."""
+    for kernel in kernel_sources(source):
+        if "for roffset" not in kernel:
+            continue
+        loop_indent = None
+        defined = False
+        for line in kernel.splitlines():
+            indent = len(line) - len(line.lstrip())
+            if loop_indent is not None and indent <= loop_indent:
+                loop_indent, defined = None, False
+            if line.strip().startswith("for roffset in range("):
+                loop_indent = indent
+                continue
+            if re.search(r"\brindex\b", line):
+                assert loop_indent is not None, f"rindex used outside its loop: {line.strip()}"
+                if line.strip().startswith("rindex ="):
+                    defined = True
+                assert defined, f"rindex used before its definition: {line.strip()}"
+
+
+def _arange_sizes(source: str) -> list[int]:
+    return [int(n) for n in re.findall(r"tl\.arange\(0, (\d+)\)", source)]
+
+
+def _full_sizes(source: str) -> list[int]:
+    sizes = []
+    for shape in re.findall(r"tl\.full\(\[([\d, ]*)\]", source):
+        n = 1
+        for s in shape.split(","):
+            if s.strip():
+                n *= int(s)
+        sizes.append(n)
+    return sizes
+
+
+EXTENT = 2**21
+
+
+def _graph(fn, *args):
+    return capture_graphs(fn, *args)[0]
+
+
+@pytest.mark.parametrize("strategy", ["auto", "looped", "split"])
+def test_a_2m_extent_reduction_never_emits_a_block_past_the_limit(strategy):
+    x = torch.randn(EXTENT)
+    g = _graph(lambda x: (x * torch.arange(EXTENT, dtype=torch.float32)).sum(), x)
+    with compiler.config.patch(reduction_strategy=strategy):
+        exe = compile_graph(g.gm, g.args, "big")
+    src = exe.generated.source
+    limit = compiler.config.max_triton_tensor_numel
+    assert max(_arange_sizes(src)) <= limit and max(_full_sizes(src)) <= limit
+    assert "for roffset in range(" in src
+    assert_rindex_loop_local(src)
+    assert compiler.counters["loop_local_iota"] >= 1  # arange over the reduced axis came from rindex
+    assert compiler.counters["numel_guard_hits"] == 0
+    chosen = [k for k in compiler.counters if k.startswith("reduction_strategy.")]
+    assert chosen == [f"reduction_strategy.{'split' if strategy == 'auto' else strategy}"]
+
+
+def test_forced_persistent_past_the_limit_raises_reduction_too_large():
+    g = _graph(lambda x: x.sum(), torch.randn(EXTENT))
+    with compiler.config.patch(reduction_strategy="persistent"):
+        with pytest.raises(ReductionTooLarge) as info:
+            compile_graph(g.gm, g.args, "big")
+    err = info.value
+    assert err.extent == EXTENT and err.limit == 1_048_576 and err.block == (1, EXTENT)
+    assert "sum" in err.reduction and "looped" in str(err) and "split" in str(err)
+    assert isinstance(err, TensorTooLarge) and not isinstance(err, ValueError)
+    assert compiler.counters["numel_guard_hits"] == 1
+    assert compiler.dump.last_artifacts().error.startswith("ReductionTooLarge")
+
+
+@pytest.mark.parametrize("knobs", [{"reduction_strategy": "looped", "rblock": 2**21},
+                                   {"reduction_strategy": "split", "rblock": 2**20, "xblock": 2}])
+def test_forced_blocks_past_the_limit_raise(knobs):
+    g = _graph(lambda x: x.view(2, -1).sum(1), torch.randn(EXTENT))
+    with compiler.config.patch(**knobs):
+        with pytest.raises(ReductionTooLarge, match="max_triton_tensor_numel"):
+            compile_graph(g.gm, g.args, "big")
+
+
+def test_the_limit_is_a_knob():
+    g = _graph(lambda x: x.sum(), torch.randn(4096))
+    with compiler.config.patch(max_triton_tensor_numel=1024, reduction_strategy="persistent"):
+        with pytest.raises(ReductionTooLarge):
+            compile_graph(g.gm, g.args, "small")
+    with compiler.config.patch(max_triton_tensor_numel=1024, reduction_strategy="looped"):
+        src = compile_graph(g.gm, g.args, "small").generated.source
+    assert max(_arange_sizes(src)) <= 1024
+
+
+def test_persistent_with_a_short_forced_block_is_a_config_error():
+    g = _graph(lambda x: x.sum(), torch.randn(100))
+    with compiler.config.patch(reduction_strategy="persistent", rblock=64):
+        with pytest.raises(ConfigError, match="rblock"):
+            compile_graph(g.gm, g.args, "t")
+
+
+@pytest.mark.parametrize("strategy, dtype", [("looped", torch.float32), ("split", torch.float32),
+                                             ("split", torch.float16), ("looped", torch.bfloat16)])
+def test_reductions_past_2_pow_20_run_correctly(strategy, dtype):
+    x = torch.randn(EXTENT + 7).to(dtype)
+    fn = lambda x: (x.float().sum(), x.amax(), x.argmin())  # noqa: E731
+    with compiler.config.patch(reduction_strategy=strategy):
+        got = run_compiled(fn, x)
+    want = fn(x)
+    assert_same(got, want, rtol=1e-4, atol=1e-2)

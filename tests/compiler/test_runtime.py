@@ -1,0 +1,85 @@
+"""Running compiled graphs: the three execution modes, buffers, extern calls, output layouts."""
+import os
+
+import pytest
+import torch
+
+import compiler
+from compiler.exc import CompilerError, KernelCompileError
+from compiler.runtime import load_module
+from tests.compiler.util import assert_same, check, run_compiled
+
+
+def mixed(x, w):
+    h = torch.softmax(x @ w, -1)
+    return h.t().reshape(-1, 3) * 2, (h * x[:, :5]).sum(0), x.amax(1).argmax()
+
+
+@pytest.mark.parametrize("mode", ["triton", "ir", "ir_unfused"])
+def test_execution_modes_agree_with_eager(mode):
+    x, w = torch.randn(9, 41), torch.randn(41, 5)
+    with compiler.config.patch(execution=mode):
+        check(mixed, x, w, rtol=1e-5, atol=1e-6)
+
+
+def test_mode_is_read_at_call_time():
+    x, w = torch.randn(9, 41), torch.randn(41, 5)
+    torch._dynamo.reset()
+    fn = compiler.compile(mixed)
+    a = fn(x, w)
+    with compiler.config.patch(execution="ir_unfused"):
+        b = fn(x, w)
+    assert compiler.counters["graphs_compiled"] == 1
+    assert_same(a, b, rtol=1e-6, atol=1e-6)
+
+
+def test_outputs_keep_the_strides_eager_gives_them():
+    x = torch.randn(9, 41)
+    for fn in (lambda x: x.t() * 2, lambda x: x.t().contiguous() + 1, lambda x: x[:, ::2].exp()):
+        got = run_compiled(fn, x)
+        want = fn(x)
+        assert got.stride() == want.stride()
+        assert_same(got, want)
+
+
+def test_extern_result_with_unexpected_strides_is_copied_to_the_planned_layout():
+    from compiler.ir import ExternKernel, ExternOutput, Layout
+    from compiler.runtime import Executable
+    kernel = ExternKernel("e", torch.ops.aten.mm.default, ((), {}), [], [], None, "test")
+    out = ExternOutput("e_out0", Layout((3, 4), (4, 1), torch.float32), kernel)
+    env = {}
+    transposed = torch.randn(4, 3).t()
+    Executable._bind_extern(None, kernel, out, transposed, env)
+    assert env["e_out0"].stride() == (4, 1) and torch.equal(env["e_out0"], transposed)
+    with pytest.raises(CompilerError, match="expected"):
+        Executable._bind_extern(None, kernel, out, torch.randn(5, 5), env)
+
+
+def test_zero_size_and_zero_dim_tensors():
+    check(lambda x: (x * 2, x.sum(0), x.sum()), torch.randn(0, 5))
+    check(lambda x: (x * 2 + 1, x.exp()), torch.tensor(3.0))
+
+
+def test_inputs_with_offsets_and_odd_strides():
+    base = torch.randn(20, 30)
+    x = base[3:12, 5:27:3]
+    assert x.storage_offset() > 0
+    check(lambda x: (x * 2).sum(1) + x[:, 0], x)
+    check(lambda x: x.expand(4, 9, 8) * 2, x[:, :8])
+
+
+def test_generated_modules_are_content_addressed(tmp_path):
+    with compiler.config.patch(cache_dir=str(tmp_path)):
+        a, path_a = load_module("X = 1\n", "m")
+        b, path_b = load_module("X = 1\n", "m")
+        assert a is b and path_a == path_b and os.path.exists(path_a)
+        with pytest.raises(KernelCompileError, match="does not import") as info:
+            load_module("def broken(:\n", "m")
+        assert info.value.path.endswith(".py")
+
+
+def test_plan_frees_intermediates():
+    x = torch.randn(9, 41)
+    check(lambda x: (x.sum(1, keepdim=True) * x).t().contiguous().sum(1), x)
+    plan = compiler.dump.last_artifacts().texts["plan"]
+    assert "launch" in plan
