@@ -89,7 +89,7 @@ def _graph(fn, *args):
 @pytest.mark.parametrize("strategy", ["auto", "looped", "split"])
 def test_a_2m_extent_reduction_never_emits_a_block_past_the_limit(strategy):
     x = torch.randn(EXTENT)
-    g = _graph(lambda x: (x * torch.arange(EXTENT, dtype=torch.float32)).sum(), x)
+    g = _graph(lambda x: (x * torch.arange(EXTENT, dtype=torch.float32, device=x.device)).sum(), x)
     with compiler.config.patch(reduction_strategy=strategy):
         exe = compile_graph(g.gm, g.args, "big")
     src = exe.generated.source

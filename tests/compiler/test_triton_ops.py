@@ -128,7 +128,8 @@ def test_isnan_isinf_isfinite():
 
 
 def test_arange_and_iota():
-    fn = lambda x: (x + torch.arange(41), torch.arange(3, 90, 7.5), torch.arange(41, 0, -3) * x[:14])  # noqa: E731
+    fn = lambda x: (x + torch.arange(41, device=x.device), torch.arange(3, 90, 7.5, device=x.device),  # noqa: E731
+                    torch.arange(41, 0, -3, device=x.device) * x[:14])
     x = torch.randn(41)
     assert_same(run_compiled(fn, x), fn(x), rtol=1e-6, atol=1e-6)
     assert math.isfinite(float(run_compiled(fn, x)[1].sum()))

@@ -108,3 +108,17 @@ def test_locate_descriptions():
     assert locate(m)[0] == "rows"
     assert locate(torch.ones((), dtype=torch.bool))[0] == "scalar"
     assert math.isfinite(1.0)
+
+
+def test_complex_outputs_are_judged_as_real_and_imaginary_parts():
+    z = torch.randn(341, dtype=torch.complex64, generator=torch.Generator().manual_seed(1))
+    eager, truth = torch.exp(z), torch.exp(z.to(torch.complex128))
+    assert compare(torch.exp(z), eager, truth).passed
+    assert compare(eager.conj().conj(), eager, truth).passed          # a lazy conj view judges by value
+    bad = eager.clone()
+    bad[7] = complex(bad[7].real, bad[7].imag + 0.5)
+    res = compare(bad, eager, truth)
+    assert not res.passed and res.failure_class == "mismatch"
+    assert res.outputs[0].first_indices[0] == (7, 1)                 # element 7, imaginary part
+    res = compare(eager.conj(), eager, truth)                         # the wrong sign on imag parts
+    assert not res.passed
