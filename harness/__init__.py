@@ -3,14 +3,49 @@
 Public API::
 
     from harness import subject, tensor, constant, explore, counters
+
+``import harness`` decides the device (CUDA or Triton's interpreter, see
+:mod:`harness.device`) and nothing more: the public names are imported on first
+use, so the pytest plugin (``harness.pytest_plugin``, registered for every
+pytest run where tritondiff is installed) costs no torch import until a test
+asks for the harness.
 """
-from . import device  # noqa: F401  (decides CUDA vs interpreter before any kernel exists)
-from .api import Subject, constant, registry, subject, tensor
-from .config import config
-from .counters import counters
-from .oracle import compare
-from .explore import explore  # noqa: E402  (binds the function over the submodule's name)
+import importlib
+import sys
+import types
+
+#: public name -> the submodule that defines it
+_EXPORTS = {"Subject": "api", "constant": "api", "registry": "api", "subject": "api", "tensor": "api",
+            "config": "config", "counters": "counters", "compare": "oracle", "explore": "explore"}
+#: public objects named like their submodule: importing the submodule must not rebind the name
+_SHADOWED = frozenset(("config", "counters", "explore"))
+
+__all__ = sorted([*_EXPORTS, "device"])
 
 
-__all__ = ["Subject", "compare", "config", "constant", "counters", "device", "explore", "registry", "subject",
-           "tensor"]
+class _Package(types.ModuleType):
+    def __setattr__(self, name: str, value) -> None:
+        # The import system binds a freshly imported submodule on its package (harness.explore =
+        # <module>); for the shadowed names the public object stays (resolved by __getattr__).
+        if name in _SHADOWED and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
+from . import device  # noqa: E402,F401  (decides CUDA vs interpreter before any kernel exists)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'harness' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | set(_EXPORTS))
+
+

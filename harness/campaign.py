@@ -55,13 +55,14 @@ from collections import Counter, deque
 from typing import Iterator, Sequence, TextIO
 
 from . import device
+from . import huge as huge_shapes
 from .api import HAZARDS, Subject
-from .case import Case
+from .case import Case, shape_bucket
 from .config import config
 from .dump import dump_dir_for, write_dump
 from .exc import HarnessError, UsageError
 from .executor import Isolated
-from .explore import explore, shape_bucket
+from .explore import explore
 from .loader import bundled, load_file, ref, resolve, subjects_in
 from .runner import Verdict, enabled_hazards
 from .store import FindingRecord, Store, Task
@@ -465,7 +466,6 @@ class _Lane(threading.Thread):
         os.makedirs(work)
         os.symlink(os.path.join(self.c.dump_root, ".hypothesis"), os.path.join(work, ".hypothesis"))
         store.start_task(task.id)
-        self.executor.begin(budget)
         started = time.monotonic()
         self.current = (task, budget, started)
         self.c.events.put(_Event("start", self.index, task.subject, f"shard {task.shard}, {budget:.0f} s"))
@@ -479,8 +479,11 @@ class _Lane(threading.Thread):
     def _explore(self, store: Store, task: Task, budget: float, subject: Subject, rec: "_Recorder",
                  started: float) -> None:
         try:
+            self.executor.warm()        # a worker the previous task's subject crashed restarts off this slot
+            self.executor.begin(budget)
             result = explore(subject, budget_s=budget, max_examples=MAX_EXAMPLES, seed=task.seed, out_dir=rec.work,
-                             disabled=self.c.disabled, executor=self.executor, on_example=rec)
+                             disabled=self.c.disabled, executor=self.executor, on_example=rec,
+                             huge=self.c.plans.get(task.subject))
         except _Stopped:
             rec.flush()
             seconds = time.monotonic() - started
@@ -682,6 +685,8 @@ class _Campaign:
         self.dump_root = options["dump_root"]
         self.disabled = frozenset(options.get("disabled", ()))
         self.example_timeout_s = options.get("example_timeout_s")
+        self.huge = bool(options.get("huge"))   # harness.huge: 1-D subjects past 2^31 elements (CUDA)
+        self.plans: dict = {}                    # huge mode: subject name -> harness.huge.HugePlan
         self.spent_before = spent_s
         self.budget_s = budget_s
         self.remaining_s = remaining_s
@@ -703,6 +708,8 @@ class _Campaign:
             return "done"
         pending = [t for t in self.store.tasks(self.id) if t.status == "pending"]
         self.scheduler = sched = _Scheduler(self, pending, self.remaining_s, self.workers)
+        if self.huge:                            # subjects without a plan (any more) get no task
+            sched.closed.update(n for n in self.subjects if n not in self.plans)
         lanes = [_Lane(self, i) for i in range(self.workers)]
         status = "done"
         last_beat = 0.0
@@ -803,7 +810,7 @@ def run_campaign(targets: Sequence[str] = (), *, budget_s: float | None = None, 
                  seed: int | None = None, store: str | None = None, resume: bool = False,
                  disabled: frozenset = frozenset(), example_timeout_s: float | None = None,
                  dump_dir: str | None = None, report_dir: str | None = None, out: TextIO | None = None,
-                 live: bool | None = None) -> CampaignResult:
+                 live: bool | None = None, huge: bool = False) -> CampaignResult:
     """Fuzz ``targets`` (see :func:`resolve_targets`) for ``budget_s`` seconds of wall time in total.
 
     ``workers`` lanes run in parallel (default: :func:`default_workers`);
@@ -813,12 +820,16 @@ def run_campaign(targets: Sequence[str] = (), *, budget_s: float | None = None, 
     unfinished campaign (then ``targets`` and ``seed`` must be left out;
     ``budget_s`` replaces its total budget).  ``report_dir`` writes the report
     when the run ends.  Progress goes to ``out`` (default stdout), as a live
-    line when it is a terminal (``live`` overrides).
+    line when it is a terminal (``live`` overrides).  ``huge=True`` (CUDA only)
+    draws the 1-D subjects just past 2^31 elements (:mod:`harness.huge`); the
+    other targets are skipped with the reason.
     """
     _check_args(budget_s, workers, seed, example_timeout_s, disabled)
-    if resume and (disabled or example_timeout_s is not None or dump_dir is not None):
+    if resume and (disabled or example_timeout_s is not None or dump_dir is not None or huge):
         raise UsageError("resume continues the stored campaign with its own options; leave disabled, "
-                         "example_timeout_s and dump_dir out")
+                         "example_timeout_s, dump_dir and huge out")
+    if huge:
+        huge_shapes.check_lanes(workers)
     workers = workers or default_workers()
     store_path = store or os.path.join(config.out_dir, "findings.db")
     display = _Display(out or sys.stdout, live)
@@ -827,8 +838,10 @@ def run_campaign(targets: Sequence[str] = (), *, budget_s: float | None = None, 
         if resume:
             campaign, subjects = _resume(db, targets, seed, budget_s, workers)
         else:
-            campaign, subjects = _new(db, targets, seed, budget_s or DEFAULT_BUDGET_S, workers, disabled,
-                                      example_timeout_s, dump_dir)
+            resolved = resolve_targets(list(targets))
+            plans = huge_shapes.plans_for(resolved, display.line) if huge else None
+            campaign, subjects = _new(db, targets, resolved, seed, budget_s or DEFAULT_BUDGET_S, workers, disabled,
+                                      example_timeout_s, dump_dir, plans)
         remaining = campaign.budget_s - campaign.spent_s
         verb = "resuming" if resume else "campaign"
         display.line(f"{verb} {campaign.id}: {len(subjects)} subject(s), {workers} lane(s), seed {campaign.seed}, "
@@ -836,6 +849,9 @@ def run_campaign(targets: Sequence[str] = (), *, budget_s: float | None = None, 
         runner = _Campaign(db, campaign.id, subjects, options=campaign.options, seed=campaign.seed, workers=workers,
                            remaining_s=max(0.0, remaining), spent_s=campaign.spent_s, budget_s=campaign.budget_s,
                            display=display)
+        if runner.huge:
+            runner.plans = plans if not resume else huge_shapes.plans_for(subjects.values(), display.line,
+                                                                          strict=False)
         status = runner.run()
         starved = sorted(n for n in subjects if runner.explored[n] == 0 and n in runner.ran)
         if starved:
@@ -856,11 +872,13 @@ def run_campaign(targets: Sequence[str] = (), *, budget_s: float | None = None, 
     return result
 
 
-def _new(db: Store, targets, seed, budget_s, workers, disabled, example_timeout_s, dump_dir):
-    subjects = {s.name: s for s in resolve_targets(list(targets))}
+def _new(db: Store, targets, resolved, seed, budget_s, workers, disabled, example_timeout_s, dump_dir, plans):
+    subjects = {s.name: s for s in resolved if plans is None or s.name in plans}
     seed = secrets.randbits(31) if seed is None else seed
+    if plans is not None and example_timeout_s is None:
+        example_timeout_s = max(config.example_timeout_s, huge_shapes.EXAMPLE_TIMEOUT_S)
     options = {"targets": list(targets), "disabled": sorted(disabled), "example_timeout_s": example_timeout_s,
-               "dump_root": os.path.abspath(dump_dir or os.path.dirname(db.path))}
+               "dump_root": os.path.abspath(dump_dir or os.path.dirname(db.path)), "huge": plans is not None}
     campaign_id = db.create_campaign(options=options, seed=seed, budget_s=budget_s, workers=workers)
     shards = max(1, math.ceil(workers / len(subjects)))
     for shard in range(shards):               # shard 0 of every subject first, so lanes start on different ones
@@ -878,6 +896,8 @@ def _resume(db: Store, targets, seed, budget_s, workers):
     campaign = db.latest_unfinished()
     if campaign is None:
         raise UsageError(f"{db.path}: no unfinished campaign to resume; start one without --resume")
+    if campaign.options.get("huge"):
+        huge_shapes.check_lanes(workers)
     if (campaign.pid != os.getpid() and _alive(campaign.pid) and time.time() - campaign.updated < 30
             and campaign.status == "running"):
         raise UsageError(f"{db.path}: campaign {campaign.id} is still running (pid {campaign.pid}); "

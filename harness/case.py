@@ -69,3 +69,25 @@ def _jsonable(v: Any) -> Any:
     if isinstance(v, (list, tuple)):
         return [_jsonable(x) for x in v]
     return repr(v)
+
+
+#: Coarse size classes of a tensor, for coverage reports (see :func:`shape_bucket`).
+SHAPE_BUCKETS = ("empty", "1", "<2^10", "<2^16", "<=2^20", ">2^20", ">=2^31-1")
+
+
+def shape_bucket(numel: int) -> str:
+    """Coarse size class of a tensor, for coverage reports: around Triton's 2^20 block limit, and the
+    huge shapes (GPU only) where 32-bit offsets overflow."""
+    if numel == 0:
+        return "empty"
+    if numel == 1:
+        return "1"
+    if numel < 1 << 10:
+        return "<2^10"
+    if numel < 1 << 16:
+        return "<2^16"
+    if numel <= 1 << 20:
+        return "<=2^20"
+    if numel < (1 << 31) - 1:
+        return ">2^20"
+    return ">=2^31-1"

@@ -78,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     fuzz.add_argument("--report", default=None, metavar="DIR", help="write the report to DIR when the run ends")
     fuzz.add_argument("--disable", type=_disable, default=frozenset(),
                       help="comma-separated hazard hunters to switch off")
+    fuzz.add_argument("--huge", action="store_true",
+                      help="CUDA only: draw the 1-D subjects just past 2^31 elements, within free GPU memory "
+                           "(the other targets are skipped, with the reason)")
     report = sub.add_parser("report", help="write Markdown, HTML and JSON reports of a findings store")
     report.add_argument("store", help="a findings store written by tritondiff fuzz")
     report.add_argument("--out", default="reports", help="output directory (default reports/)")
@@ -162,7 +165,8 @@ def _fuzz(args) -> int:
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         result = run_campaign(args.targets, budget_s=args.budget, workers=args.workers, seed=args.seed,
-                              store=args.store, resume=args.resume, disabled=args.disable, report_dir=args.report)
+                              store=args.store, resume=args.resume, disabled=args.disable, report_dir=args.report,
+                              huge=args.huge)
     finally:
         signal.signal(signal.SIGTERM, previous)
     return result.exit_code

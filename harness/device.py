@@ -6,6 +6,9 @@ interpreter; ``TRITONDIFF_DEVICE=cuda`` forces CUDA and fails loudly without
 one.  The decision is made at import, before any ``@triton.jit`` function is
 defined, because Triton reads ``TRITON_INTERPRET`` when a kernel is decorated:
 every package of the project imports this module first.
+
+Deciding does not import torch where no GPU device node exists (or the
+interpreter is forced), so importing the harness package stays light there.
 """
 from __future__ import annotations
 
@@ -14,24 +17,33 @@ import os
 from .config import config
 from .exc import UsageError
 
-_choice = config.device.strip().lower()
-if _choice not in ("auto", "cuda", "cpu", "interpreter"):
-    raise UsageError(f"TRITONDIFF_DEVICE={config.device!r} is not a device: use auto, cuda or cpu")
+_choice = config.device                   # validated by the config knob: auto, cuda, cpu or interpreter
 
 if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0") and _choice == "auto":
     _choice = "cpu"
 
+
+def _no_gpu_device_nodes() -> bool:
+    """True where no GPU driver exposes a device: then CUDA cannot be available, and the decision
+    needs no torch import (which keeps ``import harness`` -- and the pytest plugin -- light)."""
+    nodes = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd", "/dev/dxg")
+    return os.name == "posix" and not any(os.path.exists(n) for n in nodes)
+
+
+if _choice == "auto" and _no_gpu_device_nodes():
+    _choice = "cpu"
+
 if _choice in ("cpu", "interpreter"):
     os.environ["TRITON_INTERPRET"] = "1"
+else:
+    import torch  # noqa: E402  (TRITON_INTERPRET must be decided before triton is imported)
 
-import torch  # noqa: E402  (TRITON_INTERPRET must be set before triton is imported)
-
-if _choice == "auto":
-    _choice = "cuda" if torch.cuda.is_available() else "cpu"
-    if _choice == "cpu":
-        os.environ["TRITON_INTERPRET"] = "1"
-elif _choice == "cuda" and not torch.cuda.is_available():
-    raise UsageError("TRITONDIFF_DEVICE=cuda but torch sees no CUDA device; use TRITONDIFF_DEVICE=cpu")
+    if _choice == "auto":
+        _choice = "cuda" if torch.cuda.is_available() else "cpu"
+        if _choice == "cpu":
+            os.environ["TRITON_INTERPRET"] = "1"
+    elif not torch.cuda.is_available():
+        raise UsageError("TRITONDIFF_DEVICE=cuda but torch sees no CUDA device; use TRITONDIFF_DEVICE=cpu")
 
 #: "cuda" or "interpreter".
 MODE = "cuda" if _choice == "cuda" else "interpreter"
@@ -61,13 +73,17 @@ def is_interpreter() -> bool:
     return MODE == "interpreter"
 
 
-def torch_device() -> torch.device:
-    """The device tensors of an example are created on."""
+def torch_device():
+    """The ``torch.device`` tensors of an example are created on."""
+    import torch
+
     return torch.device("cuda") if MODE == "cuda" else torch.device("cpu")
 
 
 def describe() -> str:
     """A one-line description of the device for dumps and reports."""
     if MODE == "cuda":
+        import torch
+
         return torch.cuda.get_device_name()
     return "cpu (triton interpreter)"

@@ -5,7 +5,7 @@ Layout of a dump directory::
     summary.json     subject, failure class, signature, seed, shapes/strides/dtypes, value families,
                      error stats, where the mismatches sit, versions, device
     case.json        the drawn example (rebuilds the exact inputs on any device)
-    inputs.pt        the inputs themselves (torch.save, CPU)
+    inputs.pt        the inputs themselves (torch.save, CPU; left out past INPUTS_PT_MAX_BYTES)
     kernels/         the Triton source of every kernel launched, plus launches.json (grid, config, args)
     counters.json    harness (and compiler) debug counters
     traceback.txt    when the subject raised or crashed
@@ -27,7 +27,11 @@ from . import device
 from .api import Subject
 from .case import Case
 from .counters import counters
-from .tensors import materialize
+from .launches import write_sources
+from .tensors import layout_of, materialize, nbytes
+
+#: Inputs larger than this in all are not saved to inputs.pt (case.json rebuilds them exactly).
+INPUTS_PT_MAX_BYTES = 512 * 2 ** 20
 
 
 def versions() -> dict:
@@ -50,7 +54,7 @@ def write_dump(root: str, subject: Subject, subject_ref: dict, case: Case, verdi
     signature = verdict.signature(subject.name)
     path = dump_dir_for(root, subject.name, signature)
     os.makedirs(os.path.join(path, "kernels"), exist_ok=True)
-    inputs = {name: materialize(tc, "cpu") for name, tc in case.tensors.items()}
+    input_bytes = sum(nbytes(tc) for tc in case.tensors.values())
     summary = {
         "subject": subject.name,
         "subject_ref": subject_ref,
@@ -61,18 +65,20 @@ def write_dump(root: str, subject: Subject, subject_ref: dict, case: Case, verdi
         "message": verdict.message,
         "seed": seed,
         "hazards": sorted(hazards),
-        "inputs": {name: {"shape": list(t.shape), "stride": list(t.stride()), "dtype": str(t.dtype),
-                          "storage_offset": t.storage_offset(), "layout": case.tensors[name].layout,
-                          "values": case.tensors[name].values, "nonfinite": case.tensors[name].nonfinite}
-                   for name, t in inputs.items()},
+        "inputs": {name: _describe_input(tc) for name, tc in case.tensors.items()},
         "scalars": {k: repr(v) for k, v in case.scalars.items()},
         "details": _jsonable(verdict.details),
         "versions": versions(),
     }
+    if input_bytes > INPUTS_PT_MAX_BYTES:
+        summary["inputs_pt"] = (f"left out: the inputs are {input_bytes / 2 ** 30:.1f} GiB; case.json rebuilds "
+                                "them exactly (harness.tensors.materialize)")
     _write_json(os.path.join(path, "summary.json"), summary)
     _write_json(os.path.join(path, "case.json"), case.to_json())
-    torch.save({"tensors": inputs, "scalars": case.scalars}, os.path.join(path, "inputs.pt"))
-    _write_kernels(os.path.join(path, "kernels"), verdict.launches)
+    if input_bytes <= INPUTS_PT_MAX_BYTES:
+        inputs = {name: materialize(tc, "cpu") for name, tc in case.tensors.items()}
+        torch.save({"tensors": inputs, "scalars": case.scalars}, os.path.join(path, "inputs.pt"))
+    write_sources(verdict.launches, os.path.join(path, "kernels"))
     _write_json(os.path.join(path, "counters.json"), counters.snapshot())
     _write_compiler_artifacts(path)
     if verdict.traceback:
@@ -84,37 +90,38 @@ def write_dump(root: str, subject: Subject, subject_ref: dict, case: Case, verdi
     return path
 
 
-def _write_kernels(folder: str, launches: list[dict]) -> None:
-    seen = set()
-    for la in launches:
-        name = la.get("kernel", "kernel")
-        if name in seen or not la.get("source"):
-            continue
-        seen.add(name)
-        with open(os.path.join(folder, f"{name}.py"), "w") as f:
-            f.write(la["source"])
-    slim = [{k: v for k, v in la.items() if k != "source"} for la in launches]
-    _write_json(os.path.join(folder, "launches.json"), slim)
+def _describe_input(tc) -> dict:
+    strides, storage_offset = layout_of(tc)
+    return {"shape": list(tc.shape), "stride": list(strides), "dtype": f"torch.{tc.dtype}",
+            "storage_offset": storage_offset, "layout": tc.layout, "values": tc.values, "nonfinite": tc.nonfinite}
 
 
 def _write_compiler_artifacts(path: str) -> None:
-    """Copy the compiler's dumps of the most recent compilation, when compiled code ran."""
+    """The compiler's dumps (graph, IR before/after fusion, Triton source, counters) of its recent
+    compilations -- a forward and a backward graph for a training step -- when compiled code ran."""
     dump = sys.modules.get("compiler.dump")
-    last = getattr(dump, "last_artifacts", None)
-    if not callable(last):
+    recent = getattr(dump, "recent_artifacts", None)
+    if not callable(recent):
         return
     try:
-        artifacts = last()
+        compilations = recent()
     except Exception:  # noqa: BLE001 - a dump must not fail because the compiler's bookkeeping did
         return
-    if not artifacts:
-        return
-    folder = os.path.join(path, "compiler")
-    os.makedirs(folder, exist_ok=True)
-    for name, text in dict(artifacts).items():
-        safe = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in str(name))
-        with open(os.path.join(folder, safe), "w") as f:
-            f.write(text if isinstance(text, str) else json.dumps(_jsonable(text), indent=1))
+    for i, art in enumerate(compilations):
+        folder = os.path.join(path, "compiler", f"{i:02d}_" + _safe(str(art.graph)))
+        os.makedirs(folder, exist_ok=True)
+        for n, (step, text) in enumerate(art.texts.items(), 1):
+            suffix = ".py" if step == "triton" else ".txt"
+            with open(os.path.join(folder, f"{n:02d}_{_safe(step)}{suffix}"), "w") as f:
+                f.write(text)
+        _write_json(os.path.join(folder, "counters.json"), dict(art.counters))
+        if art.error:
+            with open(os.path.join(folder, "error.txt"), "w") as f:
+                f.write(art.error)
+
+
+def _safe(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in name)
 
 
 def _write_json(path: str, data: Any) -> None:

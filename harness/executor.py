@@ -98,8 +98,9 @@ class Isolated:
         self.worker.close()
 
 
-def make_executor(hazards: frozenset) -> Executor:
-    return Isolated() if "isolation" in hazards else InProcess()
+def make_executor(hazards: frozenset, timeout_s: float | None = None) -> Executor:
+    """A worker-isolated executor (hang timeout ``timeout_s``, default the config's) unless isolation is off."""
+    return Isolated(timeout_s) if "isolation" in hazards else InProcess()
 
 
 def _first_line(text: str | None) -> str:

@@ -12,14 +12,14 @@ import dataclasses
 import os
 import time
 from collections import Counter
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from hypothesis import HealthCheck, Phase, Verbosity, given, reject, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis.database import DirectoryBasedExampleDatabase
 
 from .api import Subject
-from .case import Case
+from .case import Case, shape_bucket
 from .config import config
 from .counters import counters
 from .dump import write_dump
@@ -27,6 +27,9 @@ from .executor import Executor, make_executor
 from .loader import ref
 from .runner import Verdict, enabled_hazards
 from .strategies import cases
+
+if TYPE_CHECKING:
+    from .huge import HugePlan
 
 
 class _BudgetSpent(BaseException):
@@ -86,31 +89,30 @@ class _State:
             self.coverage["layout"][t.layout] += 1
 
 
-def shape_bucket(numel: int) -> str:
-    """Coarse size class of a tensor, for coverage reports."""
-    if numel == 0:
-        return "empty"
-    if numel == 1:
-        return "1"
-    if numel < 1 << 10:
-        return "<2^10"
-    if numel < 1 << 16:
-        return "<2^16"
-    if numel <= 1 << 20:
-        return "<=2^20"
-    return ">2^20"
-
-
 def explore(subject: Subject, *, budget_s: float | None = None, max_examples: int = 10_000,
             seed: int | None = None, out_dir: str | None = None, disabled: frozenset = frozenset(),
             executor: Executor | None = None, database: bool = True,
-            on_example: Callable[[Case, Verdict], None] | None = None) -> SubjectResult:
-    """Search ``subject``'s input space for a failure; shrink it and write its dump."""
+            on_example: Callable[[Case, Verdict], None] | None = None,
+            huge: "HugePlan | None" = None) -> SubjectResult:
+    """Search ``subject``'s input space for a failure; shrink it and write its dump.
+
+    ``huge`` (a :class:`harness.huge.HugePlan`) draws the subject's size dim past
+    2^31 elements; with ``config.huge_shapes`` on and no plan, one is made from
+    the free GPU memory now.  Huge mode runs on CUDA only
+    (:class:`~harness.exc.HugeShapesUnavailable` otherwise, before anything runs).
+    """
+    timeout_s = None
+    if huge is not None or config.huge_shapes:
+        from . import huge as huge_shapes
+
+        huge_shapes.require_cuda()
+        huge = huge or huge_shapes.plan_on_device(subject)
+        timeout_s = max(config.example_timeout_s, huge_shapes.EXAMPLE_TIMEOUT_S)
     budget_s = config.budget_s if budget_s is None else budget_s
     out_dir = out_dir or config.out_dir
     hazards = enabled_hazards(subject, disabled)
     own_executor = executor is None
-    executor = executor or make_executor(hazards)
+    executor = executor or make_executor(hazards, timeout_s)
     subject_ref = ref(subject)
     executor.prepare(subject_ref)             # worker start-up and imports are not the subject's budget
     state = _State()
@@ -146,8 +148,9 @@ def explore(subject: Subject, *, budget_s: float | None = None, max_examples: in
                     suppress_health_check=list(HealthCheck), report_multiple_bugs=False, print_blob=False,
                     verbosity=Verbosity.quiet,
                     phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink))(
-        given(cases(subject))(probe))
-    test._hypothesis_internal_database_key = f"tritondiff:{subject.name}:{subject.file}".encode()
+        given(cases(subject, huge=huge))(probe))
+    mode = ":huge" if huge is not None else ""     # huge failures replay only in huge mode
+    test._hypothesis_internal_database_key = f"tritondiff:{subject.name}:{subject.file}{mode}".encode()
     if seed is not None:
         test = hypothesis_seed(seed)(test)
     try:

@@ -33,6 +33,7 @@ import weakref
 from typing import Any, Callable, Iterable
 
 from . import device  # noqa: F401  (decides CUDA vs interpreter before triton is imported)
+from .exc import GridLimitExceeded
 
 import triton  # noqa: E402
 from triton.runtime.jit import JITFunction  # noqa: E402
@@ -341,6 +342,17 @@ def _ints(grid: Any) -> tuple:
     return tuple(out)
 
 
+#: CUDA's limits on the programs of one launch along grid axes 0, 1 and 2.
+GRID_LIMITS = (2 ** 31 - 1, 65_535, 65_535)
+
+
+def check_grid(kernel: str, grid: tuple) -> None:
+    """Raise :class:`~harness.exc.GridLimitExceeded` before a launch whose grid CUDA would refuse."""
+    for axis, (n, limit) in enumerate(zip(grid, GRID_LIMITS)):
+        if isinstance(n, int) and n > limit:
+            raise GridLimitExceeded(kernel, grid, axis, limit)
+
+
 def _make_launch(kernel: Any, fn: Callable, args: tuple, kwargs: dict, mode: str) -> Launch:
     info = _info(fn, kernel)
     named = dict(zip(info.params, args))
@@ -380,12 +392,14 @@ def _kernel_run_factory(mode: str):
                 def grid_probe(meta, _grid=grid):
                     value = _grid(meta)
                     launch.grid = _ints(value)
+                    check_grid(launch.kernel, launch.grid)
                     return value
                 kwargs["grid"] = grid_probe
             elif grid is not None:
                 launch.grid = _ints(grid)
             for recorder in list(_recorders):
                 recorder._add(launch)
+            check_grid(launch.kernel, launch.grid)
             return original(self, *args, **kwargs)
         return run
     return factory
@@ -416,23 +430,26 @@ def _safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", name) or "kernel"
 
 
-def write_sources(launches: Iterable[Launch], dirpath: str | os.PathLike) -> list[str]:
+def write_sources(launches: Iterable[Launch | dict], dirpath: str | os.PathLike) -> list[str]:
     """Write each distinct kernel's source once (``<kernel>.py``) plus ``launches.json``.
 
-    Two different kernels with the same ``__name__`` get ``<kernel>__2.py`` and so
-    on.  Each entry of ``launches.json`` names its ``source_file``.  Returns the
-    paths written.
+    ``launches`` are :class:`Launch` objects or their ``to_json()`` form (what a
+    verdict carries back from a worker process).  Two different kernels with the
+    same ``__name__`` get ``<kernel>__2.py`` and so on; a launch without a source
+    is listed with no file.  Each entry of ``launches.json`` names its
+    ``source_file``.  Returns the paths written.
     """
-    launches = list(launches)
     os.makedirs(dirpath, exist_ok=True)
     files: dict[tuple[str, str], str] = {}
     taken: set[str] = {"launches.json"}
     written = []
     entries = []
     for launch in launches:
-        key = (launch.qualname, launch.source)
-        if key not in files:
-            stem, n = _safe_name(launch.kernel), 1
+        entry = launch.to_json() if isinstance(launch, Launch) else dict(launch)
+        source = entry.pop("source", None) or ""
+        key = (entry.get("qualname") or entry.get("kernel", "kernel"), source)
+        if source and key not in files:
+            stem, n = _safe_name(entry.get("kernel", "kernel")), 1
             name = f"{stem}.py"
             while name in taken:
                 n += 1
@@ -441,14 +458,13 @@ def write_sources(launches: Iterable[Launch], dirpath: str | os.PathLike) -> lis
             files[key] = name
             path = os.path.join(dirpath, name)
             with open(path, "w", encoding="utf-8") as f:
-                f.write(launch.source if launch.source.endswith("\n") else launch.source + "\n")
+                f.write(source if source.endswith("\n") else source + "\n")
             written.append(path)
-        entry = launch.to_json(include_source=False)
-        entry["source_file"] = files[key]
+        entry["source_file"] = files.get(key)
         entries.append(entry)
     path = os.path.join(dirpath, "launches.json")
     with open(path, "w", encoding="utf-8") as f:
-        json.dump(entries, f, indent=1)
+        json.dump(_jsonable(entries), f, indent=1)
         f.write("\n")
     written.append(path)
     return written

@@ -12,7 +12,7 @@ from .api import Subject, registry
 from .exc import UsageError
 
 #: Modules holding the bundled subjects; each is imported when listed.
-BUNDLED_MODULES = ("kernels.subjects", "compiler.subjects")
+BUNDLED_MODULES = ("kernels.subjects", "compiler.subjects", "compiler.subjects_gemm")
 
 
 def load_file(path: str) -> ModuleType:
@@ -73,14 +73,23 @@ def subjects_in(module: ModuleType) -> list[Subject]:
 
 
 def bundled() -> dict[str, Subject]:
-    """Every bundled subject (kernels and compiler paths), by name."""
+    """Every bundled subject (kernels and compiler paths), by name: the subjects of the modules listed in
+    :data:`BUNDLED_MODULES` (top-level ones, and any registered with one of them as its module).  A listed
+    module that does not exist (yet) is passed over; one that fails to import raises."""
+    out: dict[str, Subject] = {}
     for mod in BUNDLED_MODULES:
         try:
-            importlib.import_module(mod)
+            module = importlib.import_module(mod)
         except ModuleNotFoundError as e:
             if e.name != mod:
                 raise
-    return {k: v for k, v in registry().items() if v.module.startswith(("kernels", "compiler"))}
+            continue
+        for subj in subjects_in(module):
+            out.setdefault(subj.name, subj)
+    for name, subj in registry().items():
+        if subj.module in BUNDLED_MODULES:
+            out.setdefault(name, subj)
+    return out
 
 
 def ref(subject: Subject) -> dict:

@@ -10,8 +10,10 @@ test actually asks for the harness.  Use either
   with no body of its own (the named bundled or registered subject is fuzzed).
 
 Profiles (``--tritondiff-profile``, else ``TRITONDIFF_PROFILE`` through the
-harness config): ``ci`` (fast, the pre-merge gate) and ``nightly`` (many
-examples, the largest shapes)::
+harness config): ``ci`` (fast, the pre-merge gate), ``nightly`` (many
+examples, the largest shapes) and ``gpu_huge`` (CUDA only: 1-D subjects drawn
+just past 2^31 elements within free GPU memory, see :mod:`harness.huge`; other
+subjects, and 1-D ones that do not fit, are skipped with the reason)::
 
     pytest -n auto --tritondiff-profile nightly --tritondiff-store nightly.db tests/test_bundled_subjects.py
     tritondiff report nightly.db
@@ -38,11 +40,13 @@ class Profile:
     budget_s: float
     max_examples: int
     max_example_bytes: int
+    huge: bool = False          # GPU only: 1-D subjects past 2^31 elements (harness.huge); others skip
 
 
 PROFILES = {
     "ci": Profile("ci", budget_s=20.0, max_examples=25, max_example_bytes=8 * 2 ** 20),
     "nightly": Profile("nightly", budget_s=600.0, max_examples=2000, max_example_bytes=512 * 2 ** 20),
+    "gpu_huge": Profile("gpu_huge", budget_s=240.0, max_examples=4, max_example_bytes=512 * 2 ** 20, huge=True),
 }
 
 
@@ -61,6 +65,14 @@ def pytest_configure(config):
     # One id per test run, shared by every xdist worker (a finding counts once per run and node).
     workerinput = getattr(config, "workerinput", None)
     config._tritondiff_run = (workerinput or {}).get("testrunuid") or uuid.uuid4().hex
+    if _profile(config).huge:
+        from harness.exc import HugeShapesUnavailable
+        from harness.huge import require_cuda
+
+        try:
+            require_cuda("the gpu_huge profile's huge shapes")
+        except HugeShapesUnavailable as e:
+            raise pytest.UsageError(str(e)) from None
 
 
 def _profile(config) -> Profile:
@@ -116,6 +128,8 @@ class TritondiffFixture:
         tally = CoverageTally()
         kwargs = dict(budget_s=self.profile.budget_s, max_examples=self.profile.max_examples, seed=self.seed,
                       out_dir=self.out_dir, on_example=tally.observe)
+        if self.profile.huge and "huge" not in overrides:
+            kwargs["huge"] = self._huge_plan(subject)
         kwargs.update(overrides)
         with config.patch(max_example_bytes=self.profile.max_example_bytes):
             result = explore(subject, **kwargs)
@@ -126,6 +140,16 @@ class TritondiffFixture:
                         f"case: {result.case.describe() if result.case else '?'}\ndump: {result.dump}",
                         pytrace=False)
         return result
+
+    def _huge_plan(self, subject):
+        """The subject's huge-shape plan; skips the test (with the reason) when it has none here."""
+        from harness.exc import HugeShapesUnavailable
+        from harness.huge import plan_on_device
+
+        try:
+            return plan_on_device(subject)
+        except HugeShapesUnavailable as e:
+            pytest.skip(f"gpu_huge: {e}")
 
     def _budget(self, overrides: dict) -> float:
         return overrides.get("budget_s") or self.profile.budget_s

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 from .case import Case
 from .exc import UsageError
@@ -43,7 +44,7 @@ def replay_dump(path: str, *, isolate: bool = True) -> int:
     try:
         summary, verdict = replay(path, isolate=isolate)
     except UsageError as e:
-        print(f"tritondiff replay: {e}")
+        print(f"tritondiff replay: {str(e).splitlines()[0] if str(e) else 'usage error'}", file=sys.stderr)
         return 2
     was = summary.get("failure_class")
     if verdict.status == "fail":

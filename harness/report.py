@@ -25,11 +25,10 @@ import json
 import math
 import os
 
-from .case import Case
+from .api import VALUE_FAMILIES
+from .case import SHAPE_BUCKETS, Case
 from .store import Store, plain_json
 
-SHAPE_BUCKETS = ("empty", "1", "<2^10", "<2^16", "<=2^20", ">2^20")
-VALUE_FAMILIES = ("normal", "uniform_pos", "large_offset", "large", "near_max", "tiny", "zeros", "integer")
 NONFINITE = ("none", "nan", "inf", "-inf", "mixed")
 STRIP_PX = 640
 STRIP_CELLS = 64

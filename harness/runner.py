@@ -67,7 +67,10 @@ class CallResult:
 
 
 def enabled_hazards(subject: Subject, disabled: frozenset = frozenset()) -> frozenset:
-    return frozenset(h for h in HAZARDS if h not in disabled and h not in subject.disable)
+    """The hazard hunters armed for ``subject``: all but ``disabled``, the subject's own ``disable`` and
+    ``config.disabled_hazards`` (TRITONDIFF_DISABLE)."""
+    off = set(disabled) | subject.disable | config.disabled_hazards
+    return frozenset(h for h in HAZARDS if h not in off)
 
 
 # ---------------------------------------------------------------------------- inputs
@@ -221,11 +224,9 @@ def _judge(subject: Subject, case: Case, hazards: frozenset, eager: Any, truth: 
         autotuning.clear_caches()
     a = call_subject(subject, case, hazards)
     label_a = "tuning call" if a.tuned else "first call"
-    early = _memory_findings(a, label_a)
-    if early:
-        return early
-    if a.error:
-        return _fail("exception", _last_line(a.error), label_a, a, _exc_type(a.error))
+    broken = _broken(a, label_a)
+    if broken:
+        return broken
     cmp_a = _oracle(subject, a.output, eager, truth)
     b = None
     if ("autotune" in hazards and a.tuners) or "idempotence" in hazards:
@@ -234,11 +235,9 @@ def _judge(subject: Subject, case: Case, hazards: frozenset, eager: Any, truth: 
         return _diagnose_a(subject, case, hazards, a, b, cmp_a, eager, truth)
     if b is not None:
         label_b = "cached call" if a.tuners else "second call"
-        early = _memory_findings(b, label_b)
-        if early:
-            return early
-        if b.error:
-            return _fail("exception", _last_line(b.error), label_b, b, _exc_type(b.error))
+        broken = _broken(b, label_b)
+        if broken:
+            return broken
         cmp_b = _oracle(subject, b.output, eager, truth)
         if not cmp_b.passed:
             klass = "cached_call" if a.tuners else "second_call"
@@ -254,6 +253,16 @@ def _judge(subject: Subject, case: Case, hazards: frozenset, eager: Any, truth: 
         if bad:
             return bad
     return Verdict("pass", details={"comparison": cmp_a.to_json()}, launches=a.launches)
+
+
+def _broken(res: CallResult, label: str) -> Verdict | None:
+    """The verdict of a call that touched memory it must not, or raised; None when its output can be judged."""
+    early = _memory_findings(res, label)
+    if early:
+        return early
+    if res.error:
+        return _fail("exception", _last_line(res.error), label, res, _exc_type(res.error))
+    return None
 
 
 def _memory_findings(res: CallResult, label: str) -> Verdict | None:

@@ -1,4 +1,4 @@
-"""Out-of-bounds memory checking for interpreted kernels, and guard-region canaries.
+"""Out-of-bounds memory checking for interpreted kernels.
 
 What it catches
 ---------------
@@ -10,16 +10,13 @@ reading or writing past the end of a view (also into a neighbouring argument),
 before its start, into another part of the same storage, or into memory that
 belongs to no argument at all.  The span of a view is ``[data_ptr +
 min_offset*itemsize, data_ptr + (max_offset+1)*itemsize)``, so holes inside a
-strided view count as inside (the canaries below cover those).  The violation
+strided view count as inside.  The violation
 is recorded and an ``OutOfBoundsAccess`` is raised, which stops the kernel
 (the interpreter re-raises it as ``InterpreterError``): an out-of-bounds access
 never reaches memory and never segfaults the process.
 
-``place_with_guards(t)`` / ``guards_intact(t)``: copy a tensor into a larger
-storage whose regions before and after the view (and the holes of a strided
-view) hold a canary bit pattern; afterwards report any canary that changed.
-This catches stray writes on the GPU too, where the interpreter's checks do
-not run.
+Stray writes on the GPU, where these checks do not run, are caught by the
+canary guard regions every input is built inside (:mod:`harness.tensors`).
 
 How
 ---
@@ -55,7 +52,7 @@ from typing import Any
 import numpy as np
 
 from . import device
-from .exc import OutOfBoundsAccess, UsageError
+from .exc import OutOfBoundsAccess
 from .launches import patch_method
 
 import torch  # noqa: E402
@@ -65,7 +62,7 @@ try:
 except Exception:  # pragma: no cover  (a build without the interpreter)
     _interp = None
 
-__all__ = ["Violation", "BoundsChecker", "bounds_checking", "place_with_guards", "guards_intact"]
+__all__ = ["Violation", "BoundsChecker", "bounds_checking"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -414,126 +411,3 @@ def _install() -> None:
         _has_init_args_hst = patch_method(executor, "_init_args_hst", "tritondiff.sanitizer", _init_args_factory)
         patch_method(executor, "__call__", "tritondiff.sanitizer", _grid_call_factory)
         _installed = True
-
-
-# --------------------------------------------------------------------------------------------
-# Guard regions (canaries)
-# --------------------------------------------------------------------------------------------
-
-#: NaN bit patterns with a payload, so a kernel writing an ordinary NaN still shows.
-_NAN_PAYLOAD = {torch.float16: (torch.int16, 0x7E5A), torch.bfloat16: (torch.int16, 0x7FDA),
-                torch.float32: (torch.int32, 0x7FC0DEAD), torch.float64: (torch.int64, 0x7FF800000000DEAD)}
-
-
-@dataclasses.dataclass
-class _GuardInfo:
-    buffer: torch.Tensor        # the whole 1-D storage
-    guard: int                  # guard elements before and after
-    span: int                   # elements the view spans
-    expected: torch.Tensor      # the canary element, as bytes (itemsize,)
-    gaps: torch.Tensor | None   # bool mask over the span: True where no view element lives
-
-
-def _fill_canary(buf: torch.Tensor) -> None:
-    dt = buf.dtype
-    if dt == torch.bool:
-        buf.fill_(True)
-    elif dt in _NAN_PAYLOAD:
-        int_dt, bits = _NAN_PAYLOAD[dt]
-        buf.view(int_dt).fill_(bits)
-    elif dt.is_floating_point or dt.is_complex:
-        try:
-            buf.fill_(float("nan"))
-        except RuntimeError:  # formats without NaN (e.g. some fp8): all-ones bytes
-            buf.view(torch.uint8).fill_(0xFF)
-    else:
-        buf.fill_(torch.iinfo(dt).max)
-
-
-def _non_overlapping(shape: tuple, stride: tuple) -> bool:
-    dims = sorted((s, n) for n, s in zip(shape, stride) if n > 1)
-    reach = 0
-    for s, n in dims:
-        if s <= reach:
-            return False
-        reach += (n - 1) * s
-    return True
-
-
-def place_with_guards(t: torch.Tensor, guard_elements: int = 64) -> torch.Tensor:
-    """A copy of ``t`` living inside a larger storage fenced by canary elements.
-
-    The copy has ``t``'s shape and strides (contiguous strides when ``t`` overlaps
-    itself, e.g. an expanded view); ``guard_elements`` canary elements precede
-    and follow the view's span, and the holes of a strided view hold the canary
-    too.  Canary: a NaN with a payload for floats, ``iinfo.max`` for integers,
-    True for bool.  Check it afterwards with ``guards_intact``.
-    """
-    if not isinstance(t, torch.Tensor):
-        raise UsageError(f"place_with_guards() takes a torch.Tensor, got {type(t).__name__}")
-    if not isinstance(guard_elements, int) or isinstance(guard_elements, bool) or guard_elements < 1:
-        raise UsageError(f"place_with_guards(guard_elements={guard_elements!r}): pass an int >= 1")
-    shape, stride = tuple(t.shape), tuple(t.stride())
-    if not _non_overlapping(shape, stride):
-        stride = tuple(torch.empty(shape, device="meta").stride())
-    span = 0 if t.numel() == 0 else 1 + sum((n - 1) * s for n, s in zip(shape, stride))
-    buffer = torch.empty(span + 2 * guard_elements, dtype=t.dtype, device=t.device)
-    _fill_canary(buffer)
-    expected = buffer[:1].view(torch.uint8).clone()
-    out = buffer.as_strided(shape, stride, guard_elements)
-    out.copy_(t)
-    gaps = None
-    if span != t.numel():
-        covered = torch.zeros(span, dtype=torch.bool, device=t.device)
-        covered.as_strided(shape, stride).fill_(True)
-        gaps = ~covered
-    out._tritondiff_guards = _GuardInfo(buffer, guard_elements, span, expected, gaps)
-    return out
-
-
-def _changed(region: torch.Tensor, expected: torch.Tensor) -> torch.Tensor:
-    """Indices of elements of a 1-D region whose bytes differ from the canary."""
-    if region.numel() == 0:
-        return torch.zeros(0, dtype=torch.long)
-    as_bytes = region.view(torch.uint8).reshape(region.numel(), -1)
-    return torch.nonzero((as_bytes != expected).any(dim=1)).reshape(-1).cpu()
-
-
-def _show(values: torch.Tensor) -> str:
-    return ", ".join(repr(v) for v in values[:4].cpu().tolist()) + (", ..." if values.numel() > 4 else "")
-
-
-def guards_intact(t: torch.Tensor) -> bool | str:
-    """True when every canary of ``t`` (from ``place_with_guards``) is unchanged.
-
-    Otherwise a description of what was overwritten where, offsets counted in
-    elements from the view's first element.
-    """
-    info = getattr(t, "_tritondiff_guards", None)
-    if info is None:
-        raise UsageError("guards_intact() needs the tensor object returned by place_with_guards(); "
-                         "views and copies of it do not carry the guard bookkeeping")
-    buf, g, span = info.buffer, info.guard, info.span
-    problems = []
-    before = _changed(buf[:g], info.expected)
-    if before.numel():
-        offsets = before - g
-        problems.append(f"{before.numel()} of {g} guard elements before the view overwritten "
-                        f"(offsets {int(offsets.min())}..{int(offsets.max())}; values {_show(buf[:g][before])})")
-    after = _changed(buf[g + span:], info.expected)
-    if after.numel():
-        offsets = after + span
-        problems.append(f"{after.numel()} of {g} guard elements after the view overwritten "
-                        f"(offsets +{int(offsets.min())}..+{int(offsets.max())}, the view spans {span}; "
-                        f"values {_show(buf[g + span:][after])})")
-    if info.gaps is not None:
-        inner = buf[g:g + span]
-        changed = torch.zeros(span, dtype=torch.bool, device=buf.device)
-        idx = _changed(inner, info.expected)
-        changed[idx.to(buf.device)] = True
-        holes = torch.nonzero(changed & info.gaps).reshape(-1).cpu()
-        if holes.numel():
-            problems.append(f"{holes.numel()} elements in the holes of the strided view overwritten "
-                            f"(offsets +{int(holes.min())}..+{int(holes.max())}; "
-                            f"values {_show(inner[holes.to(buf.device)])})")
-    return True if not problems else "; ".join(problems)

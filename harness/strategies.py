@@ -12,10 +12,18 @@ import math
 
 from hypothesis import strategies as st
 
+from typing import TYPE_CHECKING
+
 from .api import Constant, Subject, TensorSpec
 from .case import Case, TensorCase
 from .config import config
 from .tensors import torch_dtype
+
+if TYPE_CHECKING:
+    from .huge import HugePlan
+
+#: Layouts drawn in huge mode (no memory beyond the elements; see harness.huge).
+HUGE_LAYOUTS = ("contiguous", "offset")
 
 TRITON_LIMIT = 1 << 20
 
@@ -96,34 +104,35 @@ def _dtypes_of(subject: Subject, spec: TensorSpec) -> tuple[str, ...]:
 
 
 @st.composite
-def cases(draw, subject: Subject, max_example_bytes: int | None = None) -> Case:
-    """Draw one example for ``subject``."""
-    budget = max_example_bytes or subject.max_example_bytes or config.max_example_bytes
+def cases(draw, subject: Subject, max_example_bytes: int | None = None, *, huge: "HugePlan | None" = None) -> Case:
+    """Draw one example for ``subject``.
+
+    ``huge`` (a :class:`harness.huge.HugePlan`, GPU only): draw the subject's one
+    size dim and dtype from the plan's (dtype, size) pairs past 2^31 elements, in
+    layouts that cost no extra memory, instead of the declared range.
+    """
     dims: dict[str, int] = {}
-    for name, (lo, hi) in subject.dims.items():
-        cap = _cap_for(subject, name, lo, hi, dims, budget)
-        dims[name] = draw(dim_strategy(lo, cap), label=f"dim {name}")
     dtypes: dict[str, str] = {}
-    tensors: dict[str, TensorCase] = {}
     specs = subject.tensor_inputs()
-    for key, spec in specs.items():
-        if spec.dtype_like is None:
-            dtypes[key] = draw(st.sampled_from(spec.dtypes))
+    if huge is not None:
+        dtype, size = draw(st.sampled_from(huge.pairs), label="huge (dtype, size)")
+        dims[huge.dim] = size
+        for key, spec in specs.items():
+            if spec.dtype_like is None:
+                dtypes[key] = dtype if spec.shape else draw(st.sampled_from(spec.dtypes))
+    else:
+        budget = max_example_bytes or subject.max_example_bytes or config.max_example_bytes
+        for name, (lo, hi) in subject.dims.items():
+            cap = _cap_for(subject, name, lo, hi, dims, budget)
+            dims[name] = draw(dim_strategy(lo, cap), label=f"dim {name}")
+        for key, spec in specs.items():
+            if spec.dtype_like is None:
+                dtypes[key] = draw(st.sampled_from(spec.dtypes))
+    tensors: dict[str, TensorCase] = {}
     for key, spec in specs.items():
         dtype = dtypes[spec.dtype_like] if spec.dtype_like is not None else dtypes[key]
         shape = tuple(d if isinstance(d, int) else dims[d] for d in spec.shape)
-        layouts = [lay for lay in spec.layouts if _layout_fits(lay, shape, key in subject.mutates)]
-        layout = draw(st.sampled_from(layouts or ["contiguous"]))
-        param = draw(st.integers(0, 7)) if layout != "contiguous" else 0
-        family = draw(st.sampled_from(spec.values))
-        seed = draw(st.integers(0, 2 ** 31 - 1))
-        nonfinite = ""
-        if spec.nonfinite and torch_dtype(dtype).is_floating_point:
-            # a minority of examples (1 in 4) sprinkle one kind of non-finite value; shrinks to none
-            nonfinite = ("", "", "", "", "", "", "", "", "", "", "", "", "nan", "inf", "-inf", "mixed")[
-                draw(st.integers(0, 15))]
-        tensors[key] = TensorCase(shape, dtype, layout, param if layout != "strided" else 2 + param % 2,
-                                  family, seed, nonfinite, spec.low, spec.high)
+        tensors[key] = draw(_tensor_case(spec, shape, dtype, key in subject.mutates, huge is not None))
     scalars = {}
     for key, spec in subject.inputs.items():
         if isinstance(spec, Constant):
@@ -131,6 +140,25 @@ def cases(draw, subject: Subject, max_example_bytes: int | None = None) -> Case:
         elif not isinstance(spec, TensorSpec):
             scalars[key] = draw(spec, label=f"input {key}")
     return Case(dims, tensors, scalars)
+
+
+@st.composite
+def _tensor_case(draw, spec: TensorSpec, shape: tuple[int, ...], dtype: str, mutated: bool,
+                 huge: bool) -> TensorCase:
+    """Layout, value family, seed and non-finite sprinkle of one tensor input."""
+    layouts = [lay for lay in spec.layouts if _layout_fits(lay, shape, mutated)
+               and (not huge or lay in HUGE_LAYOUTS)]
+    layout = draw(st.sampled_from(layouts or ["contiguous"]))
+    param = draw(st.integers(0, 7)) if layout != "contiguous" else 0
+    family = draw(st.sampled_from(spec.values))
+    seed = draw(st.integers(0, 2 ** 31 - 1))
+    nonfinite = ""
+    if spec.nonfinite and torch_dtype(dtype).is_floating_point:
+        # a minority of examples (1 in 4) sprinkle one kind of non-finite value; shrinks to none
+        nonfinite = ("", "", "", "", "", "", "", "", "", "", "", "", "nan", "inf", "-inf", "mixed")[
+            draw(st.integers(0, 15))]
+    return TensorCase(shape, dtype, layout, param if layout != "strided" else 2 + param % 2,
+                      family, seed, nonfinite, spec.low, spec.high)
 
 
 def _layout_fits(layout: str, shape: tuple[int, ...], mutated: bool) -> bool:

@@ -49,6 +49,11 @@ def canary_value(dtype: torch.dtype):
 
 def _values(tc: TensorCase, shape: tuple[int, ...]) -> torch.Tensor:
     """float64 (or int64 / bool) CPU values of the case's family, before layout."""
+    with torch.device("cpu"):      # whatever default device the caller set (a CPU generator draws them)
+        return _cpu_values(tc, shape)
+
+
+def _cpu_values(tc: TensorCase, shape: tuple[int, ...]) -> torch.Tensor:
     gen = torch.Generator().manual_seed(tc.seed)
     dtype = torch_dtype(tc.dtype)
     n = math.prod(shape)
@@ -152,6 +157,8 @@ def materialize(tc: TensorCase, device: torch.device | str = "cpu", *, guard: in
         dim = tc.layout_param % len(tc.shape)
         small = tuple(min(1, d) if i == dim else d for i, d in enumerate(tc.shape))
         values = _values(tc, small).expand(tc.shape)
+    elif tc in _host_cache:
+        values = None                                  # _cast_values has them
     else:
         values = _values(tc, tc.shape)
     storage = torch.full((guard + span + guard,), canary_value(dtype), dtype=dtype, device=device)
@@ -165,9 +172,28 @@ def materialize(tc: TensorCase, device: torch.device | str = "cpu", *, guard: in
             dim = tc.layout_param % len(tc.shape)
             view.narrow(dim, 0, 1).copy_(values.narrow(dim, 0, 1).to(dtype))
         else:
-            view.copy_(values.to(dtype))
+            view.copy_(_cast_values(tc, values, dtype))
     view._tritondiff_guard = (guard, offset, span)
     return view
+
+
+#: Tensors of at least this many elements keep their host values for the next build of the same case.
+HOST_CACHE_MIN_NUMEL = 1 << 28
+_host_cache: dict[TensorCase, torch.Tensor] = {}
+
+
+def _cast_values(tc: TensorCase, values: "torch.Tensor | None", dtype: torch.dtype) -> torch.Tensor:
+    """The case's values in its dtype on the CPU.  One example builds its inputs four times (eager,
+    float64, two calls); for a huge case (2^31 elements) generating them costs tens of seconds, so the
+    last huge one is kept (one entry: a few GiB of host memory)."""
+    hit = _host_cache.get(tc)
+    if hit is not None:
+        return hit
+    out = (values if values is not None else _values(tc, tc.shape)).to(dtype)
+    if out.numel() >= HOST_CACHE_MIN_NUMEL:
+        _host_cache.clear()
+        _host_cache[tc] = out
+    return out
 
 
 def guards_intact(t: torch.Tensor) -> str | None:
@@ -192,6 +218,12 @@ def _not_canary(region: torch.Tensor) -> torch.Tensor:
     if region.dtype.is_floating_point:
         return (~torch.isnan(region)).nonzero().flatten()
     return (region != canary_value(region.dtype)).nonzero().flatten()
+
+
+def layout_of(tc: TensorCase, *, guard: int = GUARD_ELEMENTS) -> tuple[tuple[int, ...], int]:
+    """(strides, storage offset) :func:`materialize` gives the tensor of ``tc``, without building it."""
+    strides, offset, _span = _layout_strides(tc)
+    return strides, guard + offset
 
 
 def nbytes(tc: TensorCase) -> int:

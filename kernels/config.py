@@ -1,7 +1,8 @@
 """Every knob of the kernels package, in one typed place, plus the launch-table lookup.
 
 Environment variables are read here and nowhere else.  Tests change knobs with
-``config.patch(...)``, which restores the previous values on exit.
+``config.patch(...)``, which validates names and values and restores the previous
+values on exit (the shared :class:`harness.config.TypedConfig`).
 
 Launch parameters (block sizes, warps, programs per SM) live in one table per
 kernel file, keyed by :func:`arch_key`.  ``launch_overrides`` replaces single
@@ -12,15 +13,14 @@ inputs) and for GPU sweeps from the command line::
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
-import os
-from typing import Any, Iterator, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import torch
 
 from harness import device as _device
+from harness.config import TypedConfig, knob
 
 from .exc import LaunchConfigError
 
@@ -44,28 +44,19 @@ def _parse_launch(spec: str) -> dict[str, dict[str, int]]:
     return out
 
 
+def _launch_table(value: Any) -> str | None:
+    ok = isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, dict) for k, v in value.items())
+    return None if ok else "must be a dict {kernel name: {parameter: int}}"
+
+
 @dataclasses.dataclass
-class KernelConfig:
+class KernelConfig(TypedConfig):
+    package: ClassVar[str] = "kernels"
+
     # Launch-parameter overrides, {kernel name: {parameter: value}}, applied on
     # top of the per-architecture table of that kernel's file.  Unknown names
     # raise LaunchConfigError at the next launch.  TRITONDIFF_KERNEL_LAUNCH.
-    launch_overrides: dict = dataclasses.field(
-        default_factory=lambda: _parse_launch(os.environ.get("TRITONDIFF_KERNEL_LAUNCH", "")))
-
-    @contextlib.contextmanager
-    def patch(self, **changes: Any) -> Iterator["KernelConfig"]:
-        """Temporarily override knobs (``with config.patch(launch_overrides={...}): ...``)."""
-        unknown = [k for k in changes if not hasattr(self, k)]
-        if unknown:
-            raise AttributeError(f"unknown kernels config knob(s): {', '.join(unknown)}")
-        saved = {k: getattr(self, k) for k in changes}
-        for k, v in changes.items():
-            setattr(self, k, v)
-        try:
-            yield self
-        finally:
-            for k, v in saved.items():
-                setattr(self, k, v)
+    launch_overrides: dict = knob(dict, env="TRITONDIFF_KERNEL_LAUNCH", parse=_parse_launch, check=_launch_table)
 
     def launch(self, kernel: str, table: dict[str, _T], device: torch.device) -> _T:
         """The launch parameters of ``kernel`` on ``device``: its table's entry, then the overrides."""

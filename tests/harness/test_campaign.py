@@ -152,26 +152,45 @@ def _assert_kept(store: str, before: dict[str, dict]) -> None:
             assert row["superseded_by"] in live
 
 
-def _fuzz_process(*args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "harness", "fuzz", *args], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "TRITONDIFF_EXAMPLE_TIMEOUT": "5"})
+class _Fuzz:
+    """``tritondiff fuzz`` in a subprocess; its output goes to a file (a pipe nobody drains could block it)."""
 
+    def __init__(self, log_dir, *args: str):
+        self.log = os.path.join(str(log_dir), f"fuzz-{time.monotonic_ns()}.log")
+        with open(self.log, "w") as fh:
+            self.proc = subprocess.Popen([sys.executable, "-m", "harness", "fuzz", *args], cwd=ROOT, stdout=fh,
+                                         stderr=subprocess.STDOUT, text=True,
+                                         env={**os.environ, "TRITONDIFF_EXAMPLE_TIMEOUT": "5"})
+        self.pid = self.proc.pid
 
-def _wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        if proc.poll() is not None:
-            pytest.fail(f"the campaign exited (rc {proc.returncode}) before {what}:\n{proc.stdout.read()}")
-        time.sleep(0.2)
-    proc.kill()
-    pytest.fail(f"timed out waiting for {what}:\n{proc.stdout.read()}")
+    def output(self) -> str:
+        with open(self.log) as fh:
+            return fh.read()
+
+    def wait(self, timeout: float) -> int:
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            pytest.fail(f"the campaign did not exit within {timeout:.0f} s:\n{self.output()}")
+
+    def wait_for(self, predicate, what: str, timeout: float = 300):
+        """Poll the store until ``predicate()`` holds: progress is read from what the campaign committed,
+        never assumed from elapsed time (a loaded machine may take minutes to start a worker)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            value = predicate()
+            if value:
+                return value
+            if self.proc.poll() is not None:
+                pytest.fail(f"the campaign exited (rc {self.proc.returncode}) before {what}:\n{self.output()}")
+            time.sleep(0.1)
+        self.proc.kill()
+        pytest.fail(f"timed out waiting for {what}:\n{self.output()}")
 
 
 def _campaign_row(store: str):
+    """The store's latest campaign, or None while the store cannot be read yet (being created)."""
     if not os.path.exists(store):
         return None
     try:
@@ -182,52 +201,71 @@ def _campaign_row(store: str):
     return camps[-1] if camps else None
 
 
+def _committed(store: str) -> dict[str, dict]:
+    try:
+        return _findings(store) if os.path.exists(store) else {}
+    except (sqlite3.Error, UsageError):
+        return {}
+
+
+def _running_in(proc: _Fuzz, store: str, spent_at_least: float):
+    """The campaign row once ``proc`` has claimed it and banked ``spent_at_least`` seconds in all."""
+    camp = _campaign_row(store)
+    ok = camp is not None and camp.pid == proc.pid and camp.status == "running" and camp.spent_s >= spent_at_least
+    return camp if ok else None
+
+
 def test_sigkill_repeatedly_then_ctrl_c_loses_nothing_and_resumes(planted, tmp_path):
     store = str(tmp_path / "f.db")
-    budget = 16
-    proc = _fuzz_process(f"{planted}::wrong_tail", f"{planted}::doubles", "--budget", str(budget), "--workers", "1",
-                         "--seed", "9", "--store", store)
+    budget = 20
+    fuzz = _Fuzz(tmp_path, f"{planted}::wrong_tail", f"{planted}::doubles", "--budget", str(budget), "--workers",
+                 "1", "--seed", "9", "--store", store)
     # 1. SIGKILL as soon as the first finding is committed
-    _wait_for(lambda: os.path.exists(store) and _findings(store), 180, "a committed finding", proc)
-    kids = _children(proc.pid)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(30)
-    before = _findings(store)
-    assert len(before) >= 1
-    deadline = time.monotonic() + 15                     # the lane's worker exits once its parent is gone
+    fuzz.wait_for(lambda: _committed(store), "a committed finding")
+    kids = _children(fuzz.pid)
+    fuzz.proc.send_signal(signal.SIGKILL)
+    fuzz.wait(60)
+    committed = _findings(store)
+    assert committed
+    deadline = time.monotonic() + 45                     # the lane's worker exits once its parent is gone
     while any(_alive(k) for k in kids) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not any(_alive(k) for k in kids), "worker processes outlived the killed campaign"
-    spent = [_campaign_row(store).spent_s]
+    camp = _campaign_row(store)
+    assert camp.status == "running" and camp.pid != os.getpid()       # what a killed campaign leaves behind
 
-    # 2. resume, SIGKILL again once it has banked more time
-    proc = _fuzz_process("--resume", "--store", store)
-    _wait_for(lambda: _campaign_row(store).spent_s >= spent[-1] + 2, 180, "the resumed campaign's heartbeat", proc)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(30)
-    spent.append(_campaign_row(store).spent_s)
-    _assert_kept(store, before)
+    # 2. resume; SIGKILL again once the resumed run has banked time of its own
+    fuzz = _Fuzz(tmp_path, "--resume", "--store", store)
+    fuzz.wait_for(lambda: _running_in(fuzz, store, camp.spent_s + 1.5), "the resumed campaign's heartbeat")
+    fuzz.proc.send_signal(signal.SIGKILL)
+    fuzz.wait(60)
+    _assert_kept(store, committed)
+    committed.update(_findings(store))
+    camp = _campaign_row(store)
 
-    # 3. resume, then Ctrl-C: a clean stop, exit 130, resumable
-    proc = _fuzz_process("--resume", "--store", store)
-    _wait_for(lambda: _campaign_row(store).spent_s >= spent[-1] + 2, 180, "the second resume's heartbeat", proc)
-    proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 130, out
-    assert "resume with: tritondiff fuzz --resume" in out
-    assert _campaign_row(store).status == "interrupted"
+    # 3. resume, then Ctrl-C while budget is left: a clean stop, exit 130, resumable
+    fuzz = _Fuzz(tmp_path, "--resume", "--store", store)
+    running = fuzz.wait_for(lambda: _running_in(fuzz, store, camp.spent_s + 1.5), "the second resume's heartbeat")
+    assert running.budget_s - running.spent_s > 5, "too little budget left to interrupt the campaign"
+    fuzz.proc.send_signal(signal.SIGINT)
+    assert fuzz.wait(120) == 130, fuzz.output()
+    assert "resume with: tritondiff fuzz --resume" in fuzz.output()
+    camp = _campaign_row(store)
+    assert camp.status == "interrupted" and running.spent_s <= camp.spent_s < budget
+    _assert_kept(store, committed)
+    committed.update(_findings(store))
 
     # 4. resume to the end of the budget
-    proc = _fuzz_process("--resume", "--store", store)
-    out, _ = proc.communicate(timeout=240)
-    assert proc.returncode in (0, 1), out
+    fuzz = _Fuzz(tmp_path, "--resume", "--store", store)
+    assert fuzz.wait(300) in (0, 1), fuzz.output()
     camp = _campaign_row(store)
     assert camp.status == "done"
-    assert budget - 2 <= camp.spent_s <= budget + 12, out
+    # idle lanes start no extra shard with less than MIN_EXTRA_S left; a cut lane may overrun by the grace
+    assert budget - campaign_mod.MIN_EXTRA_S - 1 <= camp.spent_s <= budget + 30, fuzz.output()
     final = _findings(store)
     tail = [f for f in final.values() if f["subject"] == "wrong_tail"]
     assert len(tail) == 1 and tail[0]["count"] == 1     # re-found by the same task on resume: counted once
-    _assert_kept(store, before)
+    _assert_kept(store, committed)
     with Store(store, create=False) as s:
         assert all(t.status == "done" for t in s.tasks(camp.id))
 
@@ -380,3 +418,32 @@ def test_display_live_on_a_terminal_plain_lines_otherwise(monkeypatch):
     monkeypatch.setattr(campaign_mod, "PLAIN_PROGRESS_S", 0.0)
     plain.status("progress 2")
     assert plain.out.getvalue() == "NEW finding\nprogress 2\n"
+
+
+def test_status_line_shows_rate_findings_and_current_subjects():
+    lanes = [types.SimpleNamespace(index=0, examples=30, current=(types.SimpleNamespace(subject="kernels.nrm2",
+                                                                                        shard=2), 10.0, 0.0)),
+             types.SimpleNamespace(index=1, examples=12, current=None)]
+    camp = types.SimpleNamespace(spent_before=60.0, budget_s=600.0,
+                                 findings={"a": {"new": True}, "b": {"new": False}, "c": {"new": True}})
+    text = campaign_mod._Campaign._status_text(camp, lanes, 21.0)
+    assert text == "[1:21/10:00] 42 examples (2.00/s) | findings: 2 new, 1 seen | L0 kernels.nrm2#2"
+
+
+def test_no_targets_means_every_subject_of_the_bundled_modules(tmp_path, monkeypatch):
+    from harness import loader
+
+    (tmp_path / "tdiff_extra_subjects.py").write_text(
+        "from harness import subject, tensor\n\n"
+        "@subject(name='extra.double', reference=lambda x: x * 2, inputs={'x': tensor(('N',))}, dims={'N': (1, 9)})\n"
+        "def double(x):\n    return x * 2\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    real = set(loader.bundled())
+    assert {n.split(".")[0] for n in real} == {"kernels", "compiler"} and len(real) >= 20
+    # BUNDLED_MODULES is the one list: a module added there is fuzzed by `tritondiff fuzz` with no targets
+    # (a listed module that does not exist yet is passed over)
+    monkeypatch.setattr(loader, "BUNDLED_MODULES", (*loader.BUNDLED_MODULES, "tdiff_extra_subjects",
+                                                    "compiler.no_such_subjects_module"))
+    names = {s.name for s in resolve_targets([])}
+    assert names == real | {"extra.double"}
+    assert {s.name for s in resolve_targets(["extra.*"])} == {"extra.double"}

@@ -12,6 +12,7 @@ import triton
 import triton.language as tl
 
 from harness import autotuning, launches
+from harness.exc import GridLimitExceeded
 from harness.launches import record_launches, write_sources
 from triton.runtime.jit import JITFunction
 
@@ -176,6 +177,22 @@ def test_write_sources(tmp_path):
     assert entries[2]["args"][3]["value"] == "nan" and "source" not in entries[0]
     assert entries[0]["grid"] == [1] and entries[0]["constexprs"] == {"BLOCK": 16}
     json.dumps([l.to_json() for l in rec.launches])     # every record is JSON-serialisable
+    # the JSON form a verdict carries back from a worker writes the same files (what a dump holds)
+    again = write_sources([l.to_json() for l in rec.launches], tmp_path / "from_json")
+    assert sorted(p.split("/")[-1] for p in again) == names
+    assert json.loads((tmp_path / "from_json" / "launches.json").read_text()) == entries
+
+
+def test_write_sources_keeps_same_named_kernels_apart(tmp_path):
+    one = {"kernel": "k", "qualname": "a.k", "source": "def k():\n    pass", "grid": [2]}
+    other = {"kernel": "k", "qualname": "b.k", "source": "def k():\n    return 1\n", "grid": [3]}
+    bare = {"kernel": "opaque", "qualname": "c.opaque", "grid": [1]}            # no source captured
+    write_sources([one, other, one, bare], tmp_path)
+    assert (tmp_path / "k.py").read_text() == "def k():\n    pass\n"
+    assert (tmp_path / "k__2.py").read_text() == "def k():\n    return 1\n"
+    entries = json.loads((tmp_path / "launches.json").read_text())
+    assert [e["source_file"] for e in entries] == ["k.py", "k__2.py", "k.py", None]
+    assert [e["grid"] for e in entries] == [[2], [3], [2], [1]] and all("source" not in e for e in entries)
 
 
 def test_install_is_idempotent():
@@ -190,3 +207,36 @@ def test_install_is_idempotent():
         chain += getattr(fn, "__tritondiff_tag__", None) == "tritondiff.launches"
         fn = getattr(fn, "__wrapped__", None)
     assert chain == 1
+
+
+@triton.jit
+def _rows_on_axis1(x_ptr, out_ptr, N, BLOCK: tl.constexpr):
+    row = tl.program_id(1)                          # one program per row along axis 1: CUDA caps it at 65,535
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + row * N + offs, tl.load(x_ptr + row * N + offs, mask=offs < N), mask=offs < N)
+
+
+@pytest.mark.parametrize("callable_grid", [False, True])
+def test_a_grid_past_cuda_s_axis_limit_is_refused_before_it_runs(callable_grid):
+    x = torch.randn(65_536, 2, device=device.torch_device())
+    out = torch.empty_like(x)
+    grid = (lambda meta: (1, 65_536)) if callable_grid else (1, 65_536)
+    with record_launches() as rec, pytest.raises(Exception) as e:
+        _rows_on_axis1[grid](x, out, 2, BLOCK=2)
+    err = e.value if isinstance(e.value, GridLimitExceeded) else e.value.__cause__ or e.value.__context__
+    assert isinstance(err, GridLimitExceeded), repr(e.value)
+    assert (err.axis, err.limit, err.grid) == (1, 65_535, (1, 65_536))
+    assert "65,536 programs along axis 1, CUDA allows at most 65,535" in str(err)
+    assert [la.grid for la in rec.launches] == [(1, 65_536)]                   # recorded, then refused
+    with record_launches():
+        _rows_on_axis1[(1, 3)](x, out, 2, BLOCK=2)                             # within the limit: runs
+    assert torch.equal(out[:3], x[:3])
+
+
+def test_check_grid_limits_per_axis():
+    launches.check_grid("k", (2 ** 31 - 1, 65_535, 65_535))
+    launches.check_grid("k", ("?", 1))                                         # unresolved entries pass
+    for grid, axis in (((2 ** 31, 1, 1), 0), ((1, 1, 65_536), 2)):
+        with pytest.raises(GridLimitExceeded) as e:
+            launches.check_grid("k", grid)
+        assert e.value.axis == axis

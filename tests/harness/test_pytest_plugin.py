@@ -1,8 +1,13 @@
-"""harness.pytest_plugin: fixture and marker, profiles, the findings store, xdist safety."""
+"""harness.pytest_plugin: fixture and marker, profiles, the findings store, xdist safety, import cost."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
+import pytest
+
+from harness import device as harness_device
 from harness.campaign import warm_up
 from harness.store import Store
 
@@ -103,3 +108,43 @@ def test_xdist_workers_share_the_store_and_keep_their_own_dumps(pytester, tmp_pa
     with Store(store, create=False) as s:
         (finding,) = s.findings()
     assert os.path.basename(os.path.dirname(os.path.dirname(finding["dump"]))) in ("gw0", "gw1")
+
+
+# ---------------------------------------------------------------------------------------------- import cost
+
+_PROBE = ("import sys, harness.pytest_plugin, harness; "
+          "print(sorted(m for m in ('torch', 'triton', 'hypothesis', 'numpy') if m in sys.modules)); "
+          "print(harness.device.MODE)")
+
+
+@pytest.mark.parametrize("env", [{"TRITONDIFF_DEVICE": "cpu"}, {}])
+def test_loading_the_plugin_imports_no_torch(env):
+    # registered through the pytest11 entry point, the plugin loads in every pytest run where tritondiff is
+    # installed: it and the package root must stay standard-library only (here: no GPU device node)
+    if not env and not harness_device._no_gpu_device_nodes():
+        pytest.skip("a GPU device node exists: deciding 'auto' needs torch.cuda here")
+    clean = {k: v for k, v in os.environ.items() if k not in ("TRITONDIFF_DEVICE", "TRITON_INTERPRET")}
+    out = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=120,
+                         env={**clean, **env}, check=True).stdout.split("\n")
+    assert out[0] == "[]" and out[1] == "interpreter"
+
+
+def test_the_package_root_resolves_public_names_lazily():
+    out = subprocess.run([sys.executable, "-c", (
+        "import sys, harness; "
+        "assert 'torch' not in sys.modules; "
+        "import harness.explore, harness.config, harness.counters; "          # submodules imported first ...
+        "from harness import explore, config, counters, subject; "
+        "print(callable(explore), type(config).__name__, type(counters).__name__, harness.explore is explore)")],
+        capture_output=True, text=True, timeout=120, check=True,
+        env={**os.environ, "TRITONDIFF_DEVICE": "cpu"}).stdout.split()
+    assert out == ["True", "HarnessConfig", "Counters", "True"]      # ... the public objects still win
+
+
+def test_gpu_huge_profile_is_refused_without_cuda(pytester):
+    if harness_device.MODE == "cuda":
+        pytest.skip("the refusal is the CPU interpreter's")
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    res = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--tritondiff-profile", "gpu_huge", timeout=120)
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines(["*the gpu_huge profile's huge shapes run on a CUDA GPU only*"])

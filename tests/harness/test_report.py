@@ -65,7 +65,8 @@ def test_build_summarises_findings_stats_and_campaigns(store_path):
     row = next(s for s in data["subjects"] if s["subject"] == "row_sum")
     assert row["examples_per_s"] == 3.0 and row["findings"] == 1
     # every shape bucket and value family is listed, the ones never drawn with 0
-    assert row["coverage"]["shape"] == {"empty": 0, "1": 30, "<2^10": 0, "<2^16": 60, "<=2^20": 0, ">2^20": 0}
+    assert row["coverage"]["shape"] == {"empty": 0, "1": 30, "<2^10": 0, "<2^16": 60, "<=2^20": 0, ">2^20": 0,
+                                        ">=2^31-1": 0}
     assert row["coverage"]["values"]["large_offset"] == 20 and row["coverage"]["values"]["tiny"] == 0
     tail = next(f for f in data["findings"] if f["failure_class"] == "mismatch")
     assert tail["count"] == 2 and tail["sources"] == ["campaign:1:task:1", "campaign:1:task:2"]

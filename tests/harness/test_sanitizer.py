@@ -1,7 +1,5 @@
-"""harness.sanitizer: interpreted out-of-bounds checks (before the access) and guard-region canaries."""
+"""harness.sanitizer: interpreted out-of-bounds checks (before the access); the inputs' guard-region canaries."""
 from __future__ import annotations
-
-import math
 
 import pytest
 import torch
@@ -12,8 +10,11 @@ import triton.language as tl
 from triton.runtime.errors import InterpreterError
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from harness.exc import OutOfBoundsAccess, UsageError
-from harness.sanitizer import bounds_checking, guards_intact, place_with_guards
+from harness.case import TensorCase
+from harness.exc import OutOfBoundsAccess
+from harness.sanitizer import bounds_checking
+from harness.tensors import GUARD_ELEMENTS, materialize
+from harness.tensors import guards_intact as tensor_guards_intact
 
 pytestmark = pytest.mark.skipif(not device.is_interpreter(), reason="bounds checks run in the interpreter")
 
@@ -221,64 +222,27 @@ def test_nested_checkers_both_record():
 
 
 # ----------------------------------------------------------------------------------------------
-# guard regions
+# guard regions: the canaries every input is built inside (harness.tensors), which catch stray
+# writes where the interpreter's checks do not run (the GPU)
 # ----------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.bool])
-def test_place_with_guards_copies_and_is_intact(dtype):
-    t = (torch.randn(41, 9) * 10).to(dtype)
-    g = place_with_guards(t, guard_elements=16)
-    assert g.shape == t.shape and g.stride() == t.stride() and torch.equal(g, t)
-    assert g.untyped_storage().nbytes() == (41 * 9 + 32) * t.element_size()
-    assert guards_intact(g) is True
-    guard = g.untyped_storage()
-    raw = torch.empty(0, dtype=dtype).set_(guard)
-    if dtype.is_floating_point:
-        assert bool(torch.isnan(raw[:16]).all()) and bool(torch.isnan(raw[-16:]).all())
-    elif dtype == torch.bool:
-        assert bool(raw[:16].all())
-    else:
-        assert int(raw[0]) == torch.iinfo(dtype).max
+def _guarded(n: int, layout: str = "contiguous", param: int = 0) -> torch.Tensor:
+    return materialize(TensorCase((n,), "float32", layout, param, "normal", 7, ""))
 
 
 def test_kernel_writing_past_the_end_is_caught_by_the_canary():
     n = 341
     x = torch.randn(n)
-    out = place_with_guards(torch.empty(n))
+    out = _guarded(n)
+    assert tensor_guards_intact(out) is None
     _copy(x, out, n, 3, 128)                        # no bounds checking: the writes land in the guard
     assert torch.equal(out, x)
-    report = guards_intact(out)
-    assert isinstance(report, str)
-    assert "3 of 64 guard elements after the view overwritten" in report and "+341..+343" in report
+    assert tensor_guards_intact(out) == "3 element(s) after the tensor overwritten (first at element offset 341)"
 
 
-def test_writes_before_and_of_plain_nan_are_caught():
-    g = place_with_guards(torch.zeros(9), guard_elements=4)
+def test_writes_into_the_gap_before_an_offset_view_are_caught():
+    g = _guarded(9, "offset", 4)                    # 1 + 4 % 63 = 5 canary elements between guard and view
+    assert g.storage_offset() == GUARD_ELEMENTS + 5
     raw = torch.empty(0).set_(g.untyped_storage())
-    raw[3] = math.nan                               # an ordinary NaN differs from the canary's payload
-    report = guards_intact(g)
-    assert "1 of 4 guard elements before the view overwritten (offsets -1..-1" in report
-
-
-def test_holes_of_a_strided_view_are_guarded():
-    t = torch.randn(6, 8)[:, ::2]                   # stride (8, 2): holes between elements
-    g = place_with_guards(t)
-    assert g.stride() == t.stride() and torch.equal(g, t)
-    assert guards_intact(g) is True
-    torch.empty(0).set_(g.untyped_storage())[64 + 1] = 7.0   # the hole right after element [0, 0]
-    assert "1 elements in the holes of the strided view overwritten (offsets +1..+1" in guards_intact(g)
-
-
-def test_expanded_input_gets_contiguous_strides():
-    t = torch.randn(5, 1).expand(5, 4)
-    g = place_with_guards(t)
-    assert g.stride() == (4, 1) and torch.equal(g, t) and guards_intact(g) is True
-
-
-def test_guard_usage_errors():
-    with pytest.raises(UsageError, match="torch.Tensor"):
-        place_with_guards([1, 2, 3])
-    with pytest.raises(UsageError, match="guard_elements"):
-        place_with_guards(torch.zeros(3), guard_elements=0)
-    with pytest.raises(UsageError, match="place_with_guards"):
-        guards_intact(torch.zeros(3))
+    raw[GUARD_ELEMENTS + 3] = 1.0
+    assert tensor_guards_intact(g) == "1 element(s) before the tensor overwritten (first at element offset -2)"

@@ -1,0 +1,262 @@
+"""GPU-only huge shapes: 1-D subjects drawn just past 2^31 elements, where 32-bit offsets overflow.
+
+A kernel that computes ``pid * BLOCK + tl.arange(0, BLOCK)`` in int32 wraps
+once an index passes 2^31 - 1 and reads or writes the wrong place; the normal
+draws (bounded by ``config.max_example_bytes``) never get there.  In huge mode
+the size dim of a *1-D subject* -- every tensor input is 0-D or 1-D over one
+shared dim, and that dim is a range, not a fixed size -- is drawn from
+:data:`HUGE_SIZES` instead of its declared range (the declared upper bound keeps
+CPU runs small; the kernels must still be right past it).
+
+Only on CUDA: an input of 2^31 float32 elements is 8 GiB, with its float64
+reference copy 24 GiB, so the interpreter on CPU is refused with a clear
+message.  Each (dtype, size) pair is kept only when :func:`example_bytes`'s
+estimate of one example fits in free GPU memory (``torch.cuda.mem_get_info``)
+and available host memory (inputs are generated on the CPU in float64); the
+pairs left out are listed with the figures, and a subject where none fits is
+skipped with that reason.
+
+How it is reached: ``tritondiff fuzz --huge``, the pytest profile
+``gpu_huge``, or ``TRITONDIFF_HUGE_SHAPES=1`` (``config.huge_shapes``) for
+``explore`` / ``tritondiff check``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Callable, Iterable
+
+from . import device
+from .api import Constant, Subject, TensorSpec
+from .exc import HugeShapesUnavailable, UsageError
+
+#: Sizes drawn for the one dim, in shrinking order: both sides of 2^31, a partial block past it,
+#: a whole 2^20 block past it, and past 2^32 (where an unsigned 32-bit offset wraps too).
+HUGE_SIZES = (2 ** 31 - 1, 2 ** 31, 2 ** 31 + 1, 2 ** 31 + 4097, 2 ** 31 + 2 ** 20 + 1, 2 ** 32 + 17)
+#: Dtypes drawn in huge mode (where the subject allows them).
+HUGE_DTYPES = ("float32", "float16")
+#: Hang timeout of one huge example, seconds (its inputs take tens of seconds to generate on the CPU).
+EXAMPLE_TIMEOUT_S = 600.0
+#: Fraction of the free memory an example may plan to use.
+SAFETY = 0.9
+#: Headroom for the CUDA context, allocator fragmentation and kernel workspaces.
+HEADROOM_BYTES = 2 ** 30
+GIB = 2 ** 30
+
+_ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int32": 4, "int64": 8, "int8": 1,
+             "uint8": 1, "bool": 1}
+
+
+@dataclasses.dataclass(frozen=True)
+class HugePlan:
+    """What huge mode draws for one subject: (dtype, size) pairs that fit, and why others were left out."""
+
+    subject: str
+    dim: str
+    pairs: tuple[tuple[str, int], ...]       # (dtype of the drawn tensors, size of ``dim``), shrinking order
+    left_out: tuple[str, ...]                # one line per pair that does not fit
+    free_bytes: int
+    host_bytes: int
+
+    def describe(self) -> str:
+        sizes = sorted({n for _, n in self.pairs})
+        dtypes = sorted({d for d, _ in self.pairs})
+        return (f"{self.subject}: {self.dim} in {{{', '.join(_pow2(n) for n in sizes)}}} x {', '.join(dtypes)} "
+                f"({_gib(self.free_bytes)} GPU, {_gib(self.host_bytes)} host memory free"
+                + (f"; {len(self.left_out)} pair(s) left out" if self.left_out else "") + ")")
+
+
+# ---------------------------------------------------------------------------------------------- eligibility
+
+def size_dim(subject: Subject) -> tuple[str | None, str]:
+    """(the one size dim, "") for a 1-D subject, else (None, why it is not one)."""
+    specs = subject.tensor_inputs()
+    dims: set = set()
+    for name, spec in specs.items():
+        if len(spec.shape) > 1:
+            return None, f"input {name!r} has {len(spec.shape)} dims; huge shapes draw 1-D subjects only"
+        if spec.shape and not isinstance(spec.shape[0], str):
+            return None, f"input {name!r} has the fixed size {spec.shape[0]}"
+        dims.update(spec.shape)
+    if len(dims) != 1:
+        return None, ("no 1-D tensor input" if not dims else
+                      f"its 1-D inputs use {len(dims)} different dims ({', '.join(sorted(dims))})")
+    (dim,) = dims
+    lo, hi = subject.dims[dim]
+    if lo == hi:
+        return None, f"dim {dim!r} is fixed to {lo}"
+    return dim, ""
+
+
+def huge_dtypes(subject: Subject) -> tuple[str, ...]:
+    """The huge-mode dtypes the subject's own-dtype 1-D inputs all allow."""
+    own = [spec for spec in subject.tensor_inputs().values() if spec.dtype_like is None and spec.shape]
+    return tuple(dt for dt in HUGE_DTYPES if own and all(dt in spec.dtypes for spec in own))
+
+
+# ---------------------------------------------------------------------------------------------- memory
+
+def output_elements(subject: Subject, dtype: str, n: int) -> tuple[int, int] | None:
+    """(elements, bytes per element) of the reference's outputs at size ``n``, found on the meta device
+    (no memory is touched); None when the reference cannot run there (then assume the worst)."""
+    import torch
+
+    from .oracle import flatten
+    from .tensors import torch_dtype
+
+    kwargs: dict[str, Any] = {}
+    for name, spec in subject.inputs.items():
+        if isinstance(spec, TensorSpec):
+            dt = dtype if spec.dtype_like or dtype in spec.dtypes else spec.dtypes[0]
+            kwargs[name] = torch.empty((n,) if spec.shape else (), dtype=torch_dtype(dt), device="meta")
+        elif isinstance(spec, Constant):
+            kwargs[name] = spec.value
+        else:
+            return None                  # a drawn scalar: no value to probe with
+    try:
+        out = subject.reference(**kwargs)
+    except Exception:  # noqa: BLE001 - data-dependent references do not run on meta tensors
+        return None
+    tensors = [t for t in flatten(out) if isinstance(t, torch.Tensor)]
+    if not tensors:
+        return 0, 8
+    return sum(t.numel() for t in tensors), max(t.element_size() for t in tensors)
+
+
+def example_bytes(subject: Subject, dtype: str, n: int) -> tuple[int, int]:
+    """(GPU bytes, host bytes) one example of ``subject`` at size ``n`` in ``dtype`` may need at its peak.
+
+    GPU, the larger of two phases of :func:`harness.runner.run_case`: the float64
+    reference (inputs built in the dtype, upcast to float64, the reference's
+    outputs and as much again for its intermediates, eager's outputs) and the
+    candidate calls (inputs plus the mutation snapshot; two calls' outputs; the
+    eager and float64 outputs kept for the oracle, and three float64 temporaries
+    of the comparison).  Host: the float64 values and the two float64
+    temporaries of their generation, the cast copy kept for the next build, and
+    its transfer buffer.  Outputs are sized on the meta device, or taken as
+    large as the inputs when the reference cannot run there.
+    """
+    per_elem = sum(_ITEMSIZE[dtype] for spec in subject.tensor_inputs().values() if spec.shape)
+    count = sum(1 for spec in subject.tensor_inputs().values() if spec.shape)
+    inputs, inputs64 = per_elem * n, 8 * count * n
+    probe = output_elements(subject, dtype, n)
+    out_n, out_item = probe if probe is not None else (count * n, _ITEMSIZE[dtype])
+    outputs, outputs64 = out_item * out_n, 8 * out_n
+    reference = inputs + inputs64 + 2 * outputs64 + outputs
+    calls = 2 * inputs + 2 * outputs + outputs + outputs64 + 3 * outputs64
+    host = 5 * inputs64 + 2 * inputs
+    return max(reference, calls) + HEADROOM_BYTES, host + HEADROOM_BYTES
+
+
+def plan(subject: Subject, *, free_bytes: int, host_bytes: int, sizes: tuple[int, ...] = HUGE_SIZES) -> HugePlan:
+    """The (dtype, size) pairs of ``subject`` that fit the given free GPU and host memory.
+
+    Pure logic (no device is touched): :func:`plan_on_device` measures the
+    memory.  Raises :class:`~harness.exc.HugeShapesUnavailable` (``reason``) when
+    the subject is not 1-D, allows no huge dtype, or nothing fits.
+    """
+    dim, why = size_dim(subject)
+    if dim is None:
+        raise HugeShapesUnavailable(f"{subject.name}: not a 1-D subject ({why})", reason=why)
+    dtypes = huge_dtypes(subject)
+    if not dtypes:
+        why = f"its inputs allow none of {', '.join(HUGE_DTYPES)}"
+        raise HugeShapesUnavailable(f"{subject.name}: {why}", reason=why)
+    pairs, left_out, smallest = [], [], None
+    for dtype in dtypes:
+        for n in sizes:
+            need, need_host = example_bytes(subject, dtype, n)
+            if need <= SAFETY * free_bytes and need_host <= SAFETY * host_bytes:
+                pairs.append((dtype, n))
+                continue
+            short = "GPU" if need > SAFETY * free_bytes else "host"
+            left_out.append(f"{dtype} {dim}={n:,}: needs ~{_gib(need)} GPU / {_gib(need_host)} host memory "
+                            f"({short} memory is short)")
+            if smallest is None or (need, need_host) < smallest[:2]:
+                smallest = (need, need_host, dtype, n)
+    if not pairs:
+        need, need_host, dtype, n = smallest
+        why = (f"not enough memory for {dim} >= 2^31: the smallest example ({dtype}, {dim}={n:,}) needs "
+               f"~{_gib(need)} GPU and {_gib(need_host)} host memory, {_gib(free_bytes)} GPU and "
+               f"{_gib(host_bytes)} host are free (at most {SAFETY:.0%} of it is used)")
+        raise HugeShapesUnavailable(f"{subject.name}: {why}", reason=why)
+    return HugePlan(subject.name, dim, tuple(pairs), tuple(left_out), int(free_bytes), int(host_bytes))
+
+
+def require_cuda(what: str = "huge shapes") -> None:
+    """Refuse huge mode anywhere but on CUDA (the interpreter would try to allocate tens of GiB on the CPU)."""
+    if device.MODE != "cuda":
+        raise HugeShapesUnavailable(
+            f"{what} run on a CUDA GPU only: one example holds 2^31+ elements (8 GiB of float32, 16 GiB more "
+            "for the float64 reference), which Triton's interpreter on CPU cannot run; this machine runs "
+            "the interpreter (no CUDA device)", reason="no CUDA device")
+
+
+def free_memory() -> tuple[int, int]:
+    """(free GPU bytes of the current device, available host bytes); CUDA only."""
+    require_cuda()
+    import torch
+
+    free, _total = torch.cuda.mem_get_info()
+    return int(free), host_available()
+
+
+def host_available() -> int:
+    """MemAvailable of /proc/meminfo in bytes (0 when it cannot be read: then nothing fits)."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def plan_on_device(subject: Subject) -> HugePlan:
+    """:func:`plan` with the memory measured now (CUDA only)."""
+    free, host = free_memory()
+    return plan(subject, free_bytes=free, host_bytes=host)
+
+
+def check_lanes(workers: int | None) -> None:
+    """A huge campaign runs on CUDA, one lane per GPU at most (two huge examples on one GPU do not fit)."""
+    require_cuda("tritondiff fuzz --huge: huge shapes")
+    import torch
+
+    gpus = torch.cuda.device_count()
+    if workers is not None and workers > gpus:
+        raise UsageError(f"--huge --workers {workers}: huge examples need a GPU each and {gpus} are visible; "
+                         f"use --workers {gpus} or fewer")
+
+
+def plans_for(subjects: Iterable[Subject], say: Callable[[str], None], *, strict: bool = True,
+              measure: Callable[[], tuple[int, int]] | None = None) -> dict[str, HugePlan]:
+    """Plans of the ``subjects`` that can run huge shapes here, by name; ``say`` gets a line per subject
+    (its plan, or why it is skipped).  ``strict``: none can -> UsageError listing the reasons.
+    ``measure`` returns (free GPU bytes, host bytes) -- :func:`free_memory` by default."""
+    free, host = (measure or free_memory)()
+    plans, skipped = {}, []
+    for subj in subjects:
+        try:
+            plans[subj.name] = plan(subj, free_bytes=free, host_bytes=host)
+            say(f"huge  {plans[subj.name].describe()}")
+        except HugeShapesUnavailable as e:
+            skipped.append(f"{subj.name} ({e.reason})")
+            say(f"skip  {subj.name}: {e.reason}")
+    if not plans and strict:
+        raise UsageError(f"--huge: no target can run huge shapes here: {'; '.join(skipped)}")
+    return plans
+
+
+def _gib(n: float) -> str:
+    return f"{n / GIB:.1f} GiB"
+
+
+def _pow2(n: int) -> str:
+    k = int(math.log2(n)) if n > 0 else 0
+    for base in (k, k + 1):
+        d = n - 2 ** base
+        if abs(d) <= 2 ** 21:
+            return f"2^{base}" + (f"{d:+d}" if d else "")
+    return f"{n:,}"

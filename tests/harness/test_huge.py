@@ -1,0 +1,226 @@
+"""harness.huge: 1-D subjects past 2^31 elements on the GPU -- shape selection, memory bounds, CPU refusal.
+
+Nothing here allocates a huge tensor: the memory figures are faked, shapes are checked as drawn
+data (Case objects), and the CPU refusals happen before any example runs.
+"""
+from __future__ import annotations
+
+import io
+import json
+import os
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from harness import config, huge, subject, tensor
+from harness.case import Case, TensorCase, shape_bucket
+from harness.cli import main
+from harness.dump import INPUTS_PT_MAX_BYTES, write_dump
+from harness.exc import HugeShapesUnavailable, UsageError
+from harness.explore import explore
+from harness.runner import Verdict
+from harness.strategies import cases
+
+GIB = 2 ** 30
+F = ("float32", "float16")
+
+
+@subject(name="huge_test.norm", reference=lambda x: torch.linalg.vector_norm(x),
+         inputs={"x": tensor(("N",), dtypes=("float32", "float16", "bfloat16"))}, dims={"N": (0, 3_000_000)})
+def norm(x):
+    return torch.linalg.vector_norm(x)
+
+
+@subject(name="huge_test.scale", reference=lambda x, g: x * g,
+         inputs={"x": tensor(("N",), dtypes=F), "g": tensor((), dtype_like="x")}, dims={"N": (0, 5000)})
+def scale(x, g):
+    return x * g
+
+
+@subject(name="huge_test.rows", reference=lambda x: x.sum(1), inputs={"x": tensor(("M", "N"), dtypes=F)},
+         dims={"M": (1, 9), "N": (1, 9)})
+def rows(x):
+    return x.sum(1)
+
+
+def _data_dependent(x):
+    return x[: int(x.numel() > 0)].sum() * float(x.abs().max())     # needs values: cannot run on meta
+
+
+@subject(name="huge_test.data", reference=_data_dependent, inputs={"x": tensor(("N",), dtypes=F)},
+         dims={"N": (1, 64)})
+def data(x):
+    return _data_dependent(x)
+
+
+def _plan(subj, free_gib: float, host_gib: float = 1024.0, **kw):
+    return huge.plan(subj, free_bytes=int(free_gib * GIB), host_bytes=int(host_gib * GIB), **kw)
+
+
+# ---------------------------------------------------------------------------------------------- eligibility
+
+def test_only_one_dim_1d_subjects_with_a_range_qualify():
+    assert huge.size_dim(norm) == ("N", "")
+    assert huge.size_dim(scale) == ("N", "")                 # a 0-D input beside the 1-D one is fine
+    dim, why = huge.size_dim(rows)
+    assert dim is None and "2 dims" in why
+
+    @subject(reference=lambda x, y: x + y, inputs={"x": tensor(("N",)), "y": tensor(("K",))},
+             dims={"N": (1, 9), "K": (1, 9)}, name="huge_test.two_dims")
+    def two(x, y):
+        return x + y
+
+    assert huge.size_dim(two) == (None, "its 1-D inputs use 2 different dims (K, N)")
+
+    @subject(reference=lambda x: x, inputs={"x": tensor(("N",))}, dims={"N": 7}, name="huge_test.fixed")
+    def fixed(x):
+        return x
+
+    assert huge.size_dim(fixed) == (None, "dim 'N' is fixed to 7")
+    assert huge.huge_dtypes(norm) == ("float32", "float16")   # bfloat16 is not drawn huge
+
+
+def test_outputs_are_sized_on_the_meta_device():
+    n = 2 ** 31 + 1
+    assert huge.output_elements(norm, "float16", n) == (1, 2)
+    assert huge.output_elements(scale, "float32", n) == (n, 4)
+    assert huge.output_elements(data, "float32", n) is None    # then the estimate assumes the worst
+
+
+def test_example_bytes_follow_the_runner_phases():
+    n = 2 ** 31
+    need, host = huge.example_bytes(norm, "float32", n)
+    # fp64 phase: inputs 4n + upcast 8n + 2*8 (output and intermediates) + 4 (eager) > calls: 2*4n + ...
+    assert need == 4 * n + 8 * n + 2 * 8 + 4 + huge.HEADROOM_BYTES
+    assert host == 5 * 8 * n + 2 * 4 * n + huge.HEADROOM_BYTES
+    need16, _ = huge.example_bytes(norm, "float16", n)
+    assert need16 == 2 * n + 8 * n + 2 * 8 + 2 + huge.HEADROOM_BYTES
+    # an elementwise output as large as the input: the call phase (inputs, snapshot, outputs, oracle) wins
+    need_s, _ = huge.example_bytes(scale, "float32", n)
+    assert need_s == 2 * 4 * n + 3 * 4 * n + 4 * 8 * n + huge.HEADROOM_BYTES
+    assert huge.example_bytes(data, "float32", n)[0] == need_s     # unknown outputs: sized like the input
+
+
+# ---------------------------------------------------------------------------------------------- plans
+
+def test_plenty_of_memory_draws_every_size_in_both_dtypes():
+    plan = _plan(norm, free_gib=1000)
+    assert plan.dim == "N" and not plan.left_out
+    assert plan.pairs == tuple((dt, n) for dt in F for n in huge.HUGE_SIZES)
+    assert min(n for _, n in plan.pairs) == 2 ** 31 - 1 and (2 ** 31 + 4097) in {n for _, n in plan.pairs}
+    assert "2^31-1, 2^31, 2^31+1, 2^31+4097" in plan.describe()
+
+
+def test_an_h100_fits_the_norm_below_2_32_and_not_the_elementwise_subject():
+    plan = _plan(norm, free_gib=79, host_gib=120)
+    assert {n for _, n in plan.pairs} == set(huge.HUGE_SIZES[:-1])     # 2^32+17 is past the host memory
+    assert len(plan.left_out) == 2 and all("2^32" not in line and "4,294,967,313" in line for line in plan.left_out)
+    assert all("host memory is short" in line for line in plan.left_out)
+    with pytest.raises(HugeShapesUnavailable, match="not enough memory for N >= 2\\^31") as e:
+        _plan(scale, free_gib=79, host_gib=120)
+    assert "79.0 GiB GPU" in str(e.value) and "float16, N=2,147,483,647" in str(e.value)
+    assert e.value.reason.startswith("not enough memory")
+
+
+def test_memory_between_the_dtypes_keeps_float16_only():
+    n = 2 ** 31 - 1
+    need32 = huge.example_bytes(norm, "float32", n)[0]
+    need16 = huge.example_bytes(norm, "float16", n)[0]
+    free = (need16 + need32) / 2 / huge.SAFETY                  # room for float16, not float32
+    plan = huge.plan(norm, free_bytes=int(free), host_bytes=1024 * GIB, sizes=(n,))
+    assert plan.pairs == (("float16", n),)
+    assert plan.left_out == (f"float32 N={n:,}: needs ~{need32 / GIB:.1f} GiB GPU / "
+                             f"{huge.example_bytes(norm, 'float32', n)[1] / GIB:.1f} GiB host memory "
+                             "(GPU memory is short)",)
+
+
+def test_ineligible_subjects_raise_with_a_reason():
+    with pytest.raises(HugeShapesUnavailable, match="not a 1-D subject") as e:
+        _plan(rows, free_gib=1000)
+    assert "2 dims" in e.value.reason
+
+
+def test_plans_for_says_what_runs_and_what_is_skipped():
+    lines: list[str] = []
+    plans = huge.plans_for([norm, rows, scale], lines.append, measure=lambda: (79 * GIB, 120 * GIB))
+    assert list(plans) == ["huge_test.norm"]
+    assert lines[0].startswith("huge  huge_test.norm: N in {2^31-1")
+    assert lines[1].startswith("skip  huge_test.rows: input 'x' has 2 dims")
+    assert lines[2].startswith("skip  huge_test.scale: not enough memory")
+    with pytest.raises(UsageError, match="no target can run huge shapes here: huge_test.rows"):
+        huge.plans_for([rows], lines.append, measure=lambda: (79 * GIB, 120 * GIB))
+    assert huge.plans_for([rows], lines.append, strict=False, measure=lambda: (79 * GIB, 120 * GIB)) == {}
+
+
+# ---------------------------------------------------------------------------------------------- draws
+
+_PLAN = _plan(scale, free_gib=10_000)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(cases(scale, huge=_PLAN))
+def test_huge_draws_take_the_plan_s_pairs_and_cheap_layouts(case):
+    x, g = case.tensors["x"], case.tensors["g"]
+    assert (x.dtype, case.dims["N"]) in _PLAN.pairs
+    assert x.shape == (case.dims["N"],) and x.numel >= 2 ** 31 - 1 and shape_bucket(x.numel) == ">=2^31-1"
+    assert x.layout in ("contiguous", "offset") and g.shape == () and g.dtype == x.dtype
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(st.data())
+def test_normal_draws_are_unchanged_by_the_option(data):
+    case = data.draw(cases(norm))
+    assert case.dims["N"] <= 3_000_000
+
+
+# ---------------------------------------------------------------------------------------------- refusals
+
+@pytest.mark.skipif(huge.device.MODE == "cuda", reason="the refusal is the CPU interpreter's")
+class TestCpuRefuses:
+    def test_require_cuda(self):
+        with pytest.raises(HugeShapesUnavailable, match="run on a CUDA GPU only") as e:
+            huge.require_cuda()
+        assert e.value.reason == "no CUDA device"
+
+    def test_explore_with_a_plan_or_the_knob_refuses_before_running(self, tmp_path):
+        with pytest.raises(HugeShapesUnavailable, match="CUDA GPU only"):
+            explore(norm, huge=_plan(norm, free_gib=1000), budget_s=5, out_dir=str(tmp_path))
+        with config.patch(huge_shapes=True), pytest.raises(HugeShapesUnavailable, match="CUDA GPU only"):
+            explore(norm, budget_s=5, out_dir=str(tmp_path))
+        assert not os.listdir(tmp_path)                        # nothing ran, nothing was dumped
+
+    def test_fuzz_huge_exits_2_with_one_line(self, capsys, tmp_path):
+        assert main(["fuzz", "--huge", "kernels.nrm2", "--budget", "5", "--store", str(tmp_path / "f.db")]) == 2
+        err = capsys.readouterr().err
+        assert "tritondiff fuzz --huge: huge shapes run on a CUDA GPU only" in err
+        assert len(err.strip().splitlines()) == 1
+        assert not os.path.exists(tmp_path / "f.db")
+
+
+def test_a_huge_dump_keeps_case_json_and_leaves_inputs_pt_out(tmp_path):
+    n = 2 ** 31 + 1
+    case = Case({"N": n}, {"x": TensorCase((n,), "float32", "offset", 3, "normal", 5, "")}, {})
+    verdict = Verdict("fail", "mismatch", "off by one", "out0:scalar", "first call")
+    path = write_dump(str(tmp_path), norm, {"name": norm.name}, case, verdict)
+    assert not os.path.exists(os.path.join(path, "inputs.pt"))
+    summary = json.load(open(os.path.join(path, "summary.json")))
+    assert summary["inputs"]["x"] == {"shape": [n], "stride": [1], "dtype": "torch.float32", "storage_offset": 256 + 4,
+                                      "layout": "offset", "values": "normal", "nonfinite": ""}
+    assert summary["inputs_pt"].startswith("left out: the inputs are 8.0 GiB")
+    assert Case.from_json(json.load(open(os.path.join(path, "case.json")))) == case
+    assert INPUTS_PT_MAX_BYTES < 4 * n
+
+
+def test_a_small_dump_still_saves_its_inputs(tmp_path):
+    case = Case({"N": 41}, {"x": TensorCase((41,), "float16", "contiguous", 0, "normal", 5, "")}, {})
+    path = write_dump(str(tmp_path), norm, {"name": norm.name}, case, Verdict("fail", "mismatch", "m", "x", "c"))
+    saved = torch.load(os.path.join(path, "inputs.pt"))
+    assert saved["tensors"]["x"].shape == (41,) and saved["tensors"]["x"].dtype == torch.float16
+
+
+def test_display_line_of_a_plan_is_one_line():
+    out = io.StringIO()
+    huge.plans_for([norm], lambda s: out.write(s + "\n"), measure=lambda: (139 * GIB, 200 * GIB))
+    assert out.getvalue().count("\n") == 1 and "139.0 GiB GPU" in out.getvalue()
