@@ -48,9 +48,10 @@ def traffic_bytes(kernel: str, *, T: int, C: int, elem: int, coef: int = 4, D: i
     plane = T * C * elem          # one [T, C] tensor
     w = D * N * C * elem
     heads = T * D * elem
+    heads_acc = T * D * coef      # K1's y stays fp32 (the backward's coef needs it unrounded)
     table = {
-        "k1_fwd": x + w + heads + T * coef,                               # x, W -> y, inv_rms
-        "k1_bwd_dx": x + w + 2 * heads + T * coef + x,                    # x, W, g, y, inv_rms -> dx
+        "k1_fwd": x + w + heads_acc + T * coef,                           # x, W -> y, inv_rms
+        "k1_bwd_dx": x + w + heads + heads_acc + T * coef + x,            # x, W, g, y, inv_rms -> dx
         "k3_fwd": x + T * N * coef + plane,                               # x, h_pre -> out
         "k3_bwd_dx": plane + T * N * coef + x,                            # g, h_pre -> dx
         "k3_bwd_hpre": plane + x + T * N * coef,                          # g, x -> dh_pre
@@ -101,7 +102,7 @@ def our_calls(case: Case, cfgs: dict | None = None) -> dict[str, Callable[[], ob
     xf = t["x"].view(T, N * C)
     return {
         "k1_fwd": lambda: rp.rmsnorm_project_fwd(xf, t["W"], 1e-6, config=cfgs.get("k1_fwd")),
-        "k1_bwd_dx": lambda: rp.rmsnorm_project_bwd_dx(xf, t["W"], t["g_heads"], t["y"], t["rinv"], None,
+        "k1_bwd_dx": lambda: rp.rmsnorm_project_bwd_dx(xf, t["W"], t["g_heads"], t["y"], t["rinv"], None, 1e-6,
                                                        config=cfgs.get("k1_bwd_dx")),
         "k3_fwd": lambda: pre_map.pre_map_fwd(t["x"], t["h"], config=cfgs.get("k3_fwd")),
         "k3_bwd_dx": lambda: pre_map.pre_map_bwd_dx(t["g_plane"], t["h"], config=cfgs.get("k3_bwd_dx")),

@@ -14,10 +14,30 @@ candidate that fails to compile or launch is recorded, not fatal.  The whole
 search stops at ``--budget-s`` (the remaining kernels keep their table entry),
 so one shape finishes within ~8 minutes on an H100.
 
+The budget is shared out: each kernel may use the time left divided by the
+kernels left, so a slow compiler cannot starve the last kernels.  Every trial
+prints a progress line as it finishes.
+
 Output: per kernel the best configuration, its speed-up over the table entry,
 the top five trials, and the failures; a ready-to-paste ``TABLE`` block for
-``kernels/mhc/configs.py``; and, with ``--json-out``, everything as JSON.
-On a machine without a GPU it prints a notice and exits 0.
+``kernels/mhc/configs.py``; with ``--json-out`` everything as JSON and with
+``--md-out`` the same report as Markdown, both headed by the device, driver,
+torch / triton versions and the date.  On a machine without a GPU it prints a
+notice and exits 0; ``--dry-run`` (no GPU needed) lists every candidate that
+would be timed, per kernel, for ``--arch``'s table entry.
+
+Adopting the winners (the documented step):
+
+1. run ``python -m kernels.benchmarks.mhc_gridsearch --json-out g.json --md-out g.md``
+   on the target GPU (H100: ``sm90``), unattended, < 8 minutes;
+2. review the printed ``TABLE`` block: keep an entry only where its speed-up
+   over the table entry is real (> ~3%, beyond run-to-run noise);
+3. paste the kept lines over the ``"sm90"`` (or the printed arch's) entries of
+   ``TABLE`` in ``kernels/mhc/configs.py``, and note the run in that
+   docstring's ``sm90`` paragraph;
+4. run ``python -m pytest tests/kernels/test_mhc.py`` (the table tests check
+   the 2**20-element limit and tl.dot's 16-wide tiles) and
+   ``python -m kernels.benchmarks.mhc`` on the GPU to confirm.
 """
 from __future__ import annotations
 
@@ -69,14 +89,25 @@ def candidates(kernel: str, *, current: LaunchConfig, elem: int, max_trials: int
     return [current] + grid[:max(0, max_trials - 1)]
 
 
+def _width(kernel: str, C: int) -> int:
+    """The tile-width problem size of ``kernel``: n*C for K1 (its reduction runs over x_flat), else C."""
+    return N * C if kernel.startswith("k1") else C
+
+
+def _fmt(cfg: LaunchConfig) -> str:
+    return f"BT={cfg.block_t} BC={cfg.block_c} w={cfg.num_warps} s={cfg.num_stages}"
+
+
 def search_kernel(kernel: str, case, *, max_trials: int, deadline: float, warmup_ms: int, rep_ms: int) -> dict:
     dev = case.t["x"].device
-    width = N * case.C if kernel.startswith("k1") else case.C
-    current = configs.lookup(kernel, T=case.T, C=width, device=dev)
+    current = configs.lookup(kernel, T=case.T, C=_width(kernel, case.C), device=dev)
     trials, failed = [], []
     nbytes = traffic_bytes(kernel, T=case.T, C=case.C, elem=case.elem)
-    for cfg in candidates(kernel, current=current, elem=case.elem, max_trials=max_trials):
+    cands = candidates(kernel, current=current, elem=case.elem, max_trials=max_trials)
+    for i, cfg in enumerate(cands):
         if time.monotonic() > deadline:
+            print(f"  [{kernel} {i}/{len(cands)}] kernel's share of the budget spent; "
+                  f"{len(cands) - i} candidates not timed", flush=True)
             break
         fn = our_calls(case, {kernel: cfg})[kernel]
         try:
@@ -84,10 +115,14 @@ def search_kernel(kernel: str, case, *, max_trials: int, deadline: float, warmup
             torch.cuda.synchronize()
             t = _timing.bench(fn, warmup_ms=warmup_ms, rep_ms=rep_ms)
         except Exception as e:  # compile / launch failure of this candidate only
-            failed.append({"config": cfg.as_dict(), "error": f"{type(e).__name__}: {str(e)[:200]}"})
+            msg = f"{type(e).__name__}: {' '.join(str(e).split())[:200]}"
+            failed.append({"config": cfg.as_dict(), "error": msg})
+            print(f"  [{kernel} {i + 1}/{len(cands)}] {_fmt(cfg)}: FAILED {msg[:120]}", flush=True)
             continue
         trials.append({"config": cfg.as_dict(), "median_ms": t.median_ms, "min_ms": t.min_ms,
                        "gbps": _timing.gbps(nbytes, t.median_ms), "is_table_entry": cfg == current})
+        print(f"  [{kernel} {i + 1}/{len(cands)}] {_fmt(cfg)}: {t.median_ms:.4f} ms "
+              f"({trials[-1]['gbps']:.0f} GB/s){' (table entry)' if cfg == current else ''}", flush=True)
     trials.sort(key=lambda r: r["median_ms"])
     table_ms = next((r["median_ms"] for r in trials if r["is_table_entry"]), None)
     return {"kernel": kernel, "name": configs.KERNELS[kernel], "bytes": nbytes, "trials_run": len(trials),
@@ -106,6 +141,51 @@ def table_snippet(results: list[dict], arch: str) -> str:
     return "\n".join(lines)
 
 
+def report_markdown(results: list[dict], *, env: dict, title: str, arch: str, elapsed: float,
+                    budget_s: float) -> str:
+    """The search's report: environment header, per-kernel best / top-five / failures, the TABLE block."""
+    out = [f"# {title}", ""]
+    out += [f"- {k}: {v}" for k, v in env.items()] + [f"- search: {elapsed:.0f} s of a {budget_s:.0f} s budget", ""]
+    for r in results:
+        best = r["best"]
+        if best is None:
+            out += [f"## {r['kernel']}: no successful trial ({len(r['failed'])} failed)", ""]
+        else:
+            table_ms = r["table_entry_ms"]
+            gain = f", {table_ms / best['median_ms']:.3f}x the table entry" if table_ms else ", table entry failed"
+            out += [f"## {r['kernel']} (`{r['name']}`)", "",
+                    f"best {_fmt(LaunchConfig(**best['config']))}: {best['median_ms']:.4f} ms "
+                    f"({best['gbps']:.0f} GB/s){gain}; {r['trials_run']} trials, {len(r['failed'])} failed", "",
+                    _timing.markdown_table(("median ms", "min ms", "GB/s", "BT", "BC", "warps", "stages"),
+                                           [(t["median_ms"], t["min_ms"], t["gbps"], *t["config"].values())
+                                            for t in r["top"]]), ""]
+        for f in r["failed"]:
+            out.append(f"- failed {_fmt(LaunchConfig(**f['config']))}: {f['error']}")
+        if r["failed"]:
+            out.append("")
+    out += [f"Paste into `kernels/mhc/configs.py` TABLE (review first; see this script's docstring):", "",
+            "```python", table_snippet(results, arch), "```", ""]
+    return "\n".join(out)
+
+
+def dry_run(args) -> int:
+    """List every candidate per kernel (no GPU): the table entry of ``args.arch`` first."""
+    elem = torch.empty((), dtype=_DTYPES[args.dtype]).element_size()
+    entries = configs.TABLE[args.arch]
+    total = 0
+    print(f"mhc_gridsearch --dry-run: T={args.T}, C={args.C}, {args.dtype}, table entry '{args.arch}', "
+          f"up to {args.max_trials} trials a kernel")
+    for kernel in args.kernels:
+        current = configs.clamp(entries[kernel], T=args.T, C=_width(kernel, args.C), arch=args.arch)
+        cands = candidates(kernel, current=current, elem=elem, max_trials=args.max_trials)
+        total += len(cands)
+        print(f"{kernel}: {len(cands)} candidates")
+        for i, cfg in enumerate(cands):
+            print(f"  {i + 1:3d}. {_fmt(cfg)}{'  (table entry)' if i == 0 else ''}")
+    print(f"total: {total} candidates")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kernels.benchmarks.mhc_gridsearch",
                                      description=__doc__.splitlines()[0])
@@ -118,41 +198,40 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup-ms", type=int, default=5)
     parser.add_argument("--rep-ms", type=int, default=40)
     parser.add_argument("--json-out", help="write the full results as JSON to this file")
+    parser.add_argument("--md-out", help="write the report as Markdown to this file")
+    parser.add_argument("--dry-run", action="store_true", help="list the candidates and exit (no GPU needed)")
+    parser.add_argument("--arch", choices=[a for a in configs.TABLE if a != "interpreter"], default="sm90",
+                        help="table entry --dry-run starts from (a GPU run uses its own device's)")
     args = parser.parse_args(argv)
     if args.max_trials < 1 or args.budget_s <= 0 or args.T < 1 or args.C < 1:
         parser.error("--max-trials, --budget-s, --T and --C must be positive")
+    if args.dry_run:
+        return dry_run(args)
     if not _timing.require_gpu("kernels.benchmarks.mhc_gridsearch"):
         return 0
     start = time.monotonic()
     deadline = start + args.budget_s
     dev = torch.device("cuda")
-    _timing.print_header(f"mHC-lite launch grid search: T={args.T}, C={args.C}, n=4, {args.dtype}")
+    title = f"mHC-lite launch grid search: T={args.T}, C={args.C}, n=4, {args.dtype}"
+    _timing.print_header(title)
     case = make_case(args.T, args.C, _DTYPES[args.dtype], dev)
     results = []
-    for kernel in args.kernels:
-        r = search_kernel(kernel, case, max_trials=args.max_trials, deadline=deadline,
-                          warmup_ms=args.warmup_ms, rep_ms=args.rep_ms)
-        results.append(r)
-        best = r["best"]
-        if best is None:
-            print(f"### {kernel}: no successful trial ({len(r['failed'])} failed; budget left "
-                  f"{deadline - time.monotonic():.0f} s)\n")
-            continue
-        table_ms = "failed" if r["table_entry_ms"] is None else f"{r['table_entry_ms']:.4f} ms"
-        print(f"### {kernel} (`{r['name']}`): best {best['config']} {best['median_ms']:.4f} ms "
-              f"({best['gbps']:.0f} GB/s), table entry {table_ms}, "
-              f"{r['trials_run']} trials, {len(r['failed'])} failed\n")
-        print(_timing.markdown_table(("median ms", "min ms", "GB/s", "BT", "BC", "warps", "stages"),
-                                     [(t["median_ms"], t["min_ms"], t["gbps"], *t["config"].values())
-                                      for t in r["top"]]) + "\n")
-        sys.stdout.flush()
+    for i, kernel in enumerate(args.kernels):
+        share = (deadline - time.monotonic()) / (len(args.kernels) - i)
+        print(f"### {kernel}: up to {args.max_trials} trials, {max(0.0, share):.0f} s", flush=True)
+        results.append(search_kernel(kernel, case, max_trials=args.max_trials, deadline=time.monotonic() + share,
+                                     warmup_ms=args.warmup_ms, rep_ms=args.rep_ms))
     arch = configs.table_key(dev)
-    print("Paste into kernels/mhc/configs.py TABLE (review first):\n")
-    print("```python\n" + table_snippet(results, arch) + "\n```")
     elapsed = time.monotonic() - start
-    print(f"\nsearch took {elapsed:.0f} s (budget {args.budget_s:.0f} s)")
+    env = _timing.environment()
+    text = report_markdown(results, env=env, title=title, arch=arch, elapsed=elapsed, budget_s=args.budget_s)
+    print("\n" + text)
+    if args.md_out:
+        with open(args.md_out, "w") as fh:
+            fh.write(text)
+        print(f"wrote {args.md_out}")
     if args.json_out:
-        payload = {"environment": _timing.environment(), "shape": {"T": args.T, "C": args.C, "n": N},
+        payload = {"environment": env, "shape": {"T": args.T, "C": args.C, "n": N},
                    "dtype": args.dtype, "arch": arch, "elapsed_s": elapsed, "max_trials": args.max_trials,
                    "results": results}
         with open(args.json_out, "w") as fh:

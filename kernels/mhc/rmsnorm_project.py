@@ -17,21 +17,28 @@ Gradients (g = dL/dy, and g_r = dL/dr for the saved r when it is used):
     dL/dW       = (g * r)^T @ x                                   (a plain matmul)
 
 so the dx kernel reads x once, writes dx once, and needs only y and r from the
-forward (which is why the forward op also returns r).
+forward (which is why the forward op also returns r).  The two terms of dx
+cancel when g @ W is parallel to x (always at K = 1, where dx = r g W eps r^2),
+so coef must come from the unrounded y: the forward keeps y in fp32 (fp64 for
+fp64 x) and only the public op rounds it to x's dtype.
 
-Ops: ``mhc::fused_rmsnorm_project_fwd(x, W, eps) -> (y, inv_rms)`` carries the
-autograd formula; ``mhc::fused_rmsnorm_project(x, W, eps) -> y`` is the public
-op (a CompositeImplicitAutograd wrapper returning y only), and
+Ops: ``mhc::fused_rmsnorm_project_fwd(x, W, eps) -> (y, inv_rms)`` (both fp32,
+fp64 for fp64 x) carries the autograd formula;
+``mhc::fused_rmsnorm_project(x, W, eps) -> y`` is the public op (a
+CompositeImplicitAutograd wrapper returning y in x's dtype), and
 ``mhc::fused_rmsnorm_project_bwd_dx`` is the backward kernel's op.
 """
 from __future__ import annotations
+
+import dataclasses
 
 import torch
 import triton
 import triton.language as tl
 
 from harness import device as _device
-from kernels.exc import UnsupportedInput
+from kernels.config import store_dtype
+from kernels.exc import LaunchConfigError, UnsupportedInput
 
 from . import configs
 from ._common import (acc_dtype, check_activation, check_devices, check_same_dtype, coef_dtype, load_tile,
@@ -42,6 +49,21 @@ _OP = "fused_rmsnorm_project"
 # K1 keeps D in one tile of at most this many heads; larger D is split over
 # a second grid axis (forward) or an inner loop (backward).
 _MAX_BLOCK_D = 64
+
+# tl.dot operand tiles are never smaller than MIN_DOT_DIM along any dimension
+# (M = BLOCK_T, N/K = BLOCK_D and BLOCK_K), whatever T, K or D is: tiny sizes are
+# padded up to 16 with masked loads that read 0 (x, W and g lanes past T / K / D
+# are zero, so the padded products add nothing), never served by a second,
+# broadcast-multiply-and-sum code path.  Triton 3.6 on NVIDIA needs K >= 16 for
+# 16-bit operands (older releases needed M, N, K >= 16); padding keeps one code
+# path for every size, and the wasted tensor-core work is free in a kernel bound
+# by reading x (D = 32 in MHCLiteBlock, so only toy head counts pad at all).
+# k1_blocks() computes every launch's tiles and checks the rule.
+MIN_DOT_DIM = 16
+
+# Every tl.dot passes out_dtype=ACC: triton 3.6 defaults out_dtype to float32
+# and asserts acc's dtype equals it, so a float64 accumulator without it fails
+# to compile on a GPU (triton >= 3.7 and the interpreter take it from acc).
 
 # How tl.dot is fed: NATIVE uses the operands' dtype (bf16/fp16 tensor cores,
 # fp32/fp64 with input_precision="ieee", never tf32); UPCAST casts bf16/fp16 operands to
@@ -84,11 +106,11 @@ def _fused_rmsnorm_project_fwd_kernel(
         w = tl.load(w_rows + offs_k[None, :], mask=mask_d[:, None] & mask_k[None, :], other=0.0)
         if DOT_MODE == 1:
             xa = load_tile_zeroed(x_rows + offs_k[None, :], m, ACC)
-            acc = tl.dot(xa, tl.trans(w.to(ACC)), acc, input_precision=PRECISION)
+            acc = tl.dot(xa, tl.trans(w.to(ACC)), acc, input_precision=PRECISION, out_dtype=ACC)
         else:
             x = tl.load(x_rows + offs_k[None, :], mask=m, other=0.0)
             xa = x.to(ACC)
-            acc = tl.dot(x, tl.trans(w), acc, input_precision=PRECISION)
+            acc = tl.dot(x, tl.trans(w), acc, input_precision=PRECISION, out_dtype=ACC)
         ssq += tl.sum(xa * xa, axis=1)
     rinv = 1.0 / tl.sqrt(ssq / K + eps)
     y = acc * rinv[:, None]
@@ -99,62 +121,95 @@ def _fused_rmsnorm_project_fwd_kernel(
 
 
 @triton.jit
+def _k1_g_at_w(gy_ptr, w_ptr, g0, rows64, mask_t, offs_k, mask_k, D, stride_gt, stride_wd,
+               ACC: tl.constexpr, DOT_MODE: tl.constexpr, PRECISION: tl.constexpr, BLOCK_T: tl.constexpr,
+               BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr, ONE_D_TILE: tl.constexpr):
+    """(g @ W)[t, k] on one [BLOCK_T, BLOCK_K] tile, accumulated in ACC over D tiles (g0: D's only tile)."""
+    gw = tl.zeros([BLOCK_T, BLOCK_K], dtype=ACC)
+    for d0 in range(0, D, BLOCK_D):
+        offs_d = d0 + tl.arange(0, BLOCK_D)
+        mask_d = offs_d < D
+        if ONE_D_TILE:
+            g = g0
+        else:
+            g = tl.load(gy_ptr + rows64[:, None] * stride_gt + offs_d[None, :],
+                        mask=mask_t[:, None] & mask_d[None, :], other=0.0)
+        w = tl.load(w_ptr + offs_d.to(tl.int64)[:, None] * stride_wd + offs_k[None, :],
+                    mask=mask_d[:, None] & mask_k[None, :], other=0.0)
+        if DOT_MODE == 1:
+            gw = tl.dot(g.to(ACC), w.to(ACC), gw, input_precision=PRECISION, out_dtype=ACC)
+        else:
+            gw = tl.dot(g, w, gw, input_precision=PRECISION, out_dtype=ACC)
+    return gw
+
+
+@triton.jit
 def _fused_rmsnorm_project_bwd_dx_kernel(
     x_ptr, w_ptr, gy_ptr, y_ptr, rinv_ptr, gr_ptr, dx_ptr,
-    T, K, D,
+    T, K, D, k_eps,
     stride_xt, stride_wd, stride_gt, stride_yt, stride_dxt,
     HAS_GR: tl.constexpr, ACC: tl.constexpr, DOT_MODE: tl.constexpr, PRECISION: tl.constexpr,
     BLOCK_T: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr, ONE_D_TILE: tl.constexpr,
+    ONE_K_TILE: tl.constexpr,
 ):
     # dx[t, k] = r[t] * (g @ W)[t, k] - x[t, k] * coef[t]
     # coef[t]  = r^2 / K * sum_d g[t, d] y[t, d]  (+ r^3 / K * g_r[t])
-    # Phase 1 reduces g*y over D (tiny: [BLOCK_T, D]); phase 2 streams x -> dx
-    # over K tiles, so x is read once and dx written once.
     pid_t = tl.program_id(0)
     offs_t = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)
     mask_t = offs_t < T
     rows64 = offs_t.to(tl.int64)
     r = tl.load(rinv_ptr + offs_t, mask=mask_t, other=0.0).to(ACC)
-    gy_dot_y = tl.zeros([BLOCK_T], dtype=ACC)
-    for d0 in range(0, D, BLOCK_D):
-        offs_d = d0 + tl.arange(0, BLOCK_D)
-        m = mask_t[:, None] & (offs_d < D)[None, :]
-        gy = tl.load(gy_ptr + rows64[:, None] * stride_gt + offs_d[None, :], mask=m, other=0.0)
-        yv = tl.load(y_ptr + rows64[:, None] * stride_yt + offs_d[None, :], mask=m, other=0.0)
-        gy_dot_y += tl.sum(gy.to(ACC) * yv.to(ACC), axis=1)
-    coef = r * r / K * gy_dot_y
-    if HAS_GR:
-        gr = tl.load(gr_ptr + offs_t, mask=mask_t, other=0.0).to(ACC)
-        coef += r * r * r / K * gr
-    if ONE_D_TILE:
-        # D fits one tile: keep g in registers across the whole K loop.
-        offs_d0 = tl.arange(0, BLOCK_D)
-        g0 = tl.load(gy_ptr + rows64[:, None] * stride_gt + offs_d0[None, :],
-                     mask=mask_t[:, None] & (offs_d0 < D)[None, :], other=0.0)
-        if DOT_MODE == 1:
-            g0 = g0.to(ACC)  # upcast once, not once per K tile
-    for k0 in range(0, K, BLOCK_K):
-        offs_k = k0 + tl.arange(0, BLOCK_K)
+    offs_d0 = tl.arange(0, BLOCK_D)
+    g0 = tl.load(gy_ptr + rows64[:, None] * stride_gt + offs_d0[None, :],
+                 mask=mask_t[:, None] & (offs_d0 < D)[None, :], other=0.0)
+    if DOT_MODE == 1:
+        g0 = g0.to(ACC)  # upcast once, not once per K tile
+    if ONE_K_TILE:
+        # The whole row is one tile.  With s = sum_k x (g @ W) = sum_d g p and
+        # r^2 / K = 1 / (ssq + K eps):   dx = r * ((g @ W) - x * s / (ssq + K eps)).
+        # The two terms cancel when g @ W is parallel to x (always at K = 1: dx = r g W eps r^2),
+        # so s is summed from the same rounded g @ W tile (its rounding then cancels too) and
+        # the row sums and the difference are formed in float64: fp32 there would be wrong by
+        # ~2**-24 * ssq / (K eps) relative, 6% at x ~ 1, eps = 1e-6 (eager's error, which the
+        # oracle measures us against at random).  Costs one float64 tile; x is still read once.
+        offs_k = tl.arange(0, BLOCK_K)
         mask_k = offs_k < K
-        gw = tl.zeros([BLOCK_T, BLOCK_K], dtype=ACC)
+        gw = _k1_g_at_w(gy_ptr, w_ptr, g0, rows64, mask_t, offs_k, mask_k, D, stride_gt, stride_wd,
+                        ACC, DOT_MODE, PRECISION, BLOCK_T, BLOCK_K, BLOCK_D, ONE_D_TILE).to(tl.float64)
+        m = mask_t[:, None] & mask_k[None, :]
+        x = load_tile_zeroed(x_ptr + rows64[:, None] * stride_xt + offs_k[None, :], m, ACC).to(tl.float64)
+        q = tl.sum(x * gw, axis=1) / (tl.sum(x * x, axis=1) + k_eps)
+        dx = (gw - x * q[:, None]) * r.to(tl.float64)[:, None]
+        if HAS_GR:
+            gr = tl.load(gr_ptr + offs_t, mask=mask_t, other=0.0).to(ACC)
+            dx -= x * (r * r * r / K * gr).to(tl.float64)[:, None]
+        # via ACC: float64 -> bfloat16 has no direct conversion on every target (or in the interpreter)
+        tl.store(dx_ptr + rows64[:, None] * stride_dxt + offs_k[None, :],
+                 dx.to(ACC).to(dx_ptr.dtype.element_ty), mask=m)
+    else:
+        # Phase 1 reduces g*y over D (tiny: [BLOCK_T, D]); phase 2 streams x -> dx
+        # over K tiles, so x is read once and dx written once.
+        gy_dot_y = tl.zeros([BLOCK_T], dtype=ACC)
         for d0 in range(0, D, BLOCK_D):
             offs_d = d0 + tl.arange(0, BLOCK_D)
-            mask_d = offs_d < D
-            if ONE_D_TILE:
-                g = g0
-            else:
-                g = tl.load(gy_ptr + rows64[:, None] * stride_gt + offs_d[None, :],
-                            mask=mask_t[:, None] & mask_d[None, :], other=0.0)
-            w = tl.load(w_ptr + offs_d.to(tl.int64)[:, None] * stride_wd + offs_k[None, :],
-                        mask=mask_d[:, None] & mask_k[None, :], other=0.0)
-            if DOT_MODE == 1:
-                gw = tl.dot(g.to(ACC), w.to(ACC), gw, input_precision=PRECISION)
-            else:
-                gw = tl.dot(g, w, gw, input_precision=PRECISION)
-        m = mask_t[:, None] & mask_k[None, :]
-        x = load_tile(x_ptr + rows64[:, None] * stride_xt + offs_k[None, :], m, ACC)
-        dx = r[:, None] * gw - x * coef[:, None]
-        tl.store(dx_ptr + rows64[:, None] * stride_dxt + offs_k[None, :], dx.to(dx_ptr.dtype.element_ty), mask=m)
+            m = mask_t[:, None] & (offs_d < D)[None, :]
+            gy = tl.load(gy_ptr + rows64[:, None] * stride_gt + offs_d[None, :], mask=m, other=0.0)
+            yv = tl.load(y_ptr + rows64[:, None] * stride_yt + offs_d[None, :], mask=m, other=0.0)
+            gy_dot_y += tl.sum(gy.to(ACC) * yv.to(ACC), axis=1)
+        coef = r * r / K * gy_dot_y
+        if HAS_GR:
+            gr = tl.load(gr_ptr + offs_t, mask=mask_t, other=0.0).to(ACC)
+            coef += r * r * r / K * gr
+        for k0 in range(0, K, BLOCK_K):
+            offs_k = k0 + tl.arange(0, BLOCK_K)
+            mask_k = offs_k < K
+            gw = _k1_g_at_w(gy_ptr, w_ptr, g0, rows64, mask_t, offs_k, mask_k, D, stride_gt, stride_wd,
+                            ACC, DOT_MODE, PRECISION, BLOCK_T, BLOCK_K, BLOCK_D, ONE_D_TILE)
+            m = mask_t[:, None] & mask_k[None, :]
+            x = load_tile(x_ptr + rows64[:, None] * stride_xt + offs_k[None, :], m, ACC)
+            dx = r[:, None] * gw - x * coef[:, None]
+            tl.store(dx_ptr + rows64[:, None] * stride_dxt + offs_k[None, :], dx.to(dx_ptr.dtype.element_ty),
+                     mask=m)
 
 
 # ---------------------------------------------------------------------------- launchers
@@ -172,56 +227,104 @@ def _precision(dtype: torch.dtype) -> str:
 
 
 def _block_d(D: int) -> int:
-    return min(_MAX_BLOCK_D, max(16, triton.next_power_of_2(D)))
+    return min(_MAX_BLOCK_D, max(MIN_DOT_DIM, triton.next_power_of_2(D)))
+
+
+@dataclasses.dataclass(frozen=True)
+class K1Blocks:
+    """The tiles of one K1 launch (what the launchers pass as BLOCK_* constexprs)."""
+
+    kernel: str  # "k1_fwd" or "k1_bwd_dx"
+    block_t: int
+    block_k: int
+    block_d: int
+    num_warps: int
+    num_stages: int
+
+    def dot_shapes(self) -> tuple[tuple[tuple[int, int], tuple[int, int]], ...]:
+        """The (lhs, rhs) block shapes of every tl.dot in the kernel."""
+        if self.kernel == "k1_fwd":
+            return (((self.block_t, self.block_k), (self.block_k, self.block_d)),)  # x @ W^T
+        return (((self.block_t, self.block_d), (self.block_d, self.block_k)),)  # g @ W
+
+
+def k1_blocks(kernel: str, *, T: int, K: int, D: int, device: torch.device,
+              config: configs.LaunchConfig | None = None) -> K1Blocks:
+    """The tiles a K1 launch of T rows, K = n*C features and D heads uses; raises LaunchConfigError
+    if a tl.dot operand tile would be narrower than MIN_DOT_DIM along any dimension."""
+    if kernel not in ("k1_fwd", "k1_bwd_dx"):
+        raise LaunchConfigError(f"k1_blocks: kernel must be 'k1_fwd' or 'k1_bwd_dx', got {kernel!r}",
+                                kernel=str(kernel))
+    cfg = configs.resolve(kernel, config, T=T, C=K, device=device)
+    blocks = K1Blocks(kernel, cfg.block_t, cfg.block_c, _block_d(D), cfg.num_warps, cfg.num_stages)
+    for lhs, rhs in blocks.dot_shapes():
+        if min(*lhs, *rhs) < MIN_DOT_DIM:
+            raise LaunchConfigError(
+                f"{kernel}: the launch (block_t={blocks.block_t}, block_c={blocks.block_k}, "
+                f"BLOCK_D={blocks.block_d}) feeds tl.dot a {lhs[0]}x{lhs[1]} by {rhs[0]}x{rhs[1]} tile, but every "
+                f"dot dimension must be >= {MIN_DOT_DIM} on NVIDIA GPUs; use a smaller block_c (so block_t "
+                f"stays >= {MIN_DOT_DIM} under the {configs.MAX_TILE_ELEMENTS}-element tile limit)",
+                kernel=kernel, parameter="block_c")
+    return blocks
 
 
 def rmsnorm_project_fwd(x: torch.Tensor, W: torch.Tensor, eps: float, *,
                         config: configs.LaunchConfig | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Launch K1 forward on validated inputs: returns (y[T, D] in x's dtype, inv_rms[T] fp32/fp64)."""
+    """Launch K1 forward on validated inputs: (y[T, D], inv_rms[T]), both fp32 (fp64 for fp64 x).
+
+    y stays in the accumulation dtype: the backward's coef sums g * y over the
+    heads, and at tiny K that term cancels r (g @ W) almost exactly, so a y
+    rounded to bf16 (2**-9 relative) turned into errors of ~1000 ulps in dx.
+    The public op rounds y to x's dtype (torch, round-to-nearest-even).
+    """
     x = x.contiguous()
     W = W.contiguous()
     T, K = x.shape
     D = W.shape[0]
-    y = torch.empty((T, D), dtype=x.dtype, device=x.device)
+    y = torch.empty((T, D), dtype=coef_dtype(x.dtype), device=x.device)
     rinv = torch.empty((T,), dtype=coef_dtype(x.dtype), device=x.device)
     if T == 0:
         return y, rinv
-    cfg = configs.resolve("k1_fwd", config, T=T, C=K, device=x.device)
-    block_d = _block_d(D)
-    grid = (triton.cdiv(T, cfg.block_t), triton.cdiv(D, block_d))
+    b = k1_blocks("k1_fwd", T=T, K=K, D=D, device=x.device, config=config)
+    grid = (triton.cdiv(T, b.block_t), triton.cdiv(D, b.block_d))
     _fused_rmsnorm_project_fwd_kernel[grid](
         x, W, y, rinv, T, K, D, float(eps),
         x.stride(0), W.stride(0), y.stride(0),
         ACC=tl_acc(x.dtype), DOT_MODE=_dot_mode(x.dtype), PRECISION=_precision(x.dtype),
-        BLOCK_T=cfg.block_t, BLOCK_K=cfg.block_c, BLOCK_D=block_d,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        BLOCK_T=b.block_t, BLOCK_K=b.block_k, BLOCK_D=b.block_d,
+        num_warps=b.num_warps, num_stages=b.num_stages,
     )
     return y, rinv
 
 
 def rmsnorm_project_bwd_dx(x: torch.Tensor, W: torch.Tensor, gy: torch.Tensor, y: torch.Tensor,
-                           inv_rms: torch.Tensor, g_inv_rms: torch.Tensor | None, *,
+                           inv_rms: torch.Tensor, g_inv_rms: torch.Tensor | None, eps: float, *,
                            config: configs.LaunchConfig | None = None) -> torch.Tensor:
-    """Launch K1 backward dx: dx[T, K] in x's dtype (g_inv_rms may be None)."""
+    """Launch K1 backward dx: dx[T, K] in x's dtype (g_inv_rms may be None; eps as in the forward).
+
+    gy is in x's dtype (the tensor-core operand of g @ W); y is the forward's
+    fp32 / fp64 output, never a rounded copy (see :func:`rmsnorm_project_fwd`).
+    """
     x, W, gy, y, inv_rms = (t.contiguous() for t in (x, W, gy, y, inv_rms))
     T, K = x.shape
     D = W.shape[0]
-    dx = torch.empty_like(x)
+    # bf16 in the interpreter: stored as fp32 and rounded by torch (kernels.config.store_dtype).
+    dx = torch.empty(x.shape, dtype=store_dtype(x.dtype), device=x.device)
     if T == 0:
-        return dx
+        return dx.to(x.dtype)
     has_gr = g_inv_rms is not None
     gr = g_inv_rms.contiguous() if has_gr else inv_rms
-    cfg = configs.resolve("k1_bwd_dx", config, T=T, C=K, device=x.device)
-    block_d = _block_d(D)
-    grid = (triton.cdiv(T, cfg.block_t),)
+    b = k1_blocks("k1_bwd_dx", T=T, K=K, D=D, device=x.device, config=config)
+    grid = (triton.cdiv(T, b.block_t),)
     _fused_rmsnorm_project_bwd_dx_kernel[grid](
-        x, W, gy, y, inv_rms, gr, dx, T, K, D,
+        x, W, gy, y, inv_rms, gr, dx, T, K, D, float(K * eps),
         x.stride(0), W.stride(0), gy.stride(0), y.stride(0), dx.stride(0),
         HAS_GR=has_gr, ACC=tl_acc(x.dtype), DOT_MODE=_dot_mode(x.dtype), PRECISION=_precision(x.dtype),
-        BLOCK_T=cfg.block_t, BLOCK_K=cfg.block_c, BLOCK_D=block_d, ONE_D_TILE=D <= block_d,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        BLOCK_T=b.block_t, BLOCK_K=b.block_k, BLOCK_D=b.block_d, ONE_D_TILE=D <= b.block_d,
+        ONE_K_TILE=K <= b.block_k,
+        num_warps=b.num_warps, num_stages=b.num_stages,
     )
-    return dx
+    return dx.to(x.dtype)
 
 
 # ---------------------------------------------------------------------------- eager reference
@@ -276,25 +379,27 @@ def _fwd_op(x_flat: torch.Tensor, W: torch.Tensor, eps: float) -> tuple[torch.Te
 def _fwd_fake(x_flat, W, eps):
     _check(x_flat, W, eps)
     T = x_flat.shape[0]
-    return (x_flat.new_empty((T, W.shape[0])), x_flat.new_empty((T,), dtype=coef_dtype(x_flat.dtype)))
+    cdt = coef_dtype(x_flat.dtype)
+    return x_flat.new_empty((T, W.shape[0]), dtype=cdt), x_flat.new_empty((T,), dtype=cdt)
 
 
 @torch.library.custom_op("mhc::fused_rmsnorm_project_bwd_dx", mutates_args=())
 def _bwd_dx_op(x_flat: torch.Tensor, W: torch.Tensor, gy: torch.Tensor, y: torch.Tensor,
-               inv_rms: torch.Tensor, g_inv_rms: torch.Tensor | None) -> torch.Tensor:
+               inv_rms: torch.Tensor, g_inv_rms: torch.Tensor | None, eps: float) -> torch.Tensor:
     return rmsnorm_project_bwd_dx(x_flat, W, gy.to(x_flat.dtype), y, inv_rms,
-                                  None if g_inv_rms is None else g_inv_rms.to(inv_rms.dtype))
+                                  None if g_inv_rms is None else g_inv_rms.to(inv_rms.dtype), eps)
 
 
 @_bwd_dx_op.register_fake
-def _bwd_dx_fake(x_flat, W, gy, y, inv_rms, g_inv_rms):
+def _bwd_dx_fake(x_flat, W, gy, y, inv_rms, g_inv_rms, eps):
     return torch.empty_like(x_flat, memory_format=torch.contiguous_format)
 
 
 def _setup_context(ctx, inputs, output):
-    x_flat, W, _eps = inputs
+    x_flat, W, eps = inputs
     y, inv_rms = output
     ctx.save_for_backward(x_flat, W, y, inv_rms)
+    ctx.eps = eps
 
 
 def _backward(ctx, gy, g_inv_rms):
@@ -303,7 +408,7 @@ def _backward(ctx, gy, g_inv_rms):
     if gy is None:
         gy = torch.zeros_like(y)
     if ctx.needs_input_grad[0]:
-        dx = torch.ops.mhc.fused_rmsnorm_project_bwd_dx(x_flat, W, gy, y, inv_rms, g_inv_rms)
+        dx = torch.ops.mhc.fused_rmsnorm_project_bwd_dx(x_flat, W, gy, y, inv_rms, g_inv_rms, ctx.eps)
     if ctx.needs_input_grad[1]:
         # dW = (g * r)^T @ x: a [D, T] x [T, K] matmul in x's dtype (fp32 accumulate in the GEMM).
         scaled = (gy.to(inv_rms.dtype) * inv_rms[:, None]).to(x_flat.dtype)
@@ -320,7 +425,7 @@ _lib.define("fused_rmsnorm_project(Tensor x_flat, Tensor W, float eps=1e-06) -> 
 
 
 def _public_impl(x_flat: torch.Tensor, W: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    return torch.ops.mhc.fused_rmsnorm_project_fwd(x_flat, W, eps)[0]
+    return torch.ops.mhc.fused_rmsnorm_project_fwd(x_flat, W, eps)[0].to(x_flat.dtype)
 
 
 _lib.impl("fused_rmsnorm_project", _public_impl, "CompositeImplicitAutograd")
