@@ -62,8 +62,19 @@ class CompilerConfig:
     split_max_xnumel: int = 64
     # ... and at least this many elements along the reduced axis.
     split_min_rnumel: int = _by_mode(131_072, 32_768)
-    # Auto strategy: number of partial-reduction programs a split aims at.
-    split_target_programs: int = _by_mode(8, 512)
+    # Split reductions and mixed-order kernels aim at sm_count * programs_per_sm programs ...
+    # (sm_count None: the GPU's multi_processor_count; nominal_sm_count under the interpreter,
+    # which runs programs one after the other).
+    sm_count: Optional[int] = None
+    nominal_sm_count: int = 8
+    programs_per_sm: int = _by_mode(1, 2)
+    # ... with each split partial reducing at least this many elements.
+    split_min_chunk: int = _by_mode(16_384, 2_048)
+    # Mixed-order reductions: a row reduction group and a column reduction group over the same
+    # rows (layer-norm backward's dx and dW/dB) run as one kernel that reads the shared inputs
+    # once, when the rows fit one block of at most this many elements.
+    mixed_order_reductions: bool = True
+    mixed_order_max_rnumel: int = 4096
     # Forced block sizes / split count (None: chosen automatically).  A forced value that
     # breaks max_triton_tensor_numel raises ReductionTooLarge.
     xblock: Optional[int] = None
@@ -104,6 +115,29 @@ class CompilerConfig:
     # TRITONDIFF_COMPILER_EXECUTION.
     execution: str = dataclasses.field(default_factory=lambda: _env("TRITONDIFF_COMPILER_EXECUTION", "triton"))
 
+    # --- matmul templates and autotuning (compiler.templates, compiler.autotune) --------------
+    # How mm / addmm / bmm with an inner size past matmul_small_k_max run: "template" (the Triton
+    # GEMM template with a heuristic tile and fused pointwise epilogues), "extern" (call ATen),
+    # "autotune" (benchmark a few template tiles and the ATen call, cache the winner).
+    # TRITONDIFF_COMPILER_MATMUL.
+    matmul: str = dataclasses.field(default_factory=lambda: _env("TRITONDIFF_COMPILER_MATMUL", "template"))
+    # Inner sizes (K) at or below this are not given to the GEMM template (tl.dot wants K >= 16;
+    # such matmuls are lowered as pointwise + reduction, or call ATen).
+    matmul_small_k_max: int = 16
+    # Autotune every generated kernel (pointwise / reduction block sizes, warps, stages) and every
+    # GEMM template (as matmul="autotune").  Off by default and in CI.  TRITONDIFF_COMPILER_AUTOTUNE=1.
+    autotune: bool = dataclasses.field(default_factory=lambda: _env_flag("TRITONDIFF_COMPILER_AUTOTUNE"))
+    # Directory of the persistent autotune cache (autotune.sqlite3).  TRITONDIFF_AUTOTUNE_CACHE.
+    autotune_cache_dir: str = dataclasses.field(default_factory=lambda: _env(
+        "TRITONDIFF_AUTOTUNE_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "tritondiff")))
+    # Keep tuned choices on disk (False: in memory for this process only).
+    autotune_persist: bool = True
+    # Under Triton's interpreter, time every candidate once (slow) instead of taking the first.
+    autotune_cpu_timing: bool = False
+    # After tuning, run the winner once more from pristine inputs and compare with the real
+    # launch: a trial that leaked state into the real arguments raises AutotuneError.
+    autotune_recheck: bool = True
+
     # --- debugging -------------------------------------------------------------------------
     # Check the IR between pipeline steps (dtypes, shapes, in-bounds loads).
     # TRITONDIFF_COMPILER_VERIFY=1.
@@ -134,7 +168,8 @@ class CompilerConfig:
 
     def cache_key(self) -> tuple:
         """The knobs that change generated code or the launch plan."""
-        skip = {"execution", "verify_ir", "dump_dir", "keep_artifacts", "cache_dir"}
+        skip = {"execution", "verify_ir", "dump_dir", "keep_artifacts", "cache_dir", "autotune_cache_dir",
+                "autotune_persist", "autotune_cpu_timing", "autotune_recheck"}
         return tuple((f.name, getattr(self, f.name)) for f in dataclasses.fields(self) if f.name not in skip)
 
 
@@ -142,8 +177,9 @@ _CHOICES = {
     "reduction_strategy": ("auto", "persistent", "looped", "split"),
     "pointwise_tiling": ("auto", "1d", "2d"),
     "execution": ("triton", "ir", "ir_unfused"),
+    "matmul": ("template", "extern", "autotune"),
 }
-_POWERS_OF_TWO = ("persistent_max_rnumel", "looped_rblock", "pointwise_block", "pointwise_tile_numel",
+_POWERS_OF_TWO = ("persistent_max_rnumel", "mixed_order_max_rnumel", "looped_rblock", "pointwise_block", "pointwise_tile_numel",
                   "xblock", "rblock", "max_reduction_block_numel")
 
 

@@ -3,13 +3,21 @@
 ``compiler.counters`` is a ``collections.Counter`` keyed by dotted names:
 
 - ``graphs_compiled``, ``kernels_generated``
-- ``reduction_strategy.persistent`` / ``.looped`` / ``.split``: one per fused reduction kernel
+- ``reduction_strategy.persistent`` / ``.looped`` / ``.split`` / ``.mixed_order``: one per fused
+  reduction kernel
+- ``mixed_order_reductions``: row-reduction and column-reduction groups over the same rows
+  joined into one kernel that reads their shared inputs once (layer-norm backward's dx + dW/dB)
+- ``small_matmul_inlined``: mm / addmm / bmm with an inner size <= ``matmul_small_k_max``
+  lowered as an unrolled pointwise node (fusable) instead of a library call
 - ``loop_local_iota``: index expressions over the reduction axis emitted inside a reduction
   loop from the loop-local ``rindex`` (never a ``tl.arange`` of the whole axis; seed 000)
 - ``fused_nodes``: fusions made (two kernels became one); ``inlined_nodes``: producers
   recomputed inside their consumers instead of stored; ``dead_nodes``: lowered nodes nothing used
 - ``extern.<op>``: nodes that fell back to calling the ATen op
 - ``numel_guard_hits``: block tensors refused by ``max_triton_tensor_numel``
+- ``gemm_template.<mm|addmm|bmm>``: matmuls lowered to the GEMM template;
+  ``gemm_template.epilogues``: pointwise groups fused into a template's kernel
+- ``autotune.tuned`` / ``.benchmarks`` / ``.cache_hits`` / ``.cache_rebuilt``, ``autotune.winner.<name>``
 """
 from __future__ import annotations
 

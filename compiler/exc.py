@@ -91,3 +91,27 @@ class KernelCompileError(CompilerError):
         super().__init__(f"{message}\n  generated source: {path}")
         self.kernel = kernel
         self.path = path
+
+
+# --- autotuning (compiler.autotune) ----------------------------------------------------------
+
+class AutotuneError(CompilerError):
+    """Tuning went wrong: no candidate ran, or a trial leaked state into the real arguments.
+
+    Fields: ``kernel`` (what was tuned) and ``candidates`` (their names).
+    """
+
+    def __init__(self, message: str, *, kernel: str, candidates: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.kernel = kernel
+        self.candidates = tuple(candidates)
+
+
+class AutotuneCacheError(AutotuneError):
+    """The on-disk autotune cache could not be read or rebuilt; ``path`` is the file."""
+
+    def __init__(self, message: str, *, path: str):
+        super().__init__(f"{message}\n  cache file: {path}\n  fix: delete the file, point "
+                         f"compiler.config.autotune_cache_dir elsewhere, or set autotune_persist=False",
+                         kernel="<cache>")
+        self.path = path

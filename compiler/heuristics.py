@@ -1,35 +1,124 @@
 """Is it a good idea?  Choices that change speed, never correctness.
 
 The scheduler asks these questions only about options its legality checks already allowed
-(``scheduler.build_group`` returns a reason when a fusion is illegal).  Autotuning and
-cost models belong here later; nothing in this module may be needed for a correct result.
+(``scheduler.build_group`` and ``scheduler.build_mixed_group`` return a reason when a fusion
+is illegal).  Nothing in this module may be needed for a correct result: every function
+here picks among correct options (which fusion first, which block shape, how many
+partial reductions), so a bad answer costs time, never a wrong value.
+
+- fusion order: ``fusion_score`` ranks legal candidate fusions by the HBM bytes they save
+  (seed 002, section 4.3), ties broken by proximity in the graph order;
+- mixed-order reductions: ``mixed_order_saving`` weighs the shared read against the
+  workspace a row-and-column kernel pays for its column partials;
+- reductions: ``choose_reduction`` (persistent / looped / split and blocks),
+  ``split_count`` (how many partial programs fill the machine), ``choose_mixed_order``;
+- pointwise tiles: ``choose_tile`` keeps the stride-1 axis fastest inside a block and
+  gives transposed reads and writes a tile that keeps both sides coalesced.
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
+
 import triton
+
+from harness import device as _device
 
 from .config import config
 from .exc import ConfigError
 
+
+def next_pow2(n: int) -> int:
+    return triton.next_power_of_2(max(int(n), 1))
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-int(a) // int(b))
+
+
+# ------------------------------------------------------------------------------- fusion
 
 def should_inline(op_count: int, n_users: int) -> bool:
     """Recompute a pointwise producer inside its consumers instead of storing it?"""
     return config.inline_pointwise and n_users <= config.max_inline_users and op_count <= config.max_inline_ops
 
 
-def fusion_priority(relation: str, shared_reads: int, distance: int) -> tuple:
-    """Order in which candidate fusions are tried (higher first).
+@dataclasses.dataclass(frozen=True)
+class FusionTraffic:
+    """HBM bytes a candidate fusion of two kernel groups avoids (the scheduler measures them).
 
-    ``relation`` is "producer" (one group reads the other's output) or "sibling" (they read
-    a common buffer).  Producer-consumer fusions save a store and a load; siblings save a read.
+    ``shared_read``: buffers both groups read, read once instead of twice.
+    ``handoff_load``: buffers one group writes and the other reads, now taken from registers.
+    ``dropped_store``: of those, the ones nobody else needs, which are no longer written at all.
+    ``extra``: bytes the fused kernel adds (a mixed-order kernel's workspace of column partials).
     """
-    return (2 if relation == "producer" else 1, shared_reads, -distance)
 
+    shared_read: int = 0
+    handoff_load: int = 0
+    dropped_store: int = 0
+    extra: int = 0
+
+    @property
+    def saved(self) -> int:
+        return self.shared_read + self.handoff_load + self.dropped_store - self.extra
+
+
+def fusion_score(traffic: FusionTraffic, distance: int) -> tuple:
+    """Order in which legal candidate fusions are tried (higher first).
+
+    Fusion is not associative -- fusing A with B may make fusing B with C illegal -- so the
+    candidate that saves the most memory traffic goes first; among equal savings the pair
+    closer in the graph order (fewer buffers live in between) wins.
+    """
+    return (traffic.saved, -abs(int(distance)))
+
+
+def mixed_order_saving(shared_read: int, *, programs: int, columns: int, column_reductions: int,
+                       acc_bytes: int) -> FusionTraffic:
+    """Traffic of a mixed-order kernel: the shared input read once, against the partials workspace.
+
+    The kernel stores ``programs x columns`` partials per column reduction and a final pass
+    reads them back; that is the only memory the fusion adds.
+    """
+    workspace = 2 * programs * columns * column_reductions * acc_bytes
+    return FusionTraffic(shared_read=shared_read, extra=workspace)
+
+
+# --------------------------------------------------------------------------- the machine
+
+def sm_count() -> int:
+    """Streaming multiprocessors the split heuristics fill.
+
+    ``config.sm_count`` when set; else the GPU's ``multi_processor_count``; under Triton's
+    interpreter (programs run one after the other on the CPU) ``config.nominal_sm_count``.
+    """
+    if config.sm_count:
+        return config.sm_count
+    if _device.is_interpreter():
+        return config.nominal_sm_count
+    return _gpu_sm_count()
+
+
+@functools.lru_cache(maxsize=None)
+def _gpu_sm_count() -> int:
+    import torch
+    return int(torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count)
+
+
+def target_programs() -> int:
+    """Programs that fill the machine once: SMs x ``config.programs_per_sm``."""
+    return max(1, sm_count() * config.programs_per_sm)
+
+
+# ---------------------------------------------------------------------------- reductions
 
 @dataclasses.dataclass(frozen=True)
 class ReductionChoice:
-    """Strategy and blocks for one fused reduction kernel."""
+    """Strategy and blocks for one fused reduction kernel.
+
+    ``splits``: partial programs per row block (split), or programs over the rows
+    (mixed_order).
+    """
 
     strategy: str
     xblock: int
@@ -37,8 +126,20 @@ class ReductionChoice:
     splits: int = 1
 
 
-def next_pow2(n: int) -> int:
-    return triton.next_power_of_2(max(int(n), 1))
+def split_count(xprograms: int, rnumel: int, rblock: int) -> int:
+    """Partial reductions per row block of a split reduction.
+
+    Enough programs to fill the machine (``target_programs`` over the row blocks there
+    already are), but each partial at least ``config.split_min_chunk`` elements long so
+    its loop amortises the workspace store and the final pass; at least 2 (a split of one
+    is a looped reduction) and at most one partial per RBLOCK chunk.
+    """
+    if config.split_count:
+        return max(1, min(config.split_count, _cdiv(rnumel, rblock)))
+    chunks = _cdiv(rnumel, rblock)
+    fill = max(1, target_programs() // max(1, xprograms))
+    long_enough = max(1, rnumel // config.split_min_chunk)
+    return max(1, min(chunks, max(2, min(fill, long_enough))))
 
 
 def choose_reduction(xnumel: int, rnumel: int, split_ok: bool) -> ReductionChoice:
@@ -66,34 +167,63 @@ def choose_reduction(xnumel: int, rnumel: int, split_ok: bool) -> ReductionChoic
     xblock = config.xblock or max(1, min(next_pow2(xnumel), budget // rblock if rblock <= budget else 1))
     splits = 1
     if strategy == "split":
-        chunks = -(-rnumel // rblock)
-        if config.split_count:
-            splits = config.split_count
-        else:
-            xprograms = max(1, -(-xnumel // xblock))
-            splits = max(2, min(chunks, max(1, config.split_target_programs // xprograms)))
-        splits = max(1, min(splits, chunks))
+        splits = split_count(_cdiv(max(xnumel, 1), xblock), rnumel, rblock)
     return ReductionChoice(strategy, xblock, rblock, splits)
 
+
+def choose_mixed_order(xnumel: int, rnumel: int) -> ReductionChoice:
+    """Blocks and program count of a mixed-order kernel: ``xnumel`` rows of ``rnumel``.
+
+    RBLOCK holds a whole row (the row reductions run persistent); XBLOCK rows fill the
+    block budget.  Each program walks a contiguous range of row blocks and keeps one
+    column partial per column reduction.  The row work needs the whole machine, so there
+    are as many programs as fill it (never more than row blocks); the price, one partial
+    row per program, is weighed by ``mixed_order_saving``.
+    """
+    rblock = next_pow2(rnumel)
+    budget = min(config.max_reduction_block_numel, config.max_triton_tensor_numel)
+    xblock = config.xblock or max(1, min(next_pow2(xnumel), budget // rblock if rblock <= budget else 1))
+    row_blocks = _cdiv(max(xnumel, 1), xblock)
+    programs = max(1, min(row_blocks, target_programs()))
+    return ReductionChoice("mixed_order", xblock, rblock, programs)
+
+
+# ----------------------------------------------------------------------------- pointwise
 
 def choose_pointwise_block(numel: int) -> int:
     """Elements per program of a 1-D pointwise kernel."""
     return config.xblock or min(next_pow2(numel), config.pointwise_block)
 
 
-def choose_tile(ynumel: int, xnumel: int) -> tuple[int, int]:
-    """(YBLOCK, XBLOCK) of a 2-D pointwise kernel."""
+def choose_tile(ynumel: int, xnumel: int, *, transposed: bool = True) -> tuple[int, int]:
+    """(YBLOCK, XBLOCK) of a 2-D pointwise kernel; X is the output's stride-1 axis.
+
+    X is the fastest-varying axis inside the block: lanes next to each other touch
+    neighbouring addresses of the output and of every access that shares its layout.
+    Without a transposed access X takes as much of the tile as it can use.  With a
+    transposed read or write the other side walks memory along Y, so the tile is
+    square (X gets the larger half when the budget is not a square): each side moves
+    sqrt(budget) contiguous elements per row of the tile -- 32 fp32 values, one 128-byte
+    transaction, for the GPU's 1024-element tile.  Whatever one axis cannot use (a short
+    dim) goes to the other.
+    """
     budget = config.pointwise_tile_numel
-    xblock = min(next_pow2(xnumel), max(16, int(budget ** 0.5)))
-    yblock = min(next_pow2(ynumel), max(1, budget // xblock))
+    px, py = next_pow2(xnumel), next_pow2(ynumel)
+    if not transposed:
+        xblock = min(px, budget)
+        return min(py, max(1, budget // xblock)), xblock
+    side = 1 << (budget.bit_length() // 2)
+    xblock = min(px, side)
+    yblock = min(py, max(1, budget // xblock))
+    xblock = min(px, max(xblock, budget // yblock))  # a short Y hands its share back to X
     return yblock, xblock
 
 
-def want_2d_tiling(transposed_loads: int, total_loads: int) -> bool:
-    """Use 2-D tiles when some load walks memory across the output's fast dim."""
+def want_2d_tiling(transposed_accesses: int, total_accesses: int) -> bool:
+    """Use 2-D tiles when some load or store walks memory across the output's fast dim."""
     if config.pointwise_tiling != "auto":
         return config.pointwise_tiling == "2d"
-    return transposed_loads > 0
+    return transposed_accesses > 0
 
 
 def num_warps(block_numel: int) -> int:
@@ -102,5 +232,6 @@ def num_warps(block_numel: int) -> int:
     return 8 if block_numel >= 2048 else 4
 
 
-__all__ = ["should_inline", "fusion_priority", "choose_reduction", "choose_pointwise_block", "choose_tile",
+__all__ = ["should_inline", "FusionTraffic", "fusion_score", "mixed_order_saving", "sm_count", "target_programs",
+           "split_count", "choose_reduction", "choose_mixed_order", "choose_pointwise_block", "choose_tile",
            "want_2d_tiling", "num_warps", "ReductionChoice", "next_pow2"]

@@ -27,6 +27,8 @@ from .exc import CompilerError, KernelCompileError
 from .ir import Buffer, ComputedBuffer, ExternKernel, ExternOutput, InputBuffer, Layout, MemoryResolver, StridedView
 from .lowering import LoweredGraph, fill_template
 from .scheduler import KernelGroup, Schedule
+from .templates import runtime as _gemm_runtime
+from .templates.gemm import GemmTemplate
 
 
 def load_module(source: str, name: str) -> tuple[types.ModuleType, str]:
@@ -111,7 +113,9 @@ class Executable:
         if mode == "triton":
             self.ensure_loaded()
             for i, step in enumerate(self.sched.steps):
-                if isinstance(step, ExternKernel):
+                if isinstance(step, GemmTemplate):
+                    _gemm_runtime.run_template(self, step, env)
+                elif isinstance(step, ExternKernel):
                     self._run_extern(step, env)
                 else:
                     self._run_group(step, env)
@@ -148,6 +152,9 @@ class Executable:
         for p in group.placed:
             if p.name in self.sched.stored and p.name not in env:
                 env[p.name] = _alloc(p.node.buf.layout)
+        if group.name in self.generated.variants:  # autotuning (compiler.autotune)
+            _gemm_runtime.run_group_tuned(self, group, env)
+            return
         specs = self.generated.kernels[group.name]
         workspaces: dict[str, torch.Tensor] = {}
         for spec in specs:
@@ -167,6 +174,8 @@ class Executable:
                 tensors.append(env[arg.name])
         fn = getattr(self.module, spec.name)
         kwargs = {} if _device.is_interpreter() else {"num_warps": spec.num_warps}
+        if "num_stages" in spec.meta and not _device.is_interpreter() and spec.meta["num_stages"]:
+            kwargs["num_stages"] = spec.meta["num_stages"]
         try:
             with _quiet_numpy():
                 fn[spec.grid](*tensors, **kwargs)
@@ -215,6 +224,8 @@ class Executable:
             order = []
             for step in self.sched.steps:
                 order.extend([step] if isinstance(step, ExternKernel) else [p.node.buf for p in step.placed])
+                if isinstance(step, GemmTemplate):  # its epilogue runs after the GEMM
+                    order.extend(p.node.buf for p in step.epilogue_nodes)
         else:
             resolver = MemoryResolver()
             order = list(self.graph.nodes)
@@ -238,6 +249,8 @@ class Executable:
         for i, step in enumerate(self.sched.steps):
             if isinstance(step, ExternKernel):
                 names = [x.buffer.name if isinstance(x, StridedView) else x.name for x in step.inputs]
+                if isinstance(step, GemmTemplate):
+                    names += [r.buffer.name for p in step.epilogue_nodes for r in p.node.info.reads]
             else:
                 names = [r.buffer.name for p in step.placed for r in p.node.info.reads]
             for n in names:
@@ -257,7 +270,11 @@ class Executable:
     def describe_plan(self) -> str:
         lines = []
         for i, step in enumerate(self.sched.steps):
-            if isinstance(step, ExternKernel):
+            if isinstance(step, GemmTemplate):
+                spec = self.generated.kernels[step.name][0]
+                lines.append(f"{i}: launch {spec.name} grid={spec.grid} warps={spec.num_warps} GEMM template "
+                             f"{spec.meta.get('config')} args={[a.name for a in spec.args]}")
+            elif isinstance(step, ExternKernel):
                 lines.append(f"{i}: extern {step.origin} inputs={[repr(x) for x in step.inputs]}")
             else:
                 for spec in self.generated.kernels[step.name]:

@@ -1,6 +1,6 @@
 """Scheduler: decide inlining, group nodes into kernels, order kernels and extern calls.
 
-Three fusions, each with a legality check that says *why* when it says no:
+Four fusions, each with a legality check that says *why* when it says no:
 
 - pointwise chains: a Pointwise producer is *inlined* (recomputed inside each consumer's
   body at the consumer's index), so chains of any shape (views, broadcasts) fuse;
@@ -11,12 +11,21 @@ Three fusions, each with a legality check that says *why* when it says no:
 - siblings: independent nodes over the same domain (layer-norm backward's dW and dB sums)
   share one kernel and one pass over the data.
 
-Whether a legal fusion is worth it is asked of ``heuristics`` (kept apart on purpose).
+- mixed order: a row-reduction group and a column-reduction group over the same rows
+  (layer-norm backward's dx and dW/dB) become one kernel that reads the shared inputs once
+  (``build_mixed_group``), after the ordinary fusions have settled.
+
+Candidate fusions are tried in the order ``heuristics.fusion_score`` gives (HBM bytes saved,
+then proximity); whether a fusion is *legal* is decided here, whether it is worth it in
+``heuristics`` (kept apart on purpose).  Every refusal is kept with its reason: on the
+schedule (``Schedule.refused``, written into the "scheduled" dump) and on the
+``compiler.scheduler`` logger at DEBUG level.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional, Union
+import logging
+from typing import NamedTuple, Optional, Union
 
 import sympy
 
@@ -30,6 +39,8 @@ from .lowering import LoweredGraph
 
 XSYM = indexing.index_symbol("xindex")
 RSYM = indexing.index_symbol("rindex")
+
+log = logging.getLogger("compiler.scheduler")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,10 +101,33 @@ class KernelGroup:
     rnumel: int
     has_reduction: bool
     name: str = ""
+    # Mixed order: a group of column reductions over this group's rows (its xnumel is our
+    # rnumel and the other way round), computed in the same pass over the rows.  Its nodes
+    # are also in ``placed`` (after ours), in their own frame: xindex a column, rindex a row.
+    columns: Optional["KernelGroup"] = None
 
     @property
     def names(self) -> list[str]:
         return [p.name for p in self.placed]
+
+    def rows(self) -> "KernelGroup":
+        """This group without its mixed-order column part."""
+        if self.columns is None:
+            return self
+        theirs = {id(p) for p in self.columns.placed}
+        return KernelGroup([p for p in self.placed if id(p) not in theirs], self.xnumel, self.rnumel,
+                           self.has_reduction, self.name)
+
+    def label(self) -> str:
+        """``buf3+buf5 (reduction of 341 rows over 16)`` for refusal messages."""
+        names = self.names if len(self.names) <= 3 else self.names[:2] + [f"...{len(self.names)} nodes"]
+        if self.columns is not None:
+            kind = f"mixed-order reduction of {self.xnumel} rows over {self.rnumel} and back"
+        elif self.has_reduction:
+            kind = f"reduction of {self.xnumel} rows over {self.rnumel}"
+        else:
+            kind = f"pointwise, {self.xnumel} elements"
+        return f"{'+'.join(names)} ({kind})"
 
     @property
     def num_phases(self) -> int:
@@ -104,7 +138,7 @@ class KernelGroup:
 
     def split_ok(self) -> bool:
         """Can this group run as a split reduction (partials, then a final pass)?"""
-        if not self.has_reduction:
+        if not self.has_reduction or self.columns is not None:
             return False
         for p in self.placed:
             if p.kind in ("reduction", "xr") and p.phase != 0:
@@ -219,7 +253,7 @@ class Schedule:
     inlined: frozenset
     stored: frozenset  # computed buffers written to memory
     snodes: dict[str, SNode]
-    refused: list[tuple[str, str, str]]  # (group a, group b, reason) of legal-looking refused fusions
+    refused: list  # Refusal(a, b, reason) (or plain 3-tuples) of every refused fusion, in the order tried
 
     def groups(self) -> list[KernelGroup]:
         return [s for s in self.steps if isinstance(s, KernelGroup)]
@@ -249,11 +283,17 @@ def schedule(graph: LoweredGraph) -> Schedule:
     groups = [_single(n) for n in snodes.values()]
     refused: list = []
     if config.fusion:
-        groups = _fuse(groups, snodes, graph, refused)
+        groups = _fuse(groups, snodes, graph, refused, output_names | extern_read)
     steps = _order(groups, graph, snodes)
     for i, g in enumerate(g for g in steps if isinstance(g, KernelGroup)):
         g.name = f"k{i}"
     stored = _stored(steps, snodes, output_names, extern_read)
+    # --- GEMM templates (compiler.templates.epilogue): absorb pointwise consumers as epilogues.
+    if config.fusion:
+        from .templates.epilogue import fuse_epilogues
+        inputs = {b.name for b in graph.inputs if b is not None} | {c.name for c in graph.constants}
+        steps = fuse_epilogues(steps, inputs, output_names, refused)
+    # --- end GEMM templates
     return Schedule(steps, inlined, stored, snodes, refused)
 
 
@@ -302,41 +342,33 @@ def _producers(group: KernelGroup, snodes: dict) -> set[str]:
     return {r.buffer.name for p in group.placed for r in p.node.info.reads if r.buffer.name not in names}
 
 
-def _fuse(groups: list[KernelGroup], snodes: dict, graph: LoweredGraph, refused: list) -> list[KernelGroup]:
+def _fuse(groups: list[KernelGroup], snodes: dict, graph: LoweredGraph, refused: list, keep: set) -> list[KernelGroup]:
+    """Greedy fusion: ordinary fusions until none is left, then mixed-order pairs of what remains.
+
+    Mixed-order pairs go last so that the row group and the column group are complete
+    (every epilogue and sibling already in) before they are tied together.
+    """
+    groups = _greedy(groups, snodes, graph, refused, keep, mixed=False)
+    if config.mixed_order_reductions:
+        groups = _greedy(groups, snodes, graph, refused, keep, mixed=True)
+    return groups
+
+
+def _greedy(groups: list[KernelGroup], snodes: dict, graph: LoweredGraph, refused: list, keep: set, *,
+            mixed: bool) -> list[KernelGroup]:
+    """Try candidates best score first; after each fusion, score again (the merged group is new)."""
     tried: set = set()
     while True:
-        owner = {n: g for g in groups for n in g.names}
-        candidates = []
-        for gi, a in enumerate(groups):
-            reads_a = _producers(a, snodes)
-            for b in groups[gi + 1:]:
-                reads_b = _producers(b, snodes)
-                if set(a.names) & reads_b or set(b.names) & reads_a:
-                    relation = "producer"
-                elif reads_a & reads_b:
-                    relation = "sibling"
-                else:
-                    continue
-                if not _compatible_domains(a, b):
-                    continue
-                key = (tuple(a.names), tuple(b.names))
-                if key in tried:
-                    continue
-                distance = abs(min(snodes[n].order for n in a.names) - min(snodes[n].order for n in b.names))
-                candidates.append((heuristics.fusion_priority(relation, len(reads_a & reads_b), distance), a, b, key))
+        candidates = _candidates(groups, snodes, graph, keep, tried, mixed)
         candidates.sort(key=lambda c: c[0], reverse=True)
         merged = False
-        for _, a, b, key in candidates:
+        for _, a, b, key, traffic in candidates:
             tried.add(key)
-            if _creates_cycle(a, b, groups, owner, graph):
-                refused.append((a.names[0], b.names[0], "fusing would create a cycle through another kernel"))
-                continue
-            nodes = sorted([p.node for p in a.placed + b.placed], key=lambda n: n.order)
-            result = build_group(nodes)
+            result = _try_mixed(a, b, groups, graph, traffic) if mixed else _try_fuse(a, b, groups, graph)
             if isinstance(result, WhyNoFuse):
-                refused.append((a.names[0], b.names[0], result.reason))
+                _refuse(refused, a, b, result.reason)
                 continue
-            counters["fused_nodes"] += 1
+            counters["mixed_order_reductions" if mixed else "fused_nodes"] += 1
             groups = [g for g in groups if g is not a and g is not b] + [result]
             merged = True
             break
@@ -344,13 +376,175 @@ def _fuse(groups: list[KernelGroup], snodes: dict, graph: LoweredGraph, refused:
             return groups
 
 
-def _compatible_domains(a: KernelGroup, b: KernelGroup) -> bool:
+def _candidates(groups: list[KernelGroup], snodes: dict, graph: LoweredGraph, keep: set, tried: set,
+                mixed: bool) -> list:
+    """(score, a, b, key, traffic) for every related pair not tried yet.
+
+    Related: one reads the other's output, or both read a common buffer; only those can
+    save memory traffic.  The mixed stage looks only at pairs of reductions over
+    transposed domains (every other pair was decided in the ordinary stage).
+    """
+    reads = {id(g): _producers(g, snodes) for g in groups}
+    readers: dict[str, set] = {}
+    for g in groups:
+        for n in reads[id(g)]:
+            readers.setdefault(n, set()).add(id(g))
+    out = []
+    for gi, a in enumerate(groups):
+        for b in groups[gi + 1:]:
+            key = (tuple(a.names), tuple(b.names))
+            if key in tried or (mixed and not _transposed(a, b)):
+                continue
+            names_a, names_b = set(a.names), set(b.names)
+            shared = reads[id(a)] & reads[id(b)]
+            handoff = (names_a & reads[id(b)]) | (names_b & reads[id(a)])
+            if not shared and not handoff:
+                continue
+            pair = {id(a), id(b)}
+            dropped = [n for n in handoff if n not in keep and readers.get(n, set()) <= pair]
+            traffic = heuristics.FusionTraffic(shared_read=_nbytes(graph, shared), handoff_load=_nbytes(graph, handoff),
+                                               dropped_store=_nbytes(graph, dropped))
+            if mixed:
+                traffic = _mixed_traffic(*_orientations(a, b)[0], traffic.shared_read)
+            distance = min(snodes[n].order for n in a.names) - min(snodes[n].order for n in b.names)
+            out.append((heuristics.fusion_score(traffic, distance), a, b, key, traffic))
+    return out
+
+
+def _nbytes(graph: LoweredGraph, names) -> int:
+    total = 0
+    for n in names:
+        buf = graph.buffers.get(n)
+        if buf is not None:
+            total += buf.layout.numel * buf.get_dtype().itemsize
+    return total
+
+
+def _try_fuse(a: KernelGroup, b: KernelGroup, groups: list, graph: LoweredGraph) -> Union[KernelGroup, WhyNoFuse]:
+    """Legality of an ordinary fusion: compatible domains, no cycle, then ``build_group``'s checks."""
+    why = _domain_refusal(a, b)
+    if why is not None:
+        return why
+    if _creates_cycle(a, b, groups, graph):
+        return WhyNoFuse("fusing would create a cycle through another kernel")
+    return build_group(sorted([p.node for p in a.placed + b.placed], key=lambda n: n.order))
+
+
+def _domain_refusal(a: KernelGroup, b: KernelGroup) -> Optional[WhyNoFuse]:
+    if a.columns is not None or b.columns is not None:
+        return WhyNoFuse("a mixed-order kernel takes no further fusions")
     if a.has_reduction and b.has_reduction:
-        return (a.xnumel, a.rnumel) == (b.xnumel, b.rnumel)
+        if (a.xnumel, a.rnumel) == (b.xnumel, b.rnumel):
+            return None
+        why = (f"different reduction ranges ({a.xnumel} rows over {a.rnumel} vs {b.xnumel} rows over "
+               f"{b.rnumel})")
+        if _transposed(a, b):
+            why += "; one is the other transposed: a mixed-order candidate once ordinary fusion is done"
+        return WhyNoFuse(why)
     red, other = (a, b) if a.has_reduction else (b, a)
     if red.has_reduction:
-        return other.xnumel in (red.xnumel, red.xnumel * red.rnumel)
-    return a.xnumel == b.xnumel
+        if other.xnumel in (red.xnumel, red.xnumel * red.rnumel):
+            return None
+        return WhyNoFuse(f"{other.xnumel} elements are neither one per row ({red.xnumel}) nor one per element "
+                         f"({red.xnumel}x{red.rnumel}) of the reduction's domain")
+    if a.xnumel == b.xnumel:
+        return None
+    return WhyNoFuse(f"different sizes ({a.xnumel} vs {b.xnumel} elements)")
+
+
+def _transposed(a: KernelGroup, b: KernelGroup) -> bool:
+    return (a.has_reduction and b.has_reduction and (a.xnumel, a.rnumel) == (b.rnumel, b.xnumel)
+            and a.xnumel != a.rnumel)
+
+
+# ------------------------------------------------------------------------------ mixed order
+
+_MIXED_TYPES = ("sum", "max", "min", "any", "all")
+
+
+def build_mixed_group(rows: KernelGroup, cols: KernelGroup) -> Union[KernelGroup, WhyNoFuse]:
+    """One kernel for row reductions (``rows``) and column reductions (``cols``) of the same rows.
+
+    ``cols`` reduces over the rows what ``rows`` reduces along them (layer-norm backward:
+    dx needs per-row sums, dW and dB per-column sums, both of x and dy).  Legal when
+    neither group reads the other's output, a whole row fits one block (the row group
+    runs persistent), and the column group is column reductions of a type whose partials
+    combine (sum, max, min, any, all) plus epilogues that need them finished.
+    """
+    if not (rows.has_reduction and cols.has_reduction) or rows.columns is not None or cols.columns is not None:
+        return WhyNoFuse("mixed order joins two plain reduction groups")
+    if (rows.xnumel, rows.rnumel) != (cols.rnumel, cols.xnumel):
+        return WhyNoFuse(f"different reduction ranges ({rows.xnumel} rows over {rows.rnumel} vs {cols.xnumel} "
+                         f"rows over {cols.rnumel}), not one the other transposed")
+    if rows.xnumel == 0 or rows.rnumel == 0:
+        return WhyNoFuse("an empty domain has nothing to share")
+    for reader, writer in ((rows, cols), (cols, rows)):
+        needed = set(writer.names) & {r.buffer.name for p in reader.placed for r in p.node.info.reads}
+        if needed:
+            return WhyNoFuse(f"{sorted(needed)[0]} is read in the same pass that computes it")
+    if config.reduction_strategy != "auto":
+        return WhyNoFuse(f"reduction_strategy={config.reduction_strategy!r} is forced")
+    limit = min(config.mixed_order_max_rnumel, config.max_triton_tensor_numel)
+    if heuristics.next_pow2(rows.rnumel) > limit or (config.rblock and config.rblock < rows.rnumel):
+        return WhyNoFuse(f"rows of {rows.rnumel} elements do not fit one block (mixed_order_max_rnumel="
+                         f"{config.mixed_order_max_rnumel}, rblock={config.rblock})")
+    for p in cols.placed:
+        rtype = p.node.buf.data.reduction_type if p.kind == "reduction" else None
+        if p.kind == "xr":
+            return WhyNoFuse(f"{p.name} is a full-domain value of the column group; only reductions and "
+                             f"their epilogues run transposed")
+        if p.kind == "x" and p.phase == 0:
+            return WhyNoFuse(f"{p.name} is computed per column before the column reductions")
+        if p.kind == "reduction" and (p.phase != 0 or rtype not in _MIXED_TYPES):
+            return WhyNoFuse(f"{p.name} ({rtype}) needs a finished reduction or has no combinable partials "
+                             f"(mixed order takes {', '.join(_MIXED_TYPES)})")
+    return KernelGroup(list(rows.placed) + list(cols.placed), rows.xnumel, rows.rnumel, True, columns=cols)
+
+
+def _orientations(a: KernelGroup, b: KernelGroup) -> list[tuple[KernelGroup, KernelGroup]]:
+    """(rows, cols) to try: the group with the short reduced axis as the rows first."""
+    return [(a, b), (b, a)] if a.rnumel <= b.rnumel else [(b, a), (a, b)]
+
+
+def _mixed_traffic(rows: KernelGroup, cols: KernelGroup, shared_read: int) -> "heuristics.FusionTraffic":
+    choice = heuristics.choose_mixed_order(rows.xnumel, rows.rnumel)
+    accs = [p.node.buf.data.acc_dtype for p in cols.placed if p.kind == "reduction"]
+    acc_bytes = max((d.itemsize for d in accs), default=4)
+    return heuristics.mixed_order_saving(shared_read, programs=choice.splits, columns=cols.xnumel,
+                                         column_reductions=len(accs), acc_bytes=acc_bytes)
+
+
+def _try_mixed(a: KernelGroup, b: KernelGroup, groups: list, graph: LoweredGraph,
+               traffic: "heuristics.FusionTraffic") -> Union[KernelGroup, WhyNoFuse]:
+    reasons = []
+    for rows, cols in _orientations(a, b):
+        result = build_mixed_group(rows, cols)
+        if isinstance(result, WhyNoFuse):
+            reasons.append(f"as rows {rows.names[0]}: {result.reason}")
+            continue
+        if _creates_cycle(a, b, groups, graph):
+            return WhyNoFuse("a mixed-order kernel would create a cycle through another kernel")
+        cost = _mixed_traffic(rows, cols, traffic.shared_read)
+        if cost.saved <= 0:
+            return WhyNoFuse(f"legal mixed order, but not worth it: the shared read saves {cost.shared_read} bytes, "
+                             f"the column partials cost {cost.extra}")
+        return result
+    return WhyNoFuse(f"not a mixed-order pair: {'; '.join(reasons)}")
+class Refusal(NamedTuple):
+    """A refused fusion: the two groups (as ``KernelGroup.label``) and why."""
+
+    a: str
+    b: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"cannot fuse {self.a} with {self.b}: {self.reason}"
+
+
+def _refuse(refused: list, a: KernelGroup, b: KernelGroup, reason: str) -> None:
+    record = Refusal(a.label(), b.label(), reason)
+    refused.append(record)
+    log.debug("%s", record)
 
 
 def _step_deps(step, owner: dict, graph: LoweredGraph) -> set:
@@ -367,9 +561,10 @@ def _step_deps(step, owner: dict, graph: LoweredGraph) -> set:
     return deps
 
 
-def _creates_cycle(a: KernelGroup, b: KernelGroup, groups: list, owner: dict, graph: LoweredGraph) -> bool:
+def _creates_cycle(a: KernelGroup, b: KernelGroup, groups: list, graph: LoweredGraph) -> bool:
+    """Would one kernel for ``a`` and ``b`` depend on itself through another step?"""
     steps = list(groups) + [k for k in graph.nodes if isinstance(k, ExternKernel)]
-    full_owner = dict(owner)
+    full_owner = {n: g for g in groups for n in g.names}
     for k in graph.nodes:
         if isinstance(k, ExternKernel):
             for o in k.outputs:
@@ -468,18 +663,28 @@ def describe(sched: Schedule) -> str:
     lines = [f"# inlined (recomputed in consumers): {sorted(sched.inlined)}"]
     for step in sched.steps:
         if isinstance(step, ExternKernel):
-            lines.append(f"{step.name}: extern {step.origin} -> {[o.name for o in step.outputs]}")
-            continue
+            if hasattr(step, "describe"):  # a GEMM template, with its epilogue
+                lines.append(step.describe())
+                step = step.epilogue
+                if step is None:
+                    continue
+            else:
+                lines.append(f"{step.name}: extern {step.origin} -> {[o.name for o in step.outputs]}")
+                continue
         kind = "reduction" if step.has_reduction else "pointwise"
+        if step.columns is not None:
+            kind = f"mixed-order reduction (columns: {step.columns.xnumel} over the rows)"
         lines.append(f"{step.name}: {kind} kernel, {step.xnumel} rows x {step.rnumel}, {step.num_phases} pass(es)")
+        transposed = {id(p) for p in step.columns.placed} if step.columns is not None else set()
         for p in step.placed:
             store = "stored" if p.name in sched.stored else "register"
-            lines.append(f"  [{p.kind} pass {p.phase}, {store}] " +
+            role = f"column {p.kind}" if id(p) in transposed else p.kind
+            lines.append(f"  [{role} pass {p.phase}, {store}] " +
                          describe_node(p.node.buf, sched.inlined).replace("\n", "\n  "))
     for a, b, why in sched.refused:
-        lines.append(f"# not fused {a} + {b}: {why}")
+        lines.append(f"# {Refusal(a, b, why)}")
     return "\n".join(lines)
 
 
-__all__ = ["schedule", "build_group", "Schedule", "KernelGroup", "Placed", "SNode", "WhyNoFuse", "describe",
-           "XSYM", "RSYM"]
+__all__ = ["schedule", "build_group", "build_mixed_group", "Schedule", "KernelGroup", "Placed", "SNode", "WhyNoFuse",
+           "Refusal", "describe", "XSYM", "RSYM"]

@@ -195,3 +195,18 @@ def run_program(program, x: torch.Tensor):
 def graph_fuzz(program, x):
     parsed = fuzz.Program.from_json(program)  # outside the compiled region: dynamo sees only tensor ops
     return run_compiled(lambda x: parsed(*program_inputs(parsed, x)), x)
+
+
+# ------------------------------------------------------------- mixed-order reductions (#8)
+
+def row_and_column_reductions(x):
+    """Row and column reductions of one tensor: the compiler reads x once for both (mixed order)."""
+    return x.sum(-1), x.amax(-1), x.sum(0), x.amin(0), x.abs().amax(0)
+
+
+@subject(name="compiler.mixed_order_reductions", reference=row_and_column_reductions,
+         inputs={"x": tensor(("M", "N"), dtypes=FLOATS)}, dims={"M": (1, 1_152_000), "N": (1, 64)})
+def mixed_order_reductions(x):
+    # Mixed order is taken when the shared read outweighs the partials' workspace (most shapes
+    # past a few rows); tests/compiler/test_scheduler.py asserts when.
+    return run_compiled(row_and_column_reductions, x)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..counters import counters
-from ..heuristics import choose_reduction
+from ..heuristics import choose_mixed_order, choose_reduction
 from ..lowering import LoweredGraph
 from ..scheduler import Schedule
 from .kernel import KernelArg, KernelSpec
@@ -27,6 +27,8 @@ class GeneratedModule:
     name: str
     source: str
     kernels: dict[str, list[KernelSpec]]
+    # step name -> autotune candidates (codegen.variants.Variant), when tuning is on
+    variants: dict = dataclasses.field(default_factory=dict)
 
 
 def generate(sched: Schedule, graph: LoweredGraph, name: str) -> GeneratedModule:
@@ -35,7 +37,11 @@ def generate(sched: Schedule, graph: LoweredGraph, name: str) -> GeneratedModule
     for group in sched.groups():
         ctx = GroupContext(group, sched.inlined, sched.stored, graph.buffers)
         kname = f"{name}_{group.name}"
-        if group.has_reduction:
+        if group.columns is not None:  # row and column reductions in one pass (scheduler.build_mixed_group)
+            choice = choose_mixed_order(group.xnumel, group.rnumel)
+            counters[f"reduction_strategy.{choice.strategy}"] += 1
+            specs = STRATEGIES[choice.strategy].kernels(kname, ctx, choice)
+        elif group.has_reduction:
             choice = choose_reduction(group.xnumel, group.rnumel, group.split_ok())
             counters[f"reduction_strategy.{choice.strategy}"] += 1
             specs = STRATEGIES[choice.strategy].kernels(kname, ctx, choice)
@@ -44,7 +50,11 @@ def generate(sched: Schedule, graph: LoweredGraph, name: str) -> GeneratedModule
         counters["kernels_generated"] += len(specs)
         kernels[group.name] = specs
         parts.extend("\n" + spec.source for spec in specs)
-    return GeneratedModule(name, "\n".join(parts), kernels)
+    # --- GEMM templates and autotune candidates (codegen.variants)
+    from .variants import add_templates_and_variants
+    variants = add_templates_and_variants(sched, graph, name, kernels, parts)
+    # --- end GEMM templates
+    return GeneratedModule(name, "\n".join(parts), kernels, variants)
 
 
 __all__ = ["generate", "GeneratedModule", "KernelSpec", "KernelArg"]

@@ -286,8 +286,10 @@ def cast_source(value: CSEVar, dtype: torch.dtype) -> str:
     if dtype == torch.bool:
         return f"({value.name} != 0)"
     src, src_dtype = value.name, value.dtype
-    if src_dtype == torch.bfloat16 and dtype != torch.float32:
-        src, src_dtype = f"{src}.to(tl.float32)", torch.float32
+    if src_dtype == torch.bfloat16:  # widened bit-exactly: the interpreter's .to() loses bf16 subnormals
+        src, src_dtype = f"_td_bf16_to_f32({src})", torch.float32
+        if dtype == torch.float32:
+            return src
     if dtype == torch.bfloat16:
         if src_dtype != torch.float32:
             src = f"{src}.to(tl.float32)"

@@ -21,22 +21,28 @@ YSYM = indexing.index_symbol("yindex")
 GRID_Y_LIMIT = 65535
 
 
-def _transposed_loads(group: KernelGroup) -> int:
+def _walks_across(offset, syms: list) -> bool:
+    """Does ``offset`` (affine in ``syms``) have stride 1 along an outer dim, not the last one?"""
+    coeffs = sympy.sympify(offset).as_coefficients_dict()
+    if any(not (k == 1 or k.is_Symbol or (k.is_Mul and all(a.is_Symbol or a.is_Number for a in k.args)))
+           for k in coeffs):
+        return False
+    return coeffs.get(syms[-1], 0) != 1 and any(coeffs.get(s, 0) == 1 for s in syms[:-1])
+
+
+def _transposed_accesses(group: KernelGroup, stored: frozenset) -> int:
+    """Loads and stores that walk memory across the output's fast dim."""
     count = 0
     for p in group.placed:
         index = p.node.info.index
         syms = [s for s in index if isinstance(s, sympy.Symbol)]
         if len(syms) < 2:
             continue
-        last = syms[-1]
         for read in p.node.info.reads:
             offset = read.offset if read.offset is not None else read.buffer.layout.index(read.index)
-            coeffs = sympy.sympify(offset).as_coefficients_dict()
-            if any(not (k == 1 or k.is_Symbol or (k.is_Mul and all(a.is_Symbol or a.is_Number for a in k.args)))
-                   for k in coeffs):
-                continue
-            if coeffs.get(last, 0) != 1 and any(coeffs.get(s, 0) == 1 for s in syms[:-1]):
-                count += 1
+            count += _walks_across(offset, syms)
+        if p.name in stored:
+            count += _walks_across(p.node.buf.layout.index(index), syms)
     return count
 
 
@@ -54,9 +60,10 @@ def _tile_split(group: KernelGroup) -> Optional[tuple[int, int]]:
 def pointwise_kernel(name: str, ctx: GroupContext) -> KernelSpec:
     group = ctx.group
     split = _tile_split(group)
-    if split is not None and heuristics.want_2d_tiling(_transposed_loads(group), 0):
+    transposed = _transposed_accesses(group, ctx.stored)
+    if split is not None and heuristics.want_2d_tiling(transposed, 0):
         ynumel, xnumel = split
-        yblock, xblock = heuristics.choose_tile(ynumel, xnumel)
+        yblock, xblock = heuristics.choose_tile(ynumel, xnumel, transposed=transposed > 0)
         if triton.cdiv(ynumel, yblock) <= GRID_Y_LIMIT:
             return _kernel_2d(name, ctx, ynumel, xnumel, yblock, xblock)
     return _kernel_1d(name, ctx)

@@ -87,6 +87,13 @@ def _td_to_bf16(x):
 
 
 @triton.jit
+def _td_bf16_to_f32(x):
+    # bf16 -> fp32 by moving the bits up (exact everywhere; Triton's interpreter converts bf16
+    # subnormals wrongly with .to(tl.float32)).
+    return (x.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)
+
+
+@triton.jit
 def _td_expm1(x):
     small = x * ({_horner("x", _EXPM1)})
     big = tl.exp(x) - 1.0

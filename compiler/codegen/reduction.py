@@ -14,6 +14,7 @@ from typing import Optional
 import torch
 import triton
 
+from ..exc import CodegenError
 from ..heuristics import ReductionChoice, next_pow2, num_warps
 from ..ops import reduction_identity
 from ..scheduler import RSYM, XSYM, KernelGroup, Placed
@@ -48,44 +49,52 @@ class ReductionOp:
             return 0 if self.rtype in ("any", "max", "sum") else 1
         return reduction_identity(self.rtype, self.acc_dtype)
 
-    def prepare(self, k: TritonKernel, value: CSEVar) -> CSEVar:
-        """The element value in the accumulator's representation, masked lanes set to the identity."""
+    def prepare(self, k: TritonKernel, value: CSEVar, axis: int = 1) -> CSEVar:
+        """The element value in the accumulator's representation, masked lanes set to the identity.
+
+        ``axis`` is the tile axis being reduced: 1 (the inner axis, RSYM) everywhere except the
+        column reductions of a mixed-order kernel, which reduce over the rows (axis 0, XSYM).
+        """
         if self.boolish:
             v = k.newvar(f"({cast_source(value, torch.bool)}).to(tl.int32)", torch.int32)
         else:
             v = k.newvar(cast_source(value, self.acc_dtype), self.acc_dtype) if value.dtype != self.acc_dtype else value
-        # Only lanes past the reduced extent need the identity: rows past xnumel are never stored.
-        mask = k.axes[RSYM].mask if RSYM in k.active else None
+        # Only lanes past the reduced extent need the identity: lanes past the kept extent are never stored.
+        reduced = RSYM if axis == 1 else XSYM
+        mask = k.axes[reduced].mask if reduced in k.active else None
         mask = " & ".join([m for m in [mask] + k.mask_stack if m]) or None
         if mask is None:  # still a full tile: the value may not depend on both axes (a scalar, a row value)
             return k.newvar(f"tl.broadcast_to({v.name}, {k.tile})", self.repr_dtype)
         ident = k.newvar(k.full(k.scalar_shape, self.identity(), self.repr_dtype), self.repr_dtype)
         return k.newvar(f"tl.where({mask}, {v.name}, {ident.name})", self.repr_dtype)
 
-    def block(self, k: TritonKernel, v: CSEVar, index_src: Optional[str]) -> list[CSEVar]:
-        """Reduce a [XBLOCK, N] block along axis 1 to [XBLOCK, 1], with builtin reductions only.
+    def block(self, k: TritonKernel, v: CSEVar, index_src: Optional[str], axis: int = 1) -> list[CSEVar]:
+        """Reduce a [XBLOCK, N] block along ``axis`` (to [XBLOCK, 1], or [1, N] for axis 0).
 
-        ``tl.reduce`` with a Python combine function runs element by element in Triton's
-        interpreter; everything here is vectorised instead: NaN handling by flags, the
-        first index of the extreme by a masked ``tl.min`` of indices, products by a tree of
-        reshape/split halvings.
+        Builtin reductions only: ``tl.reduce`` with a Python combine function runs element
+        by element in Triton's interpreter; everything here is vectorised instead: NaN
+        handling by flags, the first index of the extreme by a masked ``tl.min`` of indices,
+        products by a tree of reshape/split halvings (those two along axis 1 only).
         """
         dt = self.repr_dtype
+        keep = "[:, None]" if axis == 1 else "[None, :]"
+        if axis != 1 and (self.is_arg or self.rtype == "prod"):
+            raise CodegenError(f"{self.rtype} is reduced along the inner axis only (a scheduler legality bug)")
         if self.rtype == "sum" and not self.boolish:
-            return [k.newvar(f"tl.sum({v.name}, 1)[:, None]", dt)]
+            return [k.newvar(f"tl.sum({v.name}, {axis}){keep}", dt)]
         if self.boolish:
             fn = "tl.max" if self.rtype in ("any", "max", "sum") else "tl.min"
-            return [k.newvar(f"{fn}({v.name}, 1)[:, None]", dt)]
+            return [k.newvar(f"{fn}({v.name}, {axis}){keep}", dt)]
         if self.rtype == "prod":
             return [self._tree_product(k, v)]
         fn = "tl.max" if self.rtype in ("max", "argmax") else "tl.min"
-        extreme = k.newvar(f"{fn}({v.name}, 1)[:, None]", dt)
+        extreme = k.newvar(f"{fn}({v.name}, {axis}){keep}", dt)
         if not dt.is_floating_point:
             if not self.is_arg:
                 return [extreme]
             return [extreme, self._first_index(k, f"{v.name} == {extreme.name}", index_src)]
         nans = k.newvar(f"{v.name} != {v.name}", torch.bool)
-        has_nan = k.newvar(f"tl.max({nans.name}.to(tl.int32), 1)[:, None] > 0", torch.bool)
+        has_nan = k.newvar(f"tl.max({nans.name}.to(tl.int32), {axis}){keep} > 0", torch.bool)
         nan = k.newvar(k.full(k.scalar_shape, float("nan"), dt), dt)
         value = k.newvar(f"tl.where({has_nan.name}, {nan.name}, {extreme.name})", dt)
         if not self.is_arg:
@@ -162,6 +171,8 @@ class ReductionStrategy:
 
     def kernels(self, name: str, ctx: GroupContext, choice: ReductionChoice) -> list[KernelSpec]:
         group = ctx.group
+        if group.columns is not None:  # only the mixed-order strategy can emit a transposed part
+            return _as_mixed(name, ctx, choice)
         k = _new_kernel(name, ctx, self.name, choice)
         _rows_prologue(k, group, choice.xblock, choice.rblock)
         self.run_passes(k, ctx, choice)
@@ -275,6 +286,8 @@ class SplitReduction(ReductionStrategy):
 
     def kernels(self, name, ctx, choice):
         group = ctx.group
+        if group.columns is not None:
+            return _as_mixed(name, ctx, choice)
         chunk = max(choice.rblock, triton.cdiv(triton.cdiv(group.rnumel, choice.splits), choice.rblock) * choice.rblock)
         splits = max(1, triton.cdiv(group.rnumel, chunk))
         partial = self._partial(f"{name}_partial", ctx, choice, chunk, splits)
@@ -340,7 +353,94 @@ class SplitReduction(ReductionStrategy):
                           num_warps(xblock * sblock), dict(k.meta))
 
 
-STRATEGIES = {s.name: s for s in (PersistentReduction(), LoopedReduction(), SplitReduction())}
+class MixedOrderReduction(ReductionStrategy):
+    """Row reductions and column reductions of the same rows, in one pass over the rows.
+
+    Layer-norm backward reads x and dy for dx (per-row sums) and again for dW and dB
+    (per-column sums over every row).  Here each program owns a contiguous range of rows
+    and walks it XBLOCK whole rows at a time (RBLOCK >= the row length, so the row group
+    runs as in the persistent strategy, all its passes on the same loaded tile).  On that
+    tile each column reduction is evaluated too -- its body's output index is the column
+    (``rindex``), its reduced index the row (``xindex``) -- reduced over axis 0 and folded
+    into a [1, RBLOCK] accumulator that lives across the row loop.  Loads of a shared input
+    are the same expression in both parts, so the kernel's CSE reads it once.
+
+    Kernel 1 stores each program's column partials to a workspace of programs x columns;
+    kernel 2 is the split strategy's final pass: it reduces the partials of each column in
+    program order (deterministic, no atomics) and runs the column group's epilogue.
+    """
+
+    name = "mixed_order"
+
+    def kernels(self, name, ctx, choice):
+        group = ctx.group
+        rows_per_program = choice.xblock * triton.cdiv(triton.cdiv(max(group.xnumel, 1), choice.splits),
+                                                       choice.xblock)
+        programs = max(1, triton.cdiv(group.xnumel, rows_per_program))
+        partial = self._partial(f"{name}_partial", ctx, choice, rows_per_program, programs)
+        columns = GroupContext(group.columns, ctx.inlined, ctx.stored, ctx.buffers)
+        final = SplitReduction()._final(f"{name}_final", columns, choice, programs, partial)
+        return [partial, final]
+
+    def _partial(self, name, ctx, choice, rows_per_program, programs):
+        group, cols = ctx.group, ctx.group.columns
+        xnumel, rnumel, xblock, rblock = group.xnumel, group.rnumel, choice.xblock, choice.rblock
+        k = _new_kernel(name, ctx, "mixed_order", choice)
+        k.meta.update(programs=programs, rows_per_program=rows_per_program)
+        k.guard([xblock, rblock], "tile")
+        k.tile = [xblock, rblock]
+        k.add_axis(XSYM, xnumel, xblock, mask=xnumel % rows_per_program != 0)
+        k.add_axis(RSYM, rnumel, rblock, mask=rnumel % rblock != 0)
+        pid = "tl.program_id(0).to(tl.int64)" if k.int64 else "tl.program_id(0)"
+        cast = ".to(tl.int64)" if k.int64 else ""
+        k.emit(f"rbase = {k.arange(rblock, 'the row')}{cast}[None, :]")
+        k.emit("rindex = rbase")
+        if k.axes[RSYM].mask:
+            k.emit(f"rmask = rindex < {rnumel}")
+        ops_ = {p.name: reduction_op(p) for p in cols.placed if p.kind == "reduction"}
+        accs = {}
+        for pname, op in ops_.items():
+            accs[pname] = k.fresh("acc")
+            k.emit(f"{accs[pname]} = {k.full([1, rblock], op.identity(), op.repr_dtype)}")
+        rows = GroupContext(group.rows(), ctx.inlined, ctx.stored, ctx.buffers)
+        transposed = GroupContext(cols, ctx.inlined, ctx.stored, ctx.buffers, subst={XSYM: RSYM, RSYM: XSYM})
+        with k.loop(f"for xstep in range(0, {rows_per_program}, {xblock}):"):
+            k.emit(f"xindex = {pid} * {rows_per_program} + xstep + {k.arange(xblock, 'rows')}{cast}[:, None]")
+            if k.axes[XSYM].mask:
+                k.emit(f"xmask = xindex < {xnumel}")
+            k.active = [XSYM]
+            PersistentReduction().run_passes(k, rows, choice)
+            k.active = [XSYM, RSYM]
+            for p in cols.placed:
+                if p.kind == "reduction":
+                    op = ops_[p.name]
+                    v = op.prepare(k, evaluate(k, transposed, p), axis=0)
+                    op.combine(k, [accs[p.name]], op.block(k, v, None, axis=0))
+            k.active = [XSYM]
+        workspaces = {}
+        mask = f", {k.axes[RSYM].mask}" if k.axes[RSYM].mask else ""
+        for pname, op in ops_.items():
+            ws = k.workspace(f"{pname}_partials", programs * rnumel, op.repr_dtype)
+            k.emit(f"tl.store({ws} + ({pid} * {rnumel} + rindex), {accs[pname]}{mask})")
+            workspaces[pname] = [(f"{pname}_partials", op.repr_dtype)]
+        k.meta["workspaces"] = workspaces
+        k.meta["comments"] = [f"mixed-order reduction: {xnumel} rows x {rnumel}, rows reduced in registers, "
+                              f"{len(ops_)} column reduction(s) into {programs} partials of {rows_per_program} rows, "
+                              f"XBLOCK={xblock} RBLOCK={rblock}"]
+        return KernelSpec(name, k.source(), (programs,), list(k.args.values()), num_warps(xblock * rblock),
+                          dict(k.meta))
+
+
+STRATEGIES = {s.name: s for s in (PersistentReduction(), LoopedReduction(), SplitReduction(),
+                                  MixedOrderReduction())}
+
+
+def _as_mixed(name: str, ctx: GroupContext, choice: ReductionChoice) -> list[KernelSpec]:
+    """A mixed-order group handed to another strategy (an autotune variant): keep its XBLOCK."""
+    from ..heuristics import choose_mixed_order
+    base = choose_mixed_order(ctx.group.xnumel, ctx.group.rnumel)
+    return STRATEGIES["mixed_order"].kernels(name, ctx, ReductionChoice("mixed_order", choice.xblock, base.rblock,
+                                                                        base.splits))
 
 
 # ------------------------------------------------------------------------------- helpers
@@ -386,4 +486,4 @@ def _lit(value, dtype) -> str:
 
 
 __all__ = ["STRATEGIES", "ReductionStrategy", "PersistentReduction", "LoopedReduction", "SplitReduction",
-           "ReductionOp"]
+           "MixedOrderReduction", "ReductionOp"]

@@ -3,5 +3,6 @@
 Importing this package registers every lowering with ``compiler.lowering.register_lowering``.
 """
 from . import creation, pointwise, reductions, structured, views  # noqa: F401
+from . import matmul  # noqa: F401,E402  (last: it hands small inner sizes to lowerings registered before it)
 
-__all__ = ["creation", "pointwise", "reductions", "structured", "views"]
+__all__ = ["creation", "pointwise", "reductions", "structured", "views", "matmul"]

@@ -162,3 +162,78 @@ def select_scatter(x, src, dim: int, index: int):
         rest = tuple(idx[:dim]) + tuple(idx[dim + 1:])
         return ops.where(hit, ops.masked(hit, lambda: load_src(rest), 0), load_x(idx))
     return Pointwise.create(inner_fn, x.get_size(), dtype)
+
+
+# ----------------------------------------------------------------------- small-K matmuls
+# mm / addmm / bmm whose inner size K is at most config.matmul_small_k_max (mHC's 4x4 stream
+# mixing: a bmm of [T, 4, 4] x [T, 4, C]) become one Pointwise node, the K products unrolled,
+# so they fuse with their neighbours instead of being an opaque extern call.  Larger K is
+# declined here (Unsupported: ATen), and lowerings/matmul.py, imported after this module,
+# sends it to the GEMM template first; it hands small K back to these lowerings.
+
+_SMALL_MM_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+def small_matmul(a: Any, b: Any, bias: Any = None, *, alpha: Any = 1, beta: Any = 1) -> Any:
+    """``beta * bias + alpha * (a @ b)`` as one Pointwise node, or None when K is not small.
+
+    ``a`` is [M, K] or [B, M, K], ``b`` [K, N] or [B, K, N] (same batch, same float dtype);
+    ``bias`` (addmm) broadcasts to the output.  Products are summed in K order in float32
+    (float64 for float64) and rounded once, as ATen's CPU kernels accumulate half types.
+    """
+    from ..config import config
+    from ..counters import counters
+    from .common import expand_loader
+
+    if not (is_ir(a) and is_ir(b)) or a.ndim != b.ndim or a.ndim not in (2, 3):
+        return None
+    dtype = a.get_dtype()
+    *batch, m, k = a.get_size()
+    *batch_b, k_b, n = b.get_size()
+    if b.get_dtype() != dtype or dtype not in _SMALL_MM_DTYPES or batch != batch_b or k != k_b:
+        return None
+    if k > config.matmul_small_k_max or isinstance(alpha, bool) or isinstance(beta, bool):
+        return None
+    if bias is not None and (not is_ir(bias) or bias.get_dtype() != dtype):
+        return None
+    size = tuple(batch) + (m, n)
+    acc = torch.float64 if dtype == torch.float64 else torch.float32
+    load_a, load_b = a.make_loader(), b.make_loader()
+    load_bias = expand_loader(bias, size) if bias is not None and beta != 0 else None
+
+    def inner_fn(index):
+        *lead, i, j = index
+        total = ops.constant(0, acc)
+        for kk in range(k):
+            term = ops.mul(ops.to_dtype(load_a((*lead, i, kk)), acc), ops.to_dtype(load_b((*lead, kk, j)), acc))
+            total = term if kk == 0 else ops.add(total, term)
+        if alpha != 1:
+            total = ops.mul(total, ops.constant(alpha, acc))
+        if load_bias is not None:
+            shifted = ops.to_dtype(load_bias(index), acc)
+            total = ops.add(shifted if beta == 1 else ops.mul(shifted, ops.constant(beta, acc)), total)
+        return ops.to_dtype(total, dtype)
+    counters["small_matmul_inlined"] += 1
+    return Pointwise.create(inner_fn, size, dtype)
+
+
+def _small_or_extern(result: Any) -> Any:
+    if result is None:
+        raise Unsupported("matmul whose inner size is past config.matmul_small_k_max (or not a float dtype)")
+    return result
+
+
+@register_lowering(aten.mm.default)
+def mm(a, b):
+    return _small_or_extern(small_matmul(a, b))
+
+
+@register_lowering(aten.bmm.default)
+def bmm(a, b):
+    return _small_or_extern(small_matmul(a, b))
+
+
+@register_lowering(aten.addmm.default)
+def addmm(bias, a, b, *, beta: Any = 1, alpha: Any = 1):
+    return _small_or_extern(small_matmul(a, b, bias, alpha=alpha, beta=beta))
+# --------------------------------------------------------------------- end small-K matmuls

@@ -53,7 +53,7 @@ def test_mhc_lite_layer_forward_and_backward():
     weight = (torch.randn(2 * n + 24, n * c) * 0.1).requires_grad_()
     perm = workloads.mhc_permutations()
     _judge(workloads.mhc_layer, xs, weight, perm, grads=True)
-    assert compiler.counters["extern.aten.mm"] >= 2  # matmuls stay ATen calls
+    assert compiler.counters["extern.aten.mm"] + compiler.counters["gemm_template.mm"] >= 2  # ATen or template
 
 
 def test_mhc_lite_kernels_separately_in_bf16():

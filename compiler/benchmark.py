@@ -1,0 +1,290 @@
+"""Benchmark: tritondiff-compiled vs Inductor (torch.compile's default backend) vs eager, seed workloads.
+
+    python -m compiler.benchmark [--out FILE.md] [--json FILE] [--only NAME ...] [--budget-s S] [--dry-run]
+
+Per workload and backend: time (median of CUDA-event timings after warm-up, ``_timing.bench``),
+GB/s of the workload's minimal traffic (bytes every implementation must move: inputs read
+once, outputs written once, saved statistics of a backward), that as a % of the measured
+device-to-device copy bandwidth, the speedup of tritondiff over Inductor, and each backend's
+cold compile time (the first call's wall time, Triton / Inductor caches pointed at an empty
+directory and dynamo reset, so nothing is reused).  The geometric mean of the speedups closes
+the table.  A workload that fails is reported with its error and the run goes on; workloads
+left when ``--budget-s`` is spent are reported as skipped, so the command fits the nightly slot.
+
+On a machine without a CUDA GPU it exits 2 with one line; ``--dry-run`` lists the workloads
+and their byte counts anywhere.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+from typing import Any, Callable, Optional, Sequence
+
+import torch
+
+from harness import device as _device
+
+from . import workloads
+
+GPU_LINE = "compiler.benchmark: needs a CUDA GPU (none found here); --dry-run lists the workloads"
+F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    """One benchmarked program: its inputs, the callable, and its minimal traffic in bytes."""
+
+    name: str
+    shape: str
+    dtype: torch.dtype
+    nbytes: int
+    make: Callable[[], tuple]           # inputs on the current CUDA device
+    build: Callable[[Callable], Callable]  # fn -> the timed callable (adds the backward when needed)
+    fn: Callable
+
+
+def _size(dtype: torch.dtype) -> int:
+    return torch.empty((), dtype=dtype).element_size()
+
+
+def _randn(*shape: int, dtype: torch.dtype = F32, grad: bool = False) -> torch.Tensor:
+    t = torch.randn(*shape, device="cuda", dtype=torch.float32).to(dtype)
+    return t.requires_grad_(grad)
+
+
+def _forward(fn: Callable) -> Callable:
+    return fn
+
+
+def _fwd_bwd(fn: Callable) -> Callable:
+    def run(x, w, b, dy):
+        y = fn(x, w, b)
+        return torch.autograd.grad(y, (x, w, b), dy)
+    return run
+
+
+def _nrm2(n: int) -> Workload:
+    return Workload(f"nrm2 2^{int(math.log2(n))}", f"[{n}]", F32, n * 4 + 4, lambda: (_randn(n),), _forward,
+                    workloads.nrm2)
+
+
+def _layer_norm(m: int, n: int, dtype: torch.dtype) -> Workload:
+    e = _size(dtype)
+    # forward reads x, writes y and (mean, rstd); backward reads x, dy, (mean, rstd), writes dx; params are small
+    nbytes = 5 * m * n * e + 2 * 2 * m * 4 + 6 * n * e
+
+    def make():
+        return (_randn(m, n, dtype=dtype, grad=True), _randn(n, dtype=dtype, grad=True),
+                _randn(n, dtype=dtype, grad=True), _randn(m, n, dtype=dtype))
+    return Workload(f"layer_norm fwd+bwd {m}x{n} {str(dtype)[6:]}", f"[{m}, {n}]", dtype, nbytes, make, _fwd_bwd,
+                    workloads.layer_norm)
+
+
+def _mhc(t: int, c: int) -> list[Workload]:
+    n = workloads.MHC_N
+    k = 2 * n + math.factorial(n)
+    pre = Workload("mHC pre_map", f"T={t} C={c}", BF16, t * n * c * 2 + t * n * 4 + t * c * 2,
+                   lambda: (_randn(t, n, c, dtype=BF16), torch.rand(t, n, device="cuda")), _forward,
+                   workloads.mhc_pre_map)
+    post = Workload("mHC post_res", f"T={t} C={c}", BF16, 2 * t * n * c * 2 + t * c * 2 + t * n * n * 4 + t * n * 4,
+                    lambda: (_randn(t, n, c, dtype=BF16), _randn(t, c, dtype=BF16),
+                             torch.softmax(torch.randn(t, n, n, device="cuda"), -1), torch.rand(t, n, device="cuda")),
+                    _forward, workloads.mhc_post_res)
+    proj = Workload("mHC rmsnorm_project", f"T={t} C={c}", BF16, t * n * c * 2 + k * n * c * 2 + t * k * 4,
+                    lambda: (_randn(t, n * c, dtype=BF16), _randn(k, n * c, dtype=BF16) * 0.02), _forward,
+                    workloads.mhc_rmsnorm_project)
+    return [pre, post, proj]
+
+
+def all_workloads() -> list[Workload]:
+    """The seed workloads (issue #8), in the order they are run."""
+    m = 8192
+    return [
+        _nrm2(2**20), _nrm2(2**28),
+        _layer_norm(1_152_000, 16, F32), _layer_norm(1_152_000, 16, F16), _layer_norm(4096, 10240, F16),
+        *_mhc(65536, 2560),
+        Workload(f"softmax {m}x{m}", f"[{m}, {m}]", F32, 2 * m * m * 4, lambda: (_randn(m, m),), _forward,
+                 workloads.softmax),
+        Workload(f"rms_norm {m}x{m}", f"[{m}, {m}]", F32, 2 * m * m * 4 + m * 4,
+                 lambda: (_randn(m, m), _randn(m)), _forward, workloads.rms_norm),
+    ]
+
+
+# ---------------------------------------------------------------------------------- running
+
+@dataclasses.dataclass
+class Result:
+    backend: str
+    ms: Optional[float] = None
+    compile_s: Optional[float] = None
+    error: Optional[str] = None
+    matches_eager: Optional[bool] = None
+
+
+def _backends() -> dict[str, Callable[[Callable], Callable]]:
+    import compiler
+    return {"eager": lambda fn: fn, "inductor": lambda fn: torch.compile(fn),
+            "tritondiff": lambda fn: compiler.compile_fresh(fn)}
+
+
+def _close(got: Any, want: Any) -> bool:
+    got = got if isinstance(got, (tuple, list)) else (got,)
+    want = want if isinstance(want, (tuple, list)) else (want,)
+    for g, w in zip(got, want):
+        if isinstance(w, torch.Tensor):
+            tol = 2e-2 if w.dtype in (F16, BF16) else 1e-3
+            if not torch.allclose(g.float(), w.float(), rtol=tol, atol=tol, equal_nan=True):
+                return False
+    return len(got) == len(want)
+
+
+def run_one(w: Workload, backend: str, wrap: Callable, reference: Any) -> tuple[Result, Any]:
+    from kernels.benchmarks._timing import bench
+    res = Result(backend)
+    try:
+        torch._dynamo.reset()
+        inputs = w.make()
+        fn = w.build(wrap(w.fn))
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        out = fn(*inputs)
+        torch.cuda.synchronize()
+        res.compile_s = time.perf_counter() - start if backend != "eager" else None
+        if reference is not None:
+            res.matches_eager = _close(out, reference)
+        res.ms = bench(lambda: fn(*inputs)).median_ms
+        return res, out
+    except Exception as e:  # noqa: BLE001  (reported per workload; the run goes on)
+        res.error = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+        return res, None
+    finally:
+        torch.cuda.empty_cache()
+
+
+def run(selected: Sequence[Workload], budget_s: float) -> tuple[list[dict], float]:
+    from kernels.benchmarks._timing import copy_bandwidth_gbps
+    copy_gbps = copy_bandwidth_gbps()
+    start, rows = time.perf_counter(), []
+    for w in selected:
+        row: dict = {"workload": w.name, "shape": w.shape, "bytes": w.nbytes, "results": {}}
+        if time.perf_counter() - start > budget_s:
+            row["skipped"] = f"time budget of {budget_s:.0f} s spent"
+            rows.append(row)
+            continue
+        reference = None
+        for backend, wrap in _backends().items():
+            res, out = run_one(w, backend, wrap, reference)
+            if backend == "eager":
+                reference = out
+            row["results"][backend] = dataclasses.asdict(res)
+            del out
+        rows.append(row)
+        print(f"  {w.name}: " + ", ".join(f"{b} {r['ms']:.3f} ms" if r["ms"] else f"{b} failed"
+                                          for b, r in row["results"].items()), file=sys.stderr, flush=True)
+    return rows, copy_gbps
+
+
+# ---------------------------------------------------------------------------------- report
+
+def _fmt(v: Optional[float], spec: str) -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def report(rows: list[dict], copy_gbps: float, env: dict) -> str:
+    lines = ["# tritondiff compiler vs Inductor vs eager", "",
+             ", ".join(f"{k}: {v}" for k, v in env.items()), "",
+             f"measured device-to-device copy bandwidth: {copy_gbps:.0f} GB/s", "",
+             "| workload | shape | MB | backend | ms | GB/s | % copy BW | compile s | matches eager | vs Inductor |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    speedups = []
+    for row in rows:
+        mb = f"{row['bytes'] / 1e6:.1f}"
+        if "skipped" in row:
+            lines.append(f"| {row['workload']} | {row['shape']} | {mb} | - | skipped: {row['skipped']} |||||| ")
+            continue
+        ind = row["results"].get("inductor", {}).get("ms")
+        for backend, r in row["results"].items():
+            if r["error"]:
+                lines.append(f"| {row['workload']} | {row['shape']} | {mb} | {backend} | failed: {r['error']} |||||| ")
+                continue
+            gbs = row["bytes"] / (r["ms"] * 1e-3) / 1e9
+            speed = ind / r["ms"] if ind else None
+            if backend == "tritondiff" and speed:
+                speedups.append(speed)
+            match = {None: "-", True: "yes", False: "NO"}[r["matches_eager"]]
+            lines.append(f"| {row['workload']} | {row['shape']} | {mb} | {backend} | {r['ms']:.3f} | {gbs:.0f} | "
+                         f"{100 * gbs / copy_gbps:.0f}% | {_fmt(r['compile_s'], '.1f')} | {match} | "
+                         f"{_fmt(speed, '.2f')}x |")
+    geo = math.exp(sum(math.log(s) for s in speedups) / len(speedups)) if speedups else None
+    lines += ["", f"geometric mean speedup of tritondiff over Inductor ({len(speedups)} workloads): "
+              f"{_fmt(geo, '.3f')}x", "",
+              "Time: median of CUDA-event timings after warm-up (triton.testing.do_bench, L2 flushed). GB/s: "
+              "minimal traffic / time. Compile s: wall time of the first call with empty Triton/Inductor caches."]
+    return "\n".join(lines) + "\n"
+
+
+def dry_run(selected: Sequence[Workload]) -> str:
+    lines = ["| workload | shape | dtype | minimal traffic (bytes) |", "|---|---|---|---|"]
+    lines += [f"| {w.name} | {w.shape} | {str(w.dtype)[6:]} | {w.nbytes:,} |" for w in selected]
+    return "\n".join(lines) + "\n"
+
+
+def _isolate_caches() -> None:
+    """Cold compiles: fresh Triton cache directory, Inductor's caches off."""
+    os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix="tritondiff-bench-triton-")
+    import compiler
+    compiler.config.cache_dir = tempfile.mkdtemp(prefix="tritondiff-bench-compiler-")
+    try:
+        import torch._inductor.config as inductor_config
+        for knob in ("force_disable_caches",):
+            if hasattr(inductor_config, knob):
+                setattr(inductor_config, knob, True)
+        inductor_config.fx_graph_cache = False
+    except Exception:  # noqa: BLE001  (older torch: caches stay on; the header says so)
+        pass
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m compiler.benchmark", description=__doc__.split("\n")[0])
+    parser.add_argument("--out", help="write the Markdown report here")
+    parser.add_argument("--json", help="write the raw results here")
+    parser.add_argument("--only", nargs="*", help="run only workloads whose name contains one of these")
+    parser.add_argument("--budget-s", type=float, default=420.0,
+                        help="start no workload after this many seconds (the nightly slot is 9 minutes)")
+    parser.add_argument("--dry-run", action="store_true", help="list the workloads and byte counts, run nothing")
+    args = parser.parse_args(argv)
+    selected = [w for w in all_workloads() if not args.only or any(o in w.name for o in args.only)]
+    if not selected:
+        parser.error(f"--only {args.only} matches no workload; names: {[w.name for w in all_workloads()]}")
+    if args.dry_run:
+        text = dry_run(selected)
+        print(text, end="")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump([{"workload": w.name, "shape": w.shape, "bytes": w.nbytes} for w in selected], f, indent=1)
+        return 0
+    if _device.is_interpreter() or not torch.cuda.is_available():
+        print(GPU_LINE)
+        return 2
+    from kernels.benchmarks._timing import environment
+    _isolate_caches()
+    rows, copy_gbps = run(selected, args.budget_s)
+    text = report(rows, copy_gbps, environment())
+    print(text, end="")
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"env": environment(), "copy_gbps": copy_gbps, "rows": rows}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,106 @@
+"""Harness subjects for the GEMM template: mm, addmm with a fused bias + activation epilogue, bmm.
+
+Every candidate runs through the compiler and refuses to pass unless the template (not the
+ATen call) computed the product -- and, for the epilogue subjects, unless the pointwise tail
+was fused into the template's kernel.  Operands are drawn in every layout the harness knows
+(transposed, strided, offset, expanded), in fp32 / fp16 / bf16, with sizes from 1 and odd
+primes up; K starts past ``config.matmul_small_k_max`` so the template is what is tested.
+Sizes stay small enough for Triton's interpreter (a few programs per example).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from harness import subject, tensor
+
+from .config import config
+from .counters import counters
+from .exc import CompilerError
+from .subjects import run_compiled
+
+FLOATS = ("float32", "float16", "bfloat16")
+# Not drawn: "large" and "near_max".  Their products overflow fp32 partway through a dot product,
+# and whether the sum is then +inf, -inf or NaN depends on the order the products are added:
+# CPU BLAS (eager), numpy and a GPU's fp32 dot disagree there (the harness found both ways).
+# NaN / inf sprinkled into the operands (well defined: they propagate) are still drawn.
+VALUES = ("normal", "uniform_pos", "large_offset", "tiny", "zeros", "integer")
+K_MIN = config.matmul_small_k_max + 1
+
+
+def _through_template(fn: Callable, *args: Any, kind: str, epilogue: bool = False) -> Any:
+    """``fn(*args)`` compiled; raises unless the GEMM template (and its epilogue) did the work."""
+    before, fused = counters[f"gemm_template.{kind}"], counters["gemm_template.epilogues"]
+    out = run_compiled(fn, *args, matmul="template")
+    if counters[f"gemm_template.{kind}"] == before:
+        raise CompilerError(f"{kind} did not reach the GEMM template (lowered elsewhere or ran eagerly)")
+    if epilogue and counters["gemm_template.epilogues"] == fused:
+        raise CompilerError(f"the pointwise tail of {kind} was not fused into the template's kernel")
+    return out
+
+
+def mm(a, b):
+    return a @ b
+
+
+def linear_bias_relu(x, w, bias):
+    return torch.relu(torch.nn.functional.linear(x, w, bias))
+
+
+def addmm_scaled_sigmoid(bias, a, b):
+    return torch.sigmoid(torch.addmm(bias, a, b, beta=0.5, alpha=2.0))
+
+
+def bmm_scaled(a, b, s):
+    return torch.bmm(a, b) * s
+
+
+def projection_row_scale(x, w):
+    """mHC-lite's fused RMSNorm + projection, with the rsqrt(mean(x^2)) row scale as the epilogue."""
+    xf = x.float() if x.dtype != torch.float32 else x
+    inv_rms = torch.rsqrt((xf * xf).mean(-1, keepdim=True) + 1e-6).to(x.dtype)
+    return (x @ w.t()) * inv_rms
+
+
+@subject(name="compiler.gemm_template.mm", reference=mm,
+         inputs={"a": tensor(("M", "K"), dtypes=FLOATS, values=VALUES),
+                 "b": tensor(("K", "N"), dtype_like="a", values=VALUES)},
+         dims={"M": (1, 300), "K": (K_MIN, 300), "N": (1, 300)})
+def gemm_mm(a, b):
+    return _through_template(mm, a, b, kind="mm")
+
+
+@subject(name="compiler.gemm_template.addmm_bias_relu", reference=linear_bias_relu,
+         inputs={"x": tensor(("M", "K"), dtypes=FLOATS, values=VALUES),
+                 "w": tensor(("N", "K"), dtype_like="x", values=VALUES),
+                 "bias": tensor(("N",), dtype_like="x", values=VALUES)},
+         dims={"M": (1, 260), "K": (K_MIN, 260), "N": (1, 260)})
+def gemm_addmm_bias_relu(x, w, bias):
+    return _through_template(linear_bias_relu, x, w, bias, kind="addmm", epilogue=True)
+
+
+@subject(name="compiler.gemm_template.addmm_alpha_beta_sigmoid", reference=addmm_scaled_sigmoid,
+         inputs={"bias": tensor(("M", "N"), dtypes=FLOATS, values=VALUES),
+                 "a": tensor(("M", "K"), dtype_like="bias", values=VALUES),
+                 "b": tensor(("K", "N"), dtype_like="bias", values=VALUES)},
+         dims={"M": (1, 200), "K": (K_MIN, 200), "N": (1, 200)})
+def gemm_addmm_alpha_beta_sigmoid(bias, a, b):
+    return _through_template(addmm_scaled_sigmoid, bias, a, b, kind="addmm", epilogue=True)
+
+
+@subject(name="compiler.gemm_template.bmm", reference=bmm_scaled,
+         inputs={"a": tensor(("B", "M", "K"), dtypes=FLOATS, values=VALUES),
+                 "b": tensor(("B", "K", "N"), dtype_like="a", values=VALUES),
+                 "s": tensor(("B", "M", 1), dtype_like="a", values=VALUES)},
+         dims={"B": (1, 4), "M": (1, 130), "K": (K_MIN, 130), "N": (1, 130)})
+def gemm_bmm(a, b, s):
+    return _through_template(bmm_scaled, a, b, s, kind="bmm", epilogue=True)
+
+
+@subject(name="compiler.gemm_template.projection_row_scale", reference=projection_row_scale,
+         inputs={"x": tensor(("T", "C"), dtypes=FLOATS, values=VALUES),
+                 "w": tensor((24, "C"), dtype_like="x", values=VALUES)},
+         dims={"T": (1, 300), "C": (K_MIN, 512)})
+def gemm_projection_row_scale(x, w):
+    return _through_template(projection_row_scale, x, w, kind="mm", epilogue=True)

@@ -1,0 +1,77 @@
+"""Running GEMM template steps, and any step that has autotune candidates, inside an ``Executable``.
+
+A template step launches its kernel (tile, epilogue, store).  With candidates
+(``GeneratedModule.variants``), the first call of the executable tunes them through
+``compiler.autotune.run_tuned`` -- outputs cloned per trial, the winner run once on the real
+buffers and re-checked -- and later calls reuse the winner.  The ATen candidate of a template
+calls the op (``ExternKernel`` machinery) and then the epilogue as a standalone kernel.
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from .. import autotune
+from ..counters import counters
+from .gemm import GemmTemplate
+
+
+def _tuned(exe: Any) -> dict:
+    return exe.__dict__.setdefault("_tuned_variants", {})
+
+
+def _alloc_stored(exe: Any, names: list[str], env: dict) -> list[str]:
+    from ..runtime import _alloc
+    written = []
+    for name in names:
+        if name not in env:
+            env[name] = _alloc(exe.graph.buffers[name].layout)
+        written.append(name)
+    return written
+
+
+def _run_variant(exe: Any, step: Any, variant: Any, env: dict) -> None:
+    if variant.extern:
+        exe._run_extern(step, env)
+    workspaces: dict = {}
+    for spec in variant.specs:
+        exe._launch(spec, env, workspaces)
+
+
+def _run(exe: Any, step: Any, env: dict, written: list[str], what: str) -> None:
+    variants = exe.generated.variants.get(step.name)
+    if not variants:
+        workspaces: dict = {}
+        for spec in exe.generated.kernels[step.name]:
+            exe._launch(spec, env, workspaces)
+        return
+    candidates = [autotune.Candidate(v.name, functools.partial(_run_variant, exe, step, v),
+                                     {"kernels": [s.name for s in v.specs], "extern": v.extern}) for v in variants]
+    chosen = _tuned(exe).get(step.name)
+    if chosen is not None:
+        next(c for c in candidates if c.name == chosen).run(env)
+        return
+    names = sorted({a.name for v in variants for s in v.specs for a in s.args if not a.workspace} | set(written))
+    sources = [s.source.replace(exe.generated.name, "G") for v in variants for s in v.specs]  # graph-id free
+    key = autotune.make_key(f"{what} {exe.generated.name}/{step.name}", sources, env, names,
+                            [v.name for v in variants])
+    winner = autotune.run_tuned(key, candidates, env, written)
+    counters[f"autotune.winner.{winner.name}"] += 1
+    _tuned(exe)[step.name] = winner.name
+
+
+def run_template(exe: Any, step: GemmTemplate, env: dict) -> None:
+    """One template step: allocate what it stores, then its kernel (or its tuned candidate)."""
+    stored = [step.output.name] if step.store_output else []
+    stored += [p.name for p in step.epilogue_nodes if p.name in exe.sched.stored]
+    written = _alloc_stored(exe, stored, env)
+    _run(exe, step, env, written, "GEMM")
+
+
+def run_group_tuned(exe: Any, group: Any, env: dict) -> None:
+    """A generated kernel group with candidates (its stored buffers are already allocated)."""
+    written = [p.name for p in group.placed if p.name in exe.sched.stored]
+    _run(exe, group, env, written, "kernel")
+
+
+__all__ = ["run_template", "run_group_tuned"]

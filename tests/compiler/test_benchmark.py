@@ -1,0 +1,52 @@
+"""compiler.benchmark on CPU: the dry run lists every workload with its bytes; a real run refuses clearly."""
+import json
+import math
+
+import pytest
+
+from compiler import benchmark
+
+
+def test_dry_run_lists_every_workload_with_its_minimal_traffic(capsys, tmp_path):
+    out = tmp_path / "w.json"
+    assert benchmark.main(["--dry-run", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    names = [w.name for w in benchmark.all_workloads()]
+    assert len(names) == 10 and all(n in text for n in names)
+    rows = {r["workload"]: r for r in json.loads(out.read_text())}
+    assert rows["nrm2 2^28"]["bytes"] == 2**28 * 4 + 4
+    assert rows["softmax 8192x8192"]["bytes"] == 2 * 8192 * 8192 * 4
+    t, n, c = 65536, 4, 2560
+    assert rows["mHC pre_map"]["bytes"] == t * n * c * 2 + t * n * 4 + t * c * 2
+    assert rows["layer_norm fwd+bwd 4096x10240 float16"]["bytes"] == 5 * 4096 * 10240 * 2 + 4 * 4096 * 4 + 6 * 10240 * 2
+    assert "1,152,000" not in text and f"{2**28 * 4 + 4:,}" in text
+
+
+def test_only_filters_and_rejects_unknown_names(capsys):
+    assert benchmark.main(["--dry-run", "--only", "mHC"]) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("| mHC")]
+    assert len(lines) == 3
+    with pytest.raises(SystemExit):
+        benchmark.main(["--dry-run", "--only", "no-such-workload"])
+
+
+def test_without_a_gpu_it_exits_2_with_one_line(capsys):
+    assert benchmark.main([]) == 2
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out == [benchmark.GPU_LINE] and "needs a CUDA GPU" in out[0]
+
+
+def test_report_computes_bandwidth_speedups_and_geomean():
+    rows = [{"workload": "a", "shape": "[1]", "bytes": 2_000_000_000, "results": {
+        "inductor": {"ms": 2.0, "compile_s": 3.0, "error": None, "matches_eager": True},
+        "tritondiff": {"ms": 1.0, "compile_s": 1.5, "error": None, "matches_eager": True}}},
+        {"workload": "b", "shape": "[2]", "bytes": 10, "results": {
+            "inductor": {"ms": 1.0, "compile_s": 1.0, "error": None, "matches_eager": True},
+            "tritondiff": {"ms": 2.0, "compile_s": 1.0, "error": None, "matches_eager": False}}},
+        {"workload": "c", "shape": "[3]", "bytes": 10, "results": {
+            "tritondiff": {"ms": None, "compile_s": None, "error": "KernelCompileError: x", "matches_eager": None}}},
+        {"workload": "d", "shape": "[4]", "bytes": 10, "skipped": "time budget of 1 s spent", "results": {}}]
+    text = benchmark.report(rows, 4000.0, {"device": "X"})
+    assert "| a | [1] | 2000.0 | tritondiff | 1.000 | 2000 | 50% | 1.5 | yes | 2.00x |" in text
+    assert "| NO | 0.50x |" in text and "failed: KernelCompileError: x" in text and "skipped" in text
+    assert f"(2 workloads): {math.exp((math.log(2) + math.log(0.5)) / 2):.3f}x" in text

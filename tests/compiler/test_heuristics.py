@@ -1,0 +1,122 @@
+"""Heuristic choices, checked by value (never by timing): fusion scores, split counts, tiles."""
+import pytest
+
+import compiler
+from compiler import heuristics
+from compiler.heuristics import FusionTraffic
+
+# A GPU-like setting that does not depend on where the tests run.
+H100 = dict(sm_count=132, programs_per_sm=2, max_reduction_block_numel=4096, split_min_chunk=2048,
+            looped_rblock=1024, persistent_max_rnumel=1024, split_min_rnumel=32_768)
+
+
+def test_fusion_score_orders_by_bytes_saved_then_proximity():
+    producer = FusionTraffic(handoff_load=4096, dropped_store=4096)
+    sibling = FusionTraffic(shared_read=4096)
+    assert producer.saved == 8192 and sibling.saved == 4096
+    assert heuristics.fusion_score(producer, 9) > heuristics.fusion_score(sibling, 1)
+    near, far = heuristics.fusion_score(sibling, 1), heuristics.fusion_score(sibling, -7)
+    assert near > far and far == (4096, -7)
+
+
+def test_mixed_order_saving_charges_the_workspace_both_ways():
+    t = heuristics.mixed_order_saving(2 * 341 * 16 * 4, programs=3, columns=16, column_reductions=2, acc_bytes=4)
+    assert t.extra == 2 * 3 * 16 * 2 * 4
+    assert t.saved == 2 * 341 * 16 * 4 - t.extra
+    tiny = heuristics.mixed_order_saving(64, programs=264, columns=16, column_reductions=2, acc_bytes=4)
+    assert tiny.saved < 0
+
+
+def test_sm_count_is_the_knob_then_the_nominal_count_under_the_interpreter():
+    with compiler.config.patch(sm_count=132, programs_per_sm=2):
+        assert heuristics.sm_count() == 132
+        assert heuristics.target_programs() == 264
+    with compiler.config.patch(nominal_sm_count=5, programs_per_sm=1):
+        from harness import device
+        if device.is_interpreter():
+            assert heuristics.sm_count() == 5 and heuristics.target_programs() == 5
+
+
+@pytest.mark.parametrize("xprograms, rnumel, want", [
+    (1, 2**21, 264),        # fill the machine: one partial per program slot
+    (1, 8192, 4),           # but each partial reduces >= split_min_chunk (2048) elements
+    (16, 2**21, 16),        # 16 row blocks already: 264 // 16 partials each
+    (1000, 2**21, 2),       # the rows fill the machine; a split is still at least 2
+    (1, 4096 + 9, 2),       # odd extent: floor(4105 / 2048) partials
+])
+def test_split_count_fills_the_machine_with_long_enough_partials(xprograms, rnumel, want):
+    with compiler.config.patch(**H100):
+        assert heuristics.split_count(xprograms, rnumel, 1024) == want
+
+
+def test_split_count_never_exceeds_the_chunks_and_obeys_a_forced_count():
+    with compiler.config.patch(**H100):
+        assert heuristics.split_count(1, 3000, 1024) == 2  # ceil(3000 / 1024) = 3 chunks, 1 long enough -> 2
+        assert heuristics.split_count(1, 1500, 1024) == 2
+        assert heuristics.split_count(1, 1024, 1024) == 1  # one chunk: nothing to split
+    with compiler.config.patch(**H100, split_count=7):
+        assert heuristics.split_count(1, 2**21, 1024) == 7
+        assert heuristics.split_count(1, 4 * 1024, 1024) == 4
+
+
+def test_choose_reduction_split_uses_the_sm_based_count():
+    with compiler.config.patch(**H100):
+        choice = heuristics.choose_reduction(16, 1_152_000, split_ok=True)
+        assert (choice.strategy, choice.xblock, choice.rblock) == ("split", 4, 1024)
+        assert choice.splits == 264 // 4
+        assert heuristics.choose_reduction(16, 1_152_000, split_ok=False).strategy == "looped"
+        assert heuristics.choose_reduction(4231, 41, split_ok=True).strategy == "persistent"
+
+
+@pytest.mark.parametrize("rows, cols, want", [
+    (1_152_000, 16, (256, 16, 264)),   # layer-norm backward of seed 000: 4500 row blocks, 264 programs
+    (1_152_000, 64, (64, 64, 264)),
+    (341, 16, (256, 16, 2)),           # fewer row blocks than SMs: one program per block
+    (9, 41, (16, 64, 1)),
+    (4231, 4096, (1, 4096, 264)),
+])
+def test_choose_mixed_order_holds_whole_rows_and_fills_the_machine(rows, cols, want):
+    with compiler.config.patch(**H100):
+        c = heuristics.choose_mixed_order(rows, cols)
+    assert (c.strategy, (c.xblock, c.rblock, c.splits)) == ("mixed_order", want)
+
+
+@pytest.mark.parametrize("shape, transposed, want", [
+    ((4096, 4096), False, (1, 1024)),    # contiguous: X (stride 1) takes the whole tile
+    ((4096, 41), False, (16, 64)),       # a short X leaves the rest to Y
+    ((4096, 4096), True, (32, 32)),      # transposed: square, 32 fp32 = 128 bytes per side
+    ((4096, 4), True, (256, 4)),         # transposed but X only 4 wide: Y takes the rest
+    ((3, 4096), True, (4, 256)),         # transposed but Y only 3 tall: X takes the rest
+    ((9, 41), True, (16, 64)),
+])
+def test_choose_tile_favours_the_stride_1_axis(shape, transposed, want):
+    with compiler.config.patch(pointwise_tile_numel=1024):
+        assert heuristics.choose_tile(*shape, transposed=transposed) == want
+
+
+def test_choose_tile_gives_x_the_larger_half_of_a_non_square_budget():
+    with compiler.config.patch(pointwise_tile_numel=2048):
+        assert heuristics.choose_tile(4096, 4096, transposed=True) == (32, 64)
+    with compiler.config.patch(pointwise_tile_numel=65536):
+        assert heuristics.choose_tile(4096, 4096, transposed=True) == (256, 256)
+
+
+def test_a_transposed_read_gets_a_square_tile():
+    import torch
+    from tests.compiler.util import check
+
+    x = torch.randn(64, 96)
+    with compiler.config.patch(pointwise_tile_numel=1024):
+        check(lambda x: (x * 2).t().contiguous(), x)
+        src = compiler.dump.last_artifacts().texts["triton"]
+    assert "pointwise over 96x64 in 32x32 tiles" in src
+
+
+def test_transposed_writes_count_like_transposed_reads():
+    from compiler import indexing
+    from compiler.codegen.pointwise import _walks_across
+
+    i0, i1 = indexing.index_symbol("i0"), indexing.index_symbol("i1")
+    assert _walks_across(i0 + 96 * i1, [i0, i1])       # column-major store of a [96, 64] output
+    assert not _walks_across(64 * i0 + i1, [i0, i1])   # row-major
+    assert not _walks_across(i1, [i0, i1])             # a broadcast row: stride 0 along i0
