@@ -25,6 +25,28 @@ and merge per-chunk (mean, M2) pairs of d with Chan et al.'s rule,
 M2 = M2_a + M2_b + delta**2 * n_a * n_b / n.  The backward recentres x the same
 way instead of trusting the rounded saved mean, so it needs only rstd.
 
+Range.  Squares of |x| above ~1.8e19 overflow float32 and squares of subnormals
+underflow, so every kernel first scales each row by a power of two,
+xs = x * scale with scale = 2**k chosen from the exponent of the row's max |x|
+so that max |xs| is in [2, 4) (subnormal rows: scale 2**126, exact since
+multiplying by 2**k drops no bits).  mean, var and xhat are taken of xs:
+var_s = var * scale**2, mean = mean_s / scale, and xhat = xc_s * rstd_s with
+rstd_s = rstd / scale, so xhat needs no unscaling.  rstd itself is
+    rstd = 1 / sqrt(var + eps) = scale / sqrt(var_s + eps * scale**2):
+var = var_s / scale**2 may itself overflow (near_max rows: ~1e76) or
+underflow, this form never does.  eps * scale**2 overflows for tiny rows
+(scale up to 2**126); where it passes 2**40 the scaled variance (< 16) is below
+its rounding, and where var_s = 0 (a constant row) rstd is exactly
+1 / sqrt(eps): both take rstd = 1 / sqrt(eps) directly, and rstd_s =
+rstd / scale clamped to float32's max (it only multiplies xc = 0 there).  A
+constant row is centred on its own value, so xc is exactly 0: float32 noise in
+its mean, normalised by a variance that no longer sits below eps, would be O(1).
+The stored rstd of a near_max row is ~5e-39, a float32 subnormal with 22
+significant bits, as torch's own float32 rstd.  No extra pass over HBM: the
+row-resident kernels find max |x| in registers; the looped ones take the scale
+from the first chunk, like the shift, and rescale their running sums by
+2**-j (exact) when a later chunk needs a smaller scale.
+
 Backward.  With g = dy * w (elementwise) and using d xhat_j / d x_i =
 rstd * (delta_ij - 1/N - xhat_i * xhat_j / N):
     dx_i = sum_j g_j * d xhat_j / d x_i
@@ -42,10 +64,16 @@ Paths (chosen from the launch table below):
     read once).
   * looped (wider rows): one row per program, chunks of ``loop_block``;
     the backward's dweight/dbias then come from a column-block x M-split kernel.
+
+Host side.  Launch plans are cached per (M, N, itemsize, launch table, SMs);
+arguments are validated once per call (by the op); the autograd glue does not
+materialise zero gradients for mean and rstd; a backward that fits one
+persistent program writes dweight/dbias itself (no workspace, no reduce launch).
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Optional, Sequence
 
@@ -64,6 +92,11 @@ _SUPPORTED = (torch.float32, torch.float16, torch.bfloat16)
 # --------------------------------------------------------------------------- kernels
 # Nested @triton.jit helpers cost milliseconds per call in the interpreter, so
 # each kernel is written out in full.  Row offsets are 64-bit: M * N may pass 2**31.
+# The row scale (module docstring, "Range") is the same lines in every kernel:
+#   field = clamp(255 - biased_exponent(max |x|), 1, 253)
+#   scale = 2**(field - 127) (bits field << 23),  1 / scale = 2**(127 - field) (bits (254 - field) << 23)
+# so max |x| * scale lies in [2, 4) (in [2**-23, 4) for subnormal rows).  3.4028234663852886e38
+# is float32's max (the identity of max / min over masked lanes); 1099511627776.0 is 2**40.
 
 
 @triton.jit
@@ -78,86 +111,130 @@ def _layer_norm_fwd_kernel(x_ptr, y_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N,
     mask = row_mask[:, None] & col_mask[None, :]
     rows64 = rows.to(tl.int64)
     x = tl.load(x_ptr + rows64[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
-    # Passes over registers.  shift = sum(x) / N carries float32 rounding of
-    # about log2(N) ulps of |mean|, which for |mean| >> std is a visible
-    # fraction of std; so centre on it (x - shift is exact for x within a
-    # factor 2 of shift), take the residual mean of d = x - shift, and centre
-    # again: xc = d - mean(d), var = mean(xc**2).  mean = shift + mean(d).
-    shift = tl.sum(x * (1.0 / N), axis=1)       # scaled before summing: no overflow for |x| near max
-    d = tl.where(mask, x - shift[:, None], 0.0)
+    # xs = x * scale, max |xs| in [2, 4): exact, and no square or sum below can
+    # overflow (|x| near float32 max) or lose bits (subnormal x).
+    hi = tl.max(tl.where(mask, x, -3.4028234663852886e38), axis=1)
+    lo = tl.min(tl.where(mask, x, 3.4028234663852886e38), axis=1)
+    field = 255 - (tl.maximum(tl.abs(hi), tl.abs(lo)).to(tl.int32, bitcast=True) >> 23)
+    field = tl.minimum(tl.maximum(field, 1), 253)
+    scale = (field << 23).to(tl.float32, bitcast=True)
+    inv_scale = ((254 - field) << 23).to(tl.float32, bitcast=True)
+    xs = x * scale[:, None]
+    # Centre twice: shift = sum(xs) / N carries float32 rounding of about
+    # log2(N) ulps of |mean|, a visible fraction of std when |mean| >> std; so
+    # d = xs - shift (exact for xs within a factor 2 of shift), then
+    # xc = d - mean(d), var_s = mean(xc**2) = var * scale**2.  A constant row
+    # takes its value as shift, so xc is exactly 0 (see "Range").
+    shift = tl.where(hi == lo, hi * scale, tl.sum(xs, axis=1) / N)
+    d = tl.where(mask, xs - shift[:, None], 0.0)
     d_mean = tl.sum(d, axis=1) / N
     xc = tl.where(mask, d - d_mean[:, None], 0.0)
-    rstd = 1.0 / tl.sqrt(tl.sum(xc * xc, axis=1) / N + eps)
-    mean = shift + d_mean
-    y = xc * rstd[:, None]
+    var_s = tl.sum(xc * xc, axis=1) / N
+    # rstd = scale / sqrt(var_s + eps * scale**2); xhat = xc * rstd_s, rstd_s = rstd / scale.
+    # Where var_s is 0 or negligible against eps * scale**2 (> 2**40), rstd = 1 / sqrt(eps).
+    eps_s = eps * scale * scale
+    direct = (var_s == 0.0) | (eps_s > 1099511627776.0)
+    rstd_eps = 1.0 / tl.sqrt(eps + tl.zeros_like(var_s))
+    rstd_s = 1.0 / tl.sqrt(tl.where(direct, 1.0, var_s + eps_s))
+    rstd_s = tl.where(direct, tl.where(rstd_eps <= 3.4028234663852886e38,
+                                       tl.minimum(rstd_eps * inv_scale, 3.4028234663852886e38), rstd_eps), rstd_s)
+    rstd = tl.where(direct, rstd_eps, rstd_s * scale)
+    y = xc * rstd_s[:, None]
     if HAS_W:
         y = y * tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)[None, :]
     if HAS_B:
         y = y + tl.load(b_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)[None, :]
     tl.store(y_ptr + rows64[:, None] * N + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
-    tl.store(mean_ptr + rows, mean, mask=row_mask)
+    tl.store(mean_ptr + rows, (shift + d_mean) * inv_scale, mask=row_mask)
     tl.store(rstd_ptr + rows, rstd, mask=row_mask)
 
 
 @triton.jit
 def _layer_norm_fwd_looped_kernel(x_ptr, y_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, N, stride_x, eps,
                                   HAS_W: tl.constexpr, HAS_B: tl.constexpr, BLOCK_N: tl.constexpr):
-    # One row per program, too wide for registers.  All statistics are of
-    # d = x - shift, shift = the mean of the first chunk (so d is exact for x
-    # near the mean and the merged mean of d is small and precise; see the
-    # row-resident kernel).  Pass 1 folds chunks into a running (mean_d, M2)
-    # with Chan's merge: for the merged part a (n_a elements, all earlier
-    # chunks) and chunk b (n_b, its own two-pass stats),
+    # One row per program, too wide for registers.  scale and shift come from
+    # the first chunk (shift = its mean, or its value when it is constant).
+    # Pass 1 folds chunks into a running (mean, M2) of d = xs - shift with
+    # Chan's merge: for the merged part a (n_a elements, all earlier chunks)
+    # and chunk b (n_b, its own two-pass stats),
     #   delta = mean_b - mean_a,  n = n_a + n_b
     #   mean  = mean_a + delta * n_b / n
     #   M2    = M2_a + M2_b + delta**2 * n_a * n_b / n
-    # Pass 2 normalises (the row's second read mostly hits L2).
+    # A chunk whose max |x| needs a smaller scale first rescales shift, mean
+    # and M2 by r = new_scale / scale = 2**-j (exact, or an underflow far below
+    # the new chunk's ulp), so no pass over HBM is added.  Pass 2 normalises
+    # (the row's second read mostly hits L2).
     row = tl.program_id(0).to(tl.int64)
     x_row = x_ptr + row * stride_x
     y_row = y_ptr + row * N
     cols = tl.arange(0, BLOCK_N)
     x0 = tl.load(x_row + cols, mask=cols < N, other=0.0).to(tl.float32)
-    shift = tl.sum(x0 * (1.0 / tl.minimum(N, BLOCK_N)), axis=0)   # scaled: no overflow near max
+    hi = tl.max(tl.where(cols < N, x0, -3.4028234663852886e38), axis=0)
+    lo = tl.min(tl.where(cols < N, x0, 3.4028234663852886e38), axis=0)
+    amax = tl.maximum(tl.abs(hi), tl.abs(lo))
+    field = tl.minimum(tl.maximum(255 - (amax.to(tl.int32, bitcast=True) >> 23), 1), 253)
+    scale = (field << 23).to(tl.float32, bitcast=True)
+    shift = tl.where(hi == lo, hi * scale, tl.sum(x0 * scale, axis=0) / tl.minimum(N, BLOCK_N))
     mean = tl.zeros((), dtype=tl.float32)
     m2 = tl.zeros((), dtype=tl.float32)
     for start in tl.range(0, N, BLOCK_N):
         mask = start + cols < N
         x = tl.load(x_row + start + cols, mask=mask, other=0.0).to(tl.float32)
+        amax = tl.maximum(amax, tl.max(tl.abs(x), axis=0))
+        new_field = tl.minimum(tl.maximum(255 - (amax.to(tl.int32, bitcast=True) >> 23), 1), 253)
+        r = (new_field << 23).to(tl.float32, bitcast=True) * ((254 - field) << 23).to(tl.float32, bitcast=True)
+        field = new_field
+        scale = (field << 23).to(tl.float32, bitcast=True)
+        shift = shift * r
+        mean = mean * r
+        m2 = m2 * r * r
         n_a = start * 1.0
         n_b = tl.minimum(N - start, BLOCK_N) * 1.0
-        d = tl.where(mask, x - shift, 0.0)
+        d = tl.where(mask, x * scale - shift, 0.0)
         mean_b = tl.sum(d, axis=0) / n_b
         e = tl.where(mask, d - mean_b, 0.0)
         delta = mean_b - mean
         mean = mean + delta * (n_b / (n_a + n_b))
         m2 = m2 + tl.sum(e * e, axis=0) + delta * delta * (n_a * n_b / (n_a + n_b))
-    rstd = 1.0 / tl.sqrt(m2 / N + eps)
+    inv_scale = ((254 - field) << 23).to(tl.float32, bitcast=True)
+    var_s = m2 / N
+    # rstd as in the row-resident kernel.
+    eps_s = eps * scale * scale
+    direct = (var_s == 0.0) | (eps_s > 1099511627776.0)
+    rstd_eps = 1.0 / tl.sqrt(eps + tl.zeros_like(var_s))
+    rstd_s = 1.0 / tl.sqrt(tl.where(direct, 1.0, var_s + eps_s))
+    rstd_s = tl.where(direct, tl.where(rstd_eps <= 3.4028234663852886e38,
+                                       tl.minimum(rstd_eps * inv_scale, 3.4028234663852886e38), rstd_eps), rstd_s)
+    rstd = tl.where(direct, rstd_eps, rstd_s * scale)
     for start in tl.range(0, N, BLOCK_N):
         mask = start + cols < N
         x = tl.load(x_row + start + cols, mask=mask, other=0.0).to(tl.float32)
-        y = ((x - shift) - mean) * rstd
+        y = ((x * scale - shift) - mean) * rstd_s
         if HAS_W:
             y = y * tl.load(w_ptr + start + cols, mask=mask, other=0.0).to(tl.float32)
         if HAS_B:
             y = y + tl.load(b_ptr + start + cols, mask=mask, other=0.0).to(tl.float32)
         tl.store(y_row + start + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
-    tl.store(mean_ptr + row, shift + mean)
+    tl.store(mean_ptr + row, (shift + mean) * inv_scale)
     tl.store(rstd_ptr + row, rstd)
 
 
 @triton.jit
-def _layer_norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, part_ptr,
+def _layer_norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, part_ptr, dw_ptr, db_ptr,
                            M, N, stride_dy, stride_x,
-                           HAS_W: tl.constexpr, FUSE_DWDB: tl.constexpr,
+                           HAS_W: tl.constexpr, FUSE_DWDB: tl.constexpr, FINAL_DWDB: tl.constexpr,
                            BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     # Persistent: program p of P takes row blocks p, p + P, ...  Per row,
     #   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),  g = dy * w.
-    # xhat is recentred from x in registers exactly as the forward does
-    # (shift, then the residual mean of d = x - shift) rather than from the
-    # saved float32 mean, whose rounding is up to half an ulp of |mean|.
+    # xhat is rebuilt from x in registers exactly as the forward does (scale,
+    # shift, residual mean of d = xs - shift) rather than from the saved
+    # float32 mean, whose rounding is up to half an ulp of |mean|:
+    # xhat = xc * rstd_s with rstd_s = rstd / scale (clamped to float32's max:
+    # only a constant row, xc = 0, reaches it).
     # With FUSE_DWDB it also keeps sum(dy * xhat) and sum(dy) over its rows in
     # [BLOCK_M, BLOCK_N] registers (elementwise adds, no per-tile reduction),
-    # and writes them as partial rows part[0, p, :] and part[1, p, :].
+    # and writes them as partial rows part[0, p, :] and part[1, p, :]; with
+    # FINAL_DWDB (a single program) they are dweight and dbias themselves.
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
     cols = tl.arange(0, BLOCK_N)
@@ -176,9 +253,17 @@ def _layer_norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, part_ptr,
         x = tl.load(x_ptr + rows64[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
         dy = tl.load(dy_ptr + rows64[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
         rstd = tl.load(rstd_ptr + rows, mask=row_mask, other=0.0)
-        shift = tl.sum(x * (1.0 / N), axis=1)   # as in the forward: scaled, no overflow near max
-        d = tl.where(mask, x - shift[:, None], 0.0)
-        xhat = tl.where(mask, (d - (tl.sum(d, axis=1) / N)[:, None]) * rstd[:, None], 0.0)
+        hi = tl.max(tl.where(mask, x, -3.4028234663852886e38), axis=1)
+        lo = tl.min(tl.where(mask, x, 3.4028234663852886e38), axis=1)
+        field = 255 - (tl.maximum(tl.abs(hi), tl.abs(lo)).to(tl.int32, bitcast=True) >> 23)
+        field = tl.minimum(tl.maximum(field, 1), 253)
+        scale = (field << 23).to(tl.float32, bitcast=True)
+        inv_scale = ((254 - field) << 23).to(tl.float32, bitcast=True)
+        xs = x * scale[:, None]
+        shift = tl.where(hi == lo, hi * scale, tl.sum(xs, axis=1) / N)
+        d = tl.where(mask, xs - shift[:, None], 0.0)
+        rstd_s = tl.where(rstd <= 3.4028234663852886e38, tl.minimum(rstd * inv_scale, 3.4028234663852886e38), rstd)
+        xhat = tl.where(mask, (d - (tl.sum(d, axis=1) / N)[:, None]) * rstd_s[:, None], 0.0)
         g = dy * w[None, :]
         c1 = tl.sum(xhat * g, axis=1) / N  # mean(g * xhat)
         c2 = tl.sum(g, axis=1) / N  # mean(g)
@@ -187,7 +272,10 @@ def _layer_norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, part_ptr,
         if FUSE_DWDB:
             dw_acc += dy * xhat
             db_acc += dy
-    if FUSE_DWDB:
+    if FINAL_DWDB:
+        tl.store(dw_ptr + cols, tl.sum(dw_acc, axis=0).to(dw_ptr.dtype.element_ty), mask=col_mask)
+        tl.store(db_ptr + cols, tl.sum(db_acc, axis=0).to(db_ptr.dtype.element_ty), mask=col_mask)
+    elif FUSE_DWDB:
         slot = pid.to(tl.int64) * N
         tl.store(part_ptr + slot + cols, tl.sum(dw_acc, axis=0), mask=col_mask)
         tl.store(part_ptr + num_programs.to(tl.int64) * N + slot + cols, tl.sum(db_acc, axis=0), mask=col_mask)
@@ -196,13 +284,15 @@ def _layer_norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, part_ptr,
 @triton.jit
 def _layer_norm_bwd_dx_looped_kernel(dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, center_ptr, M, N, stride_dy, stride_x,
                                      HAS_W: tl.constexpr, BLOCK_N: tl.constexpr):
-    # One wide row per program.  shift = mean of the first chunk, d = x - shift.
-    # Pass 1 sums d, g * d and g per lane, giving
+    # One wide row per program.  scale and shift from the first chunk as in
+    # the looped forward (rescaled, with the per-lane sums of d and g * d, when
+    # a later chunk needs a smaller scale); d = xs - shift.  Pass 1 sums d,
+    # g * d and g per lane, giving
     #   mean_d = sum(d) / N,  mean(g) = sum(g) / N,
-    #   mean(g * xhat) = rstd * (sum(g * d) - mean_d * sum(g)) / N
-    # (xhat = (d - mean_d) * rstd); pass 2 writes dx chunk by chunk.  The row's
-    # (shift, mean_d) go to center[0, row], center[1, row] for the dweight /
-    # dbias kernel, which cannot see whole rows.
+    #   mean(g * xhat) = rstd_s * (sum(g * d) - mean_d * sum(g)) / N
+    # (xhat = (d - mean_d) * rstd_s, rstd_s = rstd / scale); pass 2 writes dx
+    # chunk by chunk.  The row's (shift, mean_d, scale, rstd_s) go to
+    # center[0..3, row] for the dweight / dbias kernel, which cannot see whole rows.
     row = tl.program_id(0).to(tl.int64)
     x_row = x_ptr + row * stride_x
     dy_row = dy_ptr + row * stride_dy
@@ -210,7 +300,12 @@ def _layer_norm_bwd_dx_looped_kernel(dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, cen
     rstd = tl.load(rstd_ptr + row)
     cols = tl.arange(0, BLOCK_N)
     x0 = tl.load(x_row + cols, mask=cols < N, other=0.0).to(tl.float32)
-    shift = tl.sum(x0 * (1.0 / tl.minimum(N, BLOCK_N)), axis=0)
+    hi = tl.max(tl.where(cols < N, x0, -3.4028234663852886e38), axis=0)
+    lo = tl.min(tl.where(cols < N, x0, 3.4028234663852886e38), axis=0)
+    amax = tl.maximum(tl.abs(hi), tl.abs(lo))
+    field = tl.minimum(tl.maximum(255 - (amax.to(tl.int32, bitcast=True) >> 23), 1), 253)
+    scale = (field << 23).to(tl.float32, bitcast=True)
+    shift = tl.where(hi == lo, hi * scale, tl.sum(x0 * scale, axis=0) / tl.minimum(N, BLOCK_N))
     d_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
     gd_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
     g_acc = tl.zeros([BLOCK_N], dtype=tl.float32)
@@ -220,13 +315,23 @@ def _layer_norm_bwd_dx_looped_kernel(dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, cen
         g = tl.load(dy_row + start + cols, mask=mask, other=0.0).to(tl.float32)
         if HAS_W:
             g = g * tl.load(w_ptr + start + cols, mask=mask, other=0.0).to(tl.float32)
-        d = tl.where(mask, x - shift, 0.0)
+        amax = tl.maximum(amax, tl.max(tl.abs(x), axis=0))
+        new_field = tl.minimum(tl.maximum(255 - (amax.to(tl.int32, bitcast=True) >> 23), 1), 253)
+        r = (new_field << 23).to(tl.float32, bitcast=True) * ((254 - field) << 23).to(tl.float32, bitcast=True)
+        field = new_field
+        scale = (field << 23).to(tl.float32, bitcast=True)
+        shift = shift * r
+        d_acc = d_acc * r
+        gd_acc = gd_acc * r
+        d = tl.where(mask, x * scale - shift, 0.0)
         d_acc += d
         gd_acc += g * d
         g_acc += g
+    inv_scale = ((254 - field) << 23).to(tl.float32, bitcast=True)
+    rstd_s = tl.where(rstd <= 3.4028234663852886e38, tl.minimum(rstd * inv_scale, 3.4028234663852886e38), rstd)
     d_mean = tl.sum(d_acc, axis=0) / N
     g_sum = tl.sum(g_acc, axis=0)
-    c1 = rstd * (tl.sum(gd_acc, axis=0) - d_mean * g_sum) / N
+    c1 = rstd_s * (tl.sum(gd_acc, axis=0) - d_mean * g_sum) / N
     c2 = g_sum / N
     for start in tl.range(0, N, BLOCK_N):
         mask = start + cols < N
@@ -234,20 +339,22 @@ def _layer_norm_bwd_dx_looped_kernel(dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, cen
         g = tl.load(dy_row + start + cols, mask=mask, other=0.0).to(tl.float32)
         if HAS_W:
             g = g * tl.load(w_ptr + start + cols, mask=mask, other=0.0).to(tl.float32)
-        xhat = ((x - shift) - d_mean) * rstd
+        xhat = ((x * scale - shift) - d_mean) * rstd_s
         dx = (g - (xhat * c1 + c2)) * rstd
         tl.store(dx_row + start + cols, dx.to(dx_ptr.dtype.element_ty), mask=mask)
     tl.store(center_ptr + row, shift)
     tl.store(center_ptr + M + row, d_mean)
+    tl.store(center_ptr + 2 * M + row, scale)
+    tl.store(center_ptr + 3 * M + row, rstd_s)
 
 
 @triton.jit
-def _layer_norm_bwd_dwdb_kernel(dy_ptr, x_ptr, center_ptr, rstd_ptr, part_ptr, M, N, stride_dy, stride_x,
+def _layer_norm_bwd_dwdb_kernel(dy_ptr, x_ptr, center_ptr, part_ptr, M, N, stride_dy, stride_x,
                                 rows_per_split, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     # Program (c, s): columns [c * BLOCK_N, +BLOCK_N) over the row split
     # [s * rows_per_split, +rows_per_split); writes partial rows
     # part[0, s, cols] = sum(dy * xhat) and part[1, s, cols] = sum(dy), with
-    # xhat = ((x - shift) - mean_d) * rstd from the dx kernel's center rows.
+    # xhat = ((x * scale - shift) - mean_d) * rstd_s from the dx kernel's center rows.
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     split = tl.program_id(1)
     num_splits = tl.num_programs(1)
@@ -264,8 +371,9 @@ def _layer_norm_bwd_dwdb_kernel(dy_ptr, x_ptr, center_ptr, rstd_ptr, part_ptr, M
         dy = tl.load(dy_ptr + rows64[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
         shift = tl.load(center_ptr + rows, mask=row_mask, other=0.0)
         d_mean = tl.load(center_ptr + M + rows, mask=row_mask, other=0.0)
-        rstd = tl.load(rstd_ptr + rows, mask=row_mask, other=0.0)
-        xhat = ((x - shift[:, None]) - d_mean[:, None]) * rstd[:, None]
+        scale = tl.load(center_ptr + 2 * M + rows, mask=row_mask, other=0.0)
+        rstd_s = tl.load(center_ptr + 3 * M + rows, mask=row_mask, other=0.0)
+        xhat = ((x * scale[:, None] - shift[:, None]) - d_mean[:, None]) * rstd_s[:, None]
         dw_acc += dy * tl.where(mask, xhat, 0.0)
         db_acc += dy
     slot = split.to(tl.int64) * N
@@ -329,13 +437,68 @@ def _pow2_floor(v: int) -> int:
     return 1 << (max(int(v), 1).bit_length() - 1)
 
 
+def _pow2_ceil(v: int) -> int:
+    return 1 << (max(int(v), 1) - 1).bit_length()
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
 def _num_warps(numel: int, values_per_thread: int) -> int:
     return max(1, min(16, _pow2_floor(numel // (32 * max(values_per_thread, 1)))))
 
 
 def _tile_rows(tile_bytes: int, itemsize: int, block_n: int, m: int) -> int:
     """Rows per [BLOCK_M, BLOCK_N] tile: fill tile_bytes, no more rows than M needs."""
-    return max(1, min(_pow2_floor(tile_bytes // itemsize) // block_n, triton.next_power_of_2(m)))
+    return max(1, min(_pow2_floor(tile_bytes // itemsize) // block_n, _pow2_ceil(m)))
+
+
+# Launch plans are pure functions of (M, N, itemsize, launch parameters, SMs), cached: the
+# per-call host work is a dict lookup.  (triton.cdiv / next_power_of_2 are @jit functions
+# whose host calls cost microseconds each; the plans use plain ints.)
+
+
+@functools.lru_cache(maxsize=512)
+def _forward_plan(m: int, n: int, itemsize: int, lp: LayerNormLaunch) -> tuple[bool, tuple, dict]:
+    """(looped, grid, meta) of the forward."""
+    block_n = _pow2_ceil(n)
+    if block_n <= lp.max_row_fwd:
+        block_m = _tile_rows(lp.fwd_tile_bytes, itemsize, block_n, m)
+        return False, (_cdiv(m, block_m),), dict(BLOCK_M=block_m, BLOCK_N=block_n,
+                                                  num_warps=_num_warps(block_m * block_n, lp.values_per_thread))
+    block = min(_pow2_floor(lp.loop_block), block_n)
+    return True, (m,), dict(BLOCK_N=block, num_warps=_num_warps(block, lp.values_per_thread))
+
+
+@functools.lru_cache(maxsize=512)
+def _backward_plan(m: int, n: int, itemsize: int, lp: LayerNormLaunch, sms: int) -> dict:
+    """Grids and meta-parameters of the backward's kernels (keys as used in _backward)."""
+    block_n = _pow2_ceil(n)
+    target_programs = sms * lp.programs_per_sm
+    block_c = min(_pow2_floor(lp.col_block), block_n)
+    plan: dict = {"looped": block_n > lp.max_row_bwd}
+    if not plan["looped"]:
+        block_m = _tile_rows(lp.bwd_tile_bytes, itemsize, block_n, m)
+        programs = max(1, min(target_programs, _cdiv(m, block_m)))
+        plan.update(grid=(programs,), n_part=programs, meta=dict(
+            BLOCK_M=block_m, BLOCK_N=block_n, FINAL_DWDB=programs == 1,
+            num_warps=_num_warps(block_m * block_n, lp.values_per_thread // 2)))
+    else:
+        block = min(_pow2_floor(lp.loop_block), block_n)
+        block_m = _tile_rows(lp.bwd_tile_bytes, itemsize, block_c, m)
+        col_blocks = _cdiv(n, block_c)
+        splits = max(1, min(_cdiv(target_programs, col_blocks), _cdiv(m, block_m), 65535))
+        rows_per_split = _cdiv(_cdiv(m, splits), block_m) * block_m
+        splits = _cdiv(m, rows_per_split)
+        plan.update(dx_meta=dict(BLOCK_N=block, num_warps=_num_warps(block, lp.values_per_thread // 2)),
+                    grid=(col_blocks, splits), n_part=splits, rows_per_split=rows_per_split,
+                    meta=dict(BLOCK_M=block_m, BLOCK_N=block_c,
+                              num_warps=_num_warps(block_m * block_c, lp.values_per_thread // 2)))
+    block_r = max(1, min(_pow2_ceil(plan["n_part"]), _pow2_floor(lp.bwd_tile_bytes // 4) // block_c))
+    plan.update(reduce_grid=(_cdiv(n, block_c),), reduce_meta=dict(
+        BLOCK_R=block_r, BLOCK_N=block_c, num_warps=_num_warps(block_r * block_c, lp.values_per_thread)))
+    return plan
 
 
 def _as_rows(t: torch.Tensor, n: int) -> torch.Tensor:
@@ -346,91 +509,76 @@ def _as_rows(t: torch.Tensor, n: int) -> torch.Tensor:
     return rows
 
 
+def _cast(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    return t if t.dtype == dtype else t.to(dtype)
+
+
 def _forward(x: torch.Tensor, weight: Optional[torch.Tensor], bias: Optional[torch.Tensor],
              eps: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     n = x.shape[-1]
-    y = torch.empty(x.shape, dtype=store_dtype(x.dtype), device=x.device)
-    mean = torch.empty(x.shape[:-1], dtype=torch.float32, device=x.device)
-    rstd = torch.empty(x.shape[:-1], dtype=torch.float32, device=x.device)
+    dev = x.device
+    y = torch.empty(x.shape, dtype=store_dtype(x.dtype), device=dev)
+    mean = torch.empty(x.shape[:-1], dtype=torch.float32, device=dev)
+    rstd = torch.empty(x.shape[:-1], dtype=torch.float32, device=dev)
     m = mean.numel()
     if m == 0 or n == 0:  # nothing to normalise (N = 0: empty rows, statistics undefined)
-        return y.to(x.dtype), mean.fill_(math.nan), rstd.fill_(math.nan)
+        return _cast(y, x.dtype), mean.fill_(math.nan), rstd.fill_(math.nan)
     x2 = _as_rows(x, n)
-    lp = config.launch("layer_norm", _LAUNCH, x.device)
-    block_n = triton.next_power_of_2(n)
-    w = weight.contiguous() if weight is not None else x2  # x2: a placeholder pointer, never read
-    b = bias.contiguous() if bias is not None else x2
-    flags = dict(HAS_W=weight is not None, HAS_B=bias is not None)
-    if block_n <= lp.max_row_fwd:
-        block_m = _tile_rows(lp.fwd_tile_bytes, x.element_size(), block_n, m)
-        _layer_norm_fwd_kernel[(triton.cdiv(m, block_m),)](
-            x2, y, w, b, mean, rstd, m, n, x2.stride(0), eps, **flags, BLOCK_M=block_m, BLOCK_N=block_n,
-            num_warps=_num_warps(block_m * block_n, lp.values_per_thread))
+    looped, grid, meta = _forward_plan(m, n, x.element_size(), config.launch("layer_norm", _LAUNCH, dev))
+    # weight / bias may be strided (a pointer + unit stride is all the kernels take); x2 stands
+    # in as a placeholder pointer, never read, when one is absent.
+    w = x2 if weight is None else weight if weight.is_contiguous() else weight.contiguous()
+    b = x2 if bias is None else bias if bias.is_contiguous() else bias.contiguous()
+    if looped:
+        _layer_norm_fwd_looped_kernel[grid](x2, y, w, b, mean, rstd, n, x2.stride(0), eps, HAS_W=weight is not None,
+                                            HAS_B=bias is not None, **meta)
     else:
-        block = min(_pow2_floor(lp.loop_block), block_n)
-        _layer_norm_fwd_looped_kernel[(m,)](x2, y, w, b, mean, rstd, n, x2.stride(0), eps, **flags, BLOCK_N=block,
-                                            num_warps=_num_warps(block, lp.values_per_thread))
-    return y.to(x.dtype), mean, rstd
+        _layer_norm_fwd_kernel[grid](x2, y, w, b, mean, rstd, m, n, x2.stride(0), eps, HAS_W=weight is not None,
+                                     HAS_B=bias is not None, **meta)
+    return _cast(y, x.dtype), mean, rstd
 
 
 def _backward(dy: torch.Tensor, x: torch.Tensor, weight: Optional[torch.Tensor], rstd: torch.Tensor,
               dweight_dtype: torch.dtype, dbias_dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     n = x.shape[-1]
     m = rstd.numel()
+    dev = x.device
     if m == 0 or n == 0:  # sums over no rows are zero
-        dev = x.device
         return (torch.empty(x.shape, dtype=x.dtype, device=dev), torch.zeros(n, dtype=dweight_dtype, device=dev),
                 torch.zeros(n, dtype=dbias_dtype, device=dev))
-    dx = torch.empty(x.shape, dtype=store_dtype(x.dtype), device=x.device)
-    dw = torch.empty(n, dtype=store_dtype(dweight_dtype), device=x.device)
-    db = torch.empty(n, dtype=store_dtype(dbias_dtype), device=x.device)
+    dx = torch.empty(x.shape, dtype=store_dtype(x.dtype), device=dev)
+    dw = torch.empty(n, dtype=store_dtype(dweight_dtype), device=dev)
+    db = torch.empty(n, dtype=store_dtype(dbias_dtype), device=dev)
     x2, dy2 = _as_rows(x, n), _as_rows(dy, n)
     rstd = rstd.reshape(-1)
-    w = weight.contiguous() if weight is not None else x2  # x2: a placeholder pointer, never read
-    lp = config.launch("layer_norm", _LAUNCH, x.device)
-    block_n = triton.next_power_of_2(n)
-    target_programs = sm_count(x.device) * lp.programs_per_sm
-    if block_n <= lp.max_row_bwd:
-        # Row-resident, persistent, dweight/dbias partials fused: x and dy read once.
-        block_m = _tile_rows(lp.bwd_tile_bytes, x.element_size(), block_n, m)
-        programs = max(1, min(target_programs, triton.cdiv(m, block_m)))
-        part = torch.empty(2 * programs * n, dtype=torch.float32, device=x.device)
-        _layer_norm_bwd_kernel[(programs,)](
-            dy2, x2, w, rstd, dx, part, m, n, dy2.stride(0), x2.stride(0), HAS_W=weight is not None,
-            FUSE_DWDB=True, BLOCK_M=block_m, BLOCK_N=block_n,
-            num_warps=_num_warps(block_m * block_n, lp.values_per_thread // 2))
-        n_part = programs
+    w = x2 if weight is None else weight if weight.is_contiguous() else weight.contiguous()  # x2: never read
+    plan = _backward_plan(m, n, x.element_size(), config.launch("layer_norm", _LAUNCH, dev), sm_count(dev))
+    if not plan["looped"]:
+        # Row-resident, persistent, dweight/dbias partials fused: x and dy read once.  A single
+        # program (small M) writes dweight / dbias itself: no workspace, no reduce launch.
+        final = plan["meta"]["FINAL_DWDB"]
+        part = dw if final else torch.empty(2 * plan["n_part"] * n, dtype=torch.float32, device=dev)
+        _layer_norm_bwd_kernel[plan["grid"]](dy2, x2, w, rstd, dx, part, dw, db, m, n, dy2.stride(0), x2.stride(0),
+                                             HAS_W=weight is not None, FUSE_DWDB=True, **plan["meta"])
+        if final:
+            return _cast(dx, x.dtype), _cast(dw, dweight_dtype), _cast(db, dbias_dtype)
     else:
         # Wide rows: dx per row in chunks, then dweight/dbias by column block x M-split.
-        block = min(_pow2_floor(lp.loop_block), block_n)
-        center = torch.empty(2 * m, dtype=torch.float32, device=x.device)
+        center = torch.empty(4 * m, dtype=torch.float32, device=dev)
         _layer_norm_bwd_dx_looped_kernel[(m,)](dy2, x2, w, rstd, dx, center, m, n, dy2.stride(0), x2.stride(0),
-                                               HAS_W=weight is not None, BLOCK_N=block,
-                                               num_warps=_num_warps(block, lp.values_per_thread // 2))
-        block_c = min(_pow2_floor(lp.col_block), block_n)
-        block_m = _tile_rows(lp.bwd_tile_bytes, x.element_size(), block_c, m)
-        col_blocks = triton.cdiv(n, block_c)
-        splits = max(1, min(triton.cdiv(target_programs, col_blocks), triton.cdiv(m, block_m), 65535))
-        rows_per_split = triton.cdiv(triton.cdiv(m, splits), block_m) * block_m
-        splits = triton.cdiv(m, rows_per_split)
-        part = torch.empty(2 * splits * n, dtype=torch.float32, device=x.device)
-        _layer_norm_bwd_dwdb_kernel[(col_blocks, splits)](
-            dy2, x2, center, rstd, part, m, n, dy2.stride(0), x2.stride(0), rows_per_split,
-            BLOCK_M=block_m, BLOCK_N=block_c, num_warps=_num_warps(block_m * block_c, lp.values_per_thread // 2))
-        n_part = splits
-    block_c = min(_pow2_floor(lp.col_block), block_n)
-    block_r = max(1, min(triton.next_power_of_2(n_part), _pow2_floor(lp.bwd_tile_bytes // 4) // block_c))
-    _layer_norm_bwd_reduce_kernel[(triton.cdiv(n, block_c),)](
-        part, dw, db, n_part, n, BLOCK_R=block_r, BLOCK_N=block_c,
-        num_warps=_num_warps(block_r * block_c, lp.values_per_thread))
-    return dx.to(x.dtype), dw.to(dweight_dtype), db.to(dbias_dtype)
+                                               HAS_W=weight is not None, **plan["dx_meta"])
+        part = torch.empty(2 * plan["n_part"] * n, dtype=torch.float32, device=dev)
+        _layer_norm_bwd_dwdb_kernel[plan["grid"]](dy2, x2, center, part, m, n, dy2.stride(0), x2.stride(0),
+                                                  plan["rows_per_split"], **plan["meta"])
+    _layer_norm_bwd_reduce_kernel[plan["reduce_grid"]](part, dw, db, plan["n_part"], n, **plan["reduce_meta"])
+    return _cast(dx, x.dtype), _cast(dw, dweight_dtype), _cast(db, dbias_dtype)
 
 
 # --------------------------------------------------------------------------- validation
 
 
-def _check_device(name: str, t: torch.Tensor) -> None:
-    want = _device.torch_device().type
+def _check_device(name: str, t: torch.Tensor, want: Optional[str] = None) -> None:
+    want = want or _device.torch_device().type
     if t.device.type != want:
         raise UnsupportedInput(
             f"layer_norm: {name} is on {t.device} but kernels run on {want} ({_device.describe()}); "
@@ -444,7 +592,8 @@ def _check_args(x: object, normalized_shape: object, weight: object, bias: objec
     if x.dtype not in _SUPPORTED:
         raise UnsupportedInput(f"layer_norm: x has dtype {x.dtype}; supported are float32, float16 and "
                                f"bfloat16 (cast with x.float() first)", argument="x")
-    _check_device("x", x)
+    want = _device.torch_device().type
+    _check_device("x", x, want)
     if x.dim() == 0:
         raise UnsupportedInput("layer_norm: x is 0-d; it needs a last dimension to normalise over", argument="x")
     n = x.shape[-1]
@@ -478,7 +627,7 @@ def _check_args(x: object, normalized_shape: object, weight: object, bias: objec
         if p.dtype not in (x.dtype, torch.float32):
             raise UnsupportedInput(f"layer_norm: {name} has dtype {p.dtype}; it must be x's dtype ({x.dtype}) "
                                    f"or float32", argument=name)
-        _check_device(name, p)
+        _check_device(name, p, want)
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not (0.0 <= eps < math.inf):
         raise UnsupportedInput(f"layer_norm: eps must be a finite float >= 0, got {eps!r}", argument="eps")
     return shape
@@ -489,11 +638,12 @@ def _check_backward_args(dy: torch.Tensor, x: torch.Tensor, rstd: torch.Tensor, 
     if dy.shape != x.shape:
         raise UnsupportedInput(f"layer_norm_backward: dy has shape {tuple(dy.shape)}, x {tuple(x.shape)}; "
                                f"they must match", argument="dy")
+    want = _device.torch_device().type
     for name, t in (("dy", dy), ("x", x)):
         if t.dtype not in _SUPPORTED:
             raise UnsupportedInput(f"layer_norm_backward: {name} has dtype {t.dtype}; supported are float32, "
                                    f"float16 and bfloat16", argument=name)
-        _check_device(name, t)
+        _check_device(name, t, want)
     if rstd.dtype != torch.float32 or rstd.shape != x.shape[:-1]:
         raise UnsupportedInput(f"layer_norm_backward: rstd must be float32 of shape {tuple(x.shape[:-1])} "
                                f"(as the forward returns it), got {rstd.dtype} {tuple(rstd.shape)}", argument="rstd")
@@ -551,6 +701,7 @@ def _layer_norm_setup_context(ctx, inputs, output) -> None:
     x, _normalized_shape, weight, bias, _eps = inputs
     _y, mean, rstd = output
     ctx.mark_non_differentiable(mean, rstd)  # saved statistics, not a differentiable result
+    ctx.set_materialize_grads(False)  # no zero-filled gradients for mean and rstd (two fills per backward)
     ctx.save_for_backward(x, weight, rstd)
     ctx.has_weight = weight is not None
     ctx.has_bias = bias is not None
@@ -559,6 +710,8 @@ def _layer_norm_setup_context(ctx, inputs, output) -> None:
 
 
 def _layer_norm_backward(ctx, dy, _dmean, _drstd):
+    if dy is None:  # y took no part in the loss
+        return None, None, None, None, None
     x, weight, rstd = ctx.saved_tensors
     dx, dw, db = _layer_norm_backward_op(dy, x, weight, rstd, ctx.dweight_dtype, ctx.dbias_dtype)
     return dx, None, dw if ctx.has_weight else None, db if ctx.has_bias else None, None
@@ -570,6 +723,15 @@ _layer_norm_op.register_autograd(_layer_norm_backward, setup_context=_layer_norm
 def layer_norm(x: torch.Tensor, normalized_shape: Sequence[int] | int, weight: Optional[torch.Tensor] = None,
                bias: Optional[torch.Tensor] = None, eps: float = 1e-5) -> torch.Tensor:
     """``F.layer_norm`` over the last dimension (see the module docstring); returns y."""
-    shape = _check_args(x, normalized_shape, weight, bias, eps)
+    # The op validates everything (once); here only what its schema needs: arguments of the
+    # ordinary types go straight through, anything else gets the full check and its clear error.
+    if type(normalized_shape) is int:
+        shape = [normalized_shape]
+    elif type(normalized_shape) in (list, tuple, torch.Size) and all(type(v) is int for v in normalized_shape):
+        shape = list(normalized_shape)
+    else:
+        shape = None
+    if shape is None or type(eps) is not float or not isinstance(x, torch.Tensor):
+        shape = _check_args(x, normalized_shape, weight, bias, eps)
     y, _mean, _rstd = _layer_norm_op(x, shape, weight, bias, float(eps))
     return y

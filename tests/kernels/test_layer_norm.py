@@ -261,3 +261,111 @@ def test_wrong_device_raises():
     other = "meta" if device.is_interpreter() else "cpu"
     with pytest.raises(UnsupportedInput, match="kernels run on"):
         kernels.layer_norm(torch.ones(3, 4, device=other), (4,))
+
+
+# --------------------------------------------------------------------------- issue #4: extreme magnitudes
+# Rows whose squares overflow float32 ("large": |x| ~ 1e19..1e21, "near_max": |x| in
+# [0.25, 0.75] * float32 max) or are subnormal ("tiny", checked with eps = 0 so the variance,
+# not eps, sets rstd).  Before the kernels scaled rows by a power of two these came out 0, NaN
+# or inf.  Tolerances scale with the reference's own magnitude (dx of a near_max row is ~1e-39),
+# never with a floor of 1, which would make such checks vacuous.
+
+
+def _family(shape, dtype, family, seed):
+    g = torch.Generator().manual_seed(seed)
+    fi = torch.finfo(dtype)
+    u = torch.rand(shape, generator=g, dtype=torch.float64)
+    sign = torch.where(torch.rand(shape, generator=g, dtype=torch.float64) < 0.5, -1.0, 1.0)
+    if family == "near_max":
+        v = sign * fi.max * (0.25 + 0.5 * u)
+    elif family == "large":
+        v = (sign * fi.max ** 0.5 * 1.01 * (1 + 99 * u)).clamp(-fi.max, fi.max)
+    else:  # tiny: subnormal float32
+        v = sign * fi.tiny * u.clamp_min(1e-3)
+    return v.to(dtype).to(DEV)
+
+
+def _check_relative(x, w, b, dy, eps, tol):
+    y, grads = _run(kernels.layer_norm, x, w, b, dy, eps)
+    y_ref, grads_ref = _reference(x, w, b, dy, eps)
+    for name, got, ref in zip(("y", "dx", "dweight", "dbias"), [y] + grads, [y_ref] + grads_ref):
+        if ref is None:
+            continue
+        # dx of a subnormal row with eps = 0 is rstd * O(1) ~ 1e38: where the float64 value is
+        # past float32's max, the float32 result must be that infinity; everywhere else finite.
+        over = ref.abs() > torch.finfo(got.dtype).max
+        assert torch.equal(~torch.isfinite(got), over), f"{name}: non-finite where float64 is finite"
+        assert torch.equal(got[over].double().sign(), ref[over].sign()), name
+        got, ref = got.double()[~over], ref[~over]
+        scale = ref.abs().max().item()
+        assert scale > 0, name
+        torch.testing.assert_close(got, ref, rtol=0, atol=tol * scale, msg=lambda m: f"{name}: {m}")
+
+
+@pytest.mark.parametrize("overrides", [None, LOOPED], ids=["resident", "looped"])
+@pytest.mark.parametrize("family, dtype, eps", [("near_max", torch.float32, 1e-5), ("large", torch.float32, 1e-5),
+                                                ("tiny", torch.float32, 0.0), ("near_max", torch.bfloat16, 1e-5)])
+def test_rows_beyond_float32_squares(family, dtype, eps, overrides):
+    shape = (9, 341) if overrides else (41, 9)
+    x = _family(shape, dtype, family, seed=20)
+    _, w, b, dy = _make(shape, dtype, seed=21)
+    with config.patch(launch_overrides=overrides or {}):
+        _check_relative(x, w, b, dy, eps, 4 * TOL[dtype])
+        _check_relative(x, None, None, dy, eps, 4 * TOL[dtype])
+
+
+@pytest.mark.parametrize("overrides", [None, LOOPED], ids=["resident", "looped"])
+def test_statistics_of_near_max_and_subnormal_rows(overrides):
+    # mean near float32 max and rstd ~5e-39 (below float32's normal range) for near_max rows;
+    # rstd ~1e38 for subnormal rows with eps = 0: both within float32 rounding of float64.
+    for family, eps in (("near_max", 1e-5), ("tiny", 0.0)):
+        x = _family((5, 130), torch.float32, family, seed=22)
+        with config.patch(launch_overrides=overrides or {}):
+            _, mean, rstd = torch.ops.tritondiff.layer_norm(x, [130], None, None, eps)
+        xd = x.double()
+        rstd_ref = 1 / (xd.var(-1, unbiased=False) + eps).sqrt()
+        torch.testing.assert_close(rstd.double(), rstd_ref, rtol=1e-5, atol=0)
+        torch.testing.assert_close(mean.double(), xd.mean(-1), rtol=0, atol=1e-6 * xd.abs().max().item())
+
+
+@pytest.mark.parametrize("overrides", [None, LOOPED], ids=["resident", "looped"])
+def test_constant_rows_at_the_extremes(overrides):
+    # A constant row has var = 0: y = bias exactly and rstd = 1/sqrt(eps), also when the
+    # value is near float32 max (where rounding noise in the mean, normalised by a scale-
+    # relative variance, would otherwise come out O(1)) or subnormal.
+    fmax, tiny = torch.finfo(torch.float32).max, torch.finfo(torch.float32).tiny
+    x = torch.tensor([0.7 * fmax, -0.7 * fmax, 3e-39, 1e4, 0.0], dtype=torch.float32)[:, None].expand(5, 200)
+    x = x.contiguous().to(DEV)
+    _, w, b, dy = _make((5, 200), torch.float32, seed=23)
+    with config.patch(launch_overrides=overrides or {}):
+        y, mean, rstd = torch.ops.tritondiff.layer_norm(x, [200], w, b, 1e-5)
+        _, (dx, dw, db) = _run(kernels.layer_norm, x, w, b, dy)
+    assert torch.equal(y, b.expand(5, 200))
+    assert torch.equal(mean, x[:, 0])
+    torch.testing.assert_close(rstd, torch.full_like(rstd, 1e-5 ** -0.5), rtol=1e-6, atol=0)
+    # Closed form (xhat = 0): dx = rstd * (g - mean(g)), dweight = 0, dbias = sum(dy).  (torch's own
+    # float64 backward returns dx = 0 for the near-max rows, so it is no reference here.)
+    gw = dy.double() * w.double()
+    dx_ref = 1e-5 ** -0.5 * (gw - gw.mean(-1, keepdim=True))
+    assert torch.equal(dw, torch.zeros_like(dw))
+    torch.testing.assert_close(db.double(), dy.double().sum(0), rtol=0, atol=1e-5 * dy.abs().sum(0).max().item())
+    torch.testing.assert_close(dx.double(), dx_ref, rtol=0, atol=2e-5 * dx_ref.abs().max().item())
+    assert tiny > 3e-39  # the third row is subnormal
+
+
+def test_looped_rescales_when_a_later_chunk_is_larger():
+    # The looped kernels take the row scale from the first chunk and rescale their running
+    # statistics when a later chunk's max |x| needs a smaller one: rows here grow from ~1 (or
+    # subnormal) in the first chunks to near float32 max in the last, and the reverse.
+    fmax = torch.finfo(torch.float32).max
+    g = torch.Generator().manual_seed(24)
+    base = torch.randn(4, 341, generator=g, dtype=torch.float64)
+    ramp = torch.ones(4, 341, dtype=torch.float64)
+    ramp[0, 300:] = 0.2 * fmax          # ~1, then near max in the last chunk
+    ramp[1, :64] = 1e-40                # subnormal first chunk, ~1 after
+    ramp[2, :64] = 0.2 * fmax           # near max first, ~1 after (no rescale needed)
+    ramp[3, 128:192] = 1e20             # a "large" chunk in the middle
+    x = (base * ramp).float().to(DEV)
+    _, w, b, dy = _make((4, 341), torch.float32, seed=25)
+    with config.patch(launch_overrides=LOOPED):
+        _check_relative(x, w, b, dy, 1e-5, 4e-5)
