@@ -182,7 +182,8 @@ def choose_mixed_order(xnumel: int, rnumel: int) -> ReductionChoice:
     """
     rblock = next_pow2(rnumel)
     budget = min(config.max_reduction_block_numel, config.max_triton_tensor_numel)
-    xblock = config.xblock or max(1, min(next_pow2(xnumel), budget // rblock if rblock <= budget else 1))
+    xblock = config.xblock or max(1, min(next_pow2(xnumel), budget // rblock if rblock <= budget else 1,
+                                         config.mixed_order_max_xblock))
     row_blocks = _cdiv(max(xnumel, 1), xblock)
     programs = max(1, min(row_blocks, target_programs()))
     return ReductionChoice("mixed_order", xblock, rblock, programs)

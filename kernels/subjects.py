@@ -49,8 +49,13 @@ def nrm2_backward(x, g):
 # each row by a power of two before any sum (kernels/layer_norm.py, "Range"); the regression
 # tests/regressions/issue4_layer_norm_near_max keeps the original near_max finding.
 _LN_VALUES = ("normal", "uniform_pos", "large_offset", "large", "near_max", "tiny", "zeros", "integer")
-_LN_INPUTS = {"x": tensor(("M", "N"), dtypes=FLOATS, values=_LN_VALUES), "weight": tensor(("N",), dtype_like="x"),
-              "bias": tensor(("N",), dtype_like="x"), "eps": st.sampled_from([1e-5, 1e-6, 1e-3])}
+# Weight and bias near the dtype's max are left out: y = xhat * w + b overflows at xhat * w
+# (|xhat| up to sqrt(N)) where the exact sum would fit, and CPU eager's different association
+# (x * (rstd * w) + (b - mean * rstd * w)) does not -- the contract's formula, not a kernel bug.
+_AFFINE_VALUES = tuple(v for v in _LN_VALUES if v != "near_max")
+_LN_INPUTS = {"x": tensor(("M", "N"), dtypes=FLOATS, values=_LN_VALUES),
+              "weight": tensor(("N",), dtype_like="x", values=_AFFINE_VALUES),
+              "bias": tensor(("N",), dtype_like="x", values=_AFFINE_VALUES), "eps": st.sampled_from([1e-5, 1e-6, 1e-3])}
 _LN_DIMS = {"M": (0, 1_500_000), "N": (1, 65_536)}
 
 

@@ -119,8 +119,22 @@ def _binary(targets, op: str, kind: Kind):
 _binary([aten.mul.Tensor, aten.mul.Scalar, prims.mul.default], "mul", Kind.DEFAULT)
 _binary([aten.maximum.default, prims.maximum.default], "maximum", Kind.DEFAULT)
 _binary([aten.minimum.default, prims.minimum.default], "minimum", Kind.DEFAULT)
-_binary([aten.fmod.Tensor, aten.fmod.Scalar, prims.fmod.default], "fmod", Kind.DEFAULT)
-_binary([aten.remainder.Tensor, aten.remainder.Scalar, prims.remainder.default], "remainder", Kind.DEFAULT)
+
+
+def _integer_modulo(targets, op: str):
+    """Integer fmod / remainder only.  Triton's float ``%`` compiles on NVIDIA GPUs to the
+    inexact a - b*trunc(a/b) (fmod(1e10, 3) came out 255 off on an H100) while the interpreter
+    uses numpy's exact fmod; exact float fmod needs libdevice, which the interpreter cannot
+    run.  So floating operands stay with ATen (an extern), correct in both modes."""
+    def lowering(a, b, *, out: Optional[Any] = None):
+        if promote([a, b], Kind.DEFAULT)[0].is_floating_point:
+            raise Unsupported(f"floating-point {op}: no exact Triton lowering without libdevice")
+        return elementwise(getattr(ops, op), a, b, kind=Kind.DEFAULT)
+    register_lowering(*targets)(lowering)
+
+
+_integer_modulo([aten.fmod.Tensor, aten.fmod.Scalar, prims.fmod.default], "fmod")
+_integer_modulo([aten.remainder.Tensor, aten.remainder.Scalar, prims.remainder.default], "remainder")
 _binary([aten.bitwise_and.Tensor, aten.bitwise_and.Scalar, prims.bitwise_and.default], "bitwise_and", Kind.DEFAULT)
 _binary([aten.bitwise_or.Tensor, aten.bitwise_or.Scalar, prims.bitwise_or.default], "bitwise_or", Kind.DEFAULT)
 _binary([aten.bitwise_xor.Tensor, aten.bitwise_xor.Scalar, prims.bitwise_xor.default], "bitwise_xor", Kind.DEFAULT)

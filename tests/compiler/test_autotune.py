@@ -10,6 +10,7 @@ import triton.language as tl
 import compiler
 from compiler import autotune
 from compiler.exc import AutotuneCacheError, AutotuneError
+from harness import device
 from tests.compiler.util import assert_same, seeded_randn
 
 
@@ -65,6 +66,7 @@ def test_cache_hit_skips_benchmarking(cache_dir, monkeypatch):
     assert len(calls) == 6  # another signature is another key
 
 
+@pytest.mark.skipif(not device.is_interpreter(), reason="counts trial calls of the CPU timing path (GPU benchmarking repeats each)")
 def test_trials_write_clones_and_the_real_call_runs_once(cache_dir):
     log = []
     env = {"out": torch.zeros(4)}
@@ -136,6 +138,7 @@ def test_cache_that_cannot_be_rebuilt_raises_a_clear_error(cache_dir):
     assert info.value.path == path and "autotune_cache_dir" in str(info.value)
 
 
+@pytest.mark.skipif(not device.is_interpreter(), reason="counts trial calls of the CPU timing path (GPU benchmarking repeats each)")
 def test_cpu_without_timing_takes_the_first_candidate_without_running(cache_dir):
     log = []
     env = {"out": torch.zeros(4)}

@@ -7,6 +7,7 @@ import torch
 
 import compiler
 from compiler.fuzz import Program, Step, check_program
+from harness import device as harness_device
 from tests.compiler.util import check
 
 
@@ -67,3 +68,15 @@ def test_sweep_complex_values_stay_in_aten():
     x = torch.randn(8, dtype=torch.complex64)
     check(lambda x: (x.clone() * 2)[1:5], x)
     assert compiler.counters["kernels_generated"] == 0
+
+
+def test_mixed_order_column_sums_of_many_equal_rows_stay_accurate():
+    """The gate found x.sum(0) of 3,626 equal (expanded) rows 4e-5 off: the mixed-order kernel's
+    column sums ran along a 4,096-row block axis, summed sequentially by the interpreter."""
+    from compiler.subjects import row_and_column_reductions, run_compiled
+    v = torch.randn(17, generator=torch.Generator().manual_seed(0)).to(harness_device.torch_device())
+    x = v.expand(3626, 17)
+    got = run_compiled(row_and_column_reductions, x)[2].double().cpu()
+    truth = x.double().sum(0).cpu()
+    assert compiler.counters["reduction_strategy.mixed_order"] == 1
+    assert float(((got - truth).abs() / truth.abs()).max()) < 1e-5

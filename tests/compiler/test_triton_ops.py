@@ -67,6 +67,13 @@ def test_float_division_and_modulo():
         return (torch.div(a, b, rounding_mode="floor"), torch.div(a, b, rounding_mode="trunc"),
                 torch.remainder(a, b), torch.fmod(a, b), a / b)
     assert_same(run_compiled(fn, a, b), fn(a, b), rtol=1e-6, atol=0)
+    # float fmod / remainder stay with ATen (Triton's float % is inexact on GPUs); integer ones are lowered
+    assert compiler.counters["extern.aten.fmod.Tensor"] == 1
+    assert compiler.counters["extern.aten.remainder.Tensor"] == 1
+    ints = lambda a: (torch.remainder(a, 3), torch.fmod(a, -3))  # noqa: E731
+    k = torch.tensor([-7, 7, 0, 1, -1, 2**30], dtype=torch.int32)
+    assert_same(run_compiled(ints, k), ints(k), rtol=0, atol=0)
+    assert not any(name.startswith("extern.aten.remainder.Scalar") for name in compiler.counters)
 
 
 def test_max_min_propagate_nan_and_clamp():
