@@ -173,7 +173,11 @@ def mean(x, dim: Any = None, keepdim: bool = False, *, dtype: Optional[torch.dty
 
 
 def variance(x: IRNode, dims: Any, correction: float, keepdim: bool, *, with_mean: bool = False):
-    """Two-pass variance (and mean): mean = sum(x)/N, var = sum((x - mean)^2) / max(N - correction, 0)."""
+    """Shifted two-pass variance (and mean): with s = the slice's first element (0 if not finite),
+    mean = s + sum(x - s)/N, var = sum((x - mean)^2) / max(N - correction, 0).
+
+    The shift makes constant slices exact (mean = s, var = 0: layer norm then returns the bias,
+    as float64 eager does) and keeps a large common offset out of the float32 sum."""
     _no_complex(x)
     dtype = x.get_dtype()
     if not dtype.is_floating_point:
@@ -181,14 +185,26 @@ def variance(x: IRNode, dims: Any, correction: float, keepdim: bool, *, with_mea
     acc = accumulator_dtype("sum", dtype)
     dims = normalize_dims(dims, x.ndim)
     count = numel([x.get_size()[d] for d in dims])
-    total = reduce(x, dims, True, "sum", dtype=acc, src_dtype=acc)
-    load_total = total.make_loader()
     ndim = x.ndim
+    load_x = x.make_loader()
+
+    def shift(full):
+        if count == 0:
+            return ops.constant(0.0, acc)
+        s = ops.to_dtype(load_x(tuple(0 if d in dims else full[d] for d in range(ndim))), acc)
+        finite = ops.eq(ops.sub(s, s), ops.constant(0.0, acc))     # inf - inf and NaN are not 0
+        return ops.where(finite, s, ops.constant(0.0, acc))
+
+    total = reduce(x, dims, True, "sum", dtype=acc, src_dtype=acc,
+                   value_fn=lambda value, full: ops.sub(value, shift(full)))
+    load_total = total.make_loader()
+
+    def mean_at(full):
+        index = tuple(0 if d in dims else full[d] for d in range(ndim))
+        return ops.add(shift(full), ops.truediv(load_total(index), ops.constant(float(max(count, 1)), acc)))
 
     def centered_square(value, full):
-        index = tuple(0 if d in dims else full[d] for d in range(ndim))
-        m = ops.truediv(load_total(index), ops.constant(float(count), acc))
-        diff = ops.sub(value, m)
+        diff = ops.sub(value, mean_at(full))
         return ops.mul(diff, diff)
     squares = reduce(x, dims, True, "sum", dtype=acc, src_dtype=acc, value_fn=centered_square)
     load_sq = squares.make_loader()
@@ -197,8 +213,8 @@ def variance(x: IRNode, dims: Any, correction: float, keepdim: bool, *, with_mea
         lambda index: ops.to_dtype(ops.truediv(load_sq(index), ops.constant(denom, acc)), dtype),
         squares.get_size(), dtype)
     mean_ = Pointwise.create(
-        lambda index: ops.to_dtype(ops.truediv(load_total(index), ops.constant(float(count), acc)), dtype),
-        total.get_size(), dtype) if with_mean else None
+        lambda index: ops.to_dtype(mean_at(index) if count else ops.truediv(load_total(index), ops.constant(0.0, acc)),
+                                   dtype), total.get_size(), dtype) if with_mean else None
     if not keepdim:
         var = squeeze(var, dims) if dims else var
         mean_ = squeeze(mean_, dims) if (mean_ is not None and dims) else mean_
