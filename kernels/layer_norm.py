@@ -53,9 +53,16 @@ rstd * (delta_ij - 1/N - xhat_i * xhat_j / N):
          = rstd * (g_i - mean(g) - xhat_i * mean(g * xhat))
     dweight = sum over rows of dy * xhat,    dbias = sum over rows of dy.
 The dweight/dbias reduction runs over all M rows (1,152,000 in the seed, up to
-2**24): it is split into per-program partial rows of length N in a float32
-workspace, then reduced in a fixed order by a second kernel.  No atomics, no
-block larger than a tile: results are bitwise reproducible.
+2**24): it is split into per-program partial rows of length N in a workspace,
+then reduced in a fixed order by a second kernel.  No atomics, no block larger
+than a tile: results are bitwise reproducible.  These sums (and the products
+dy * xhat) run in float64: |dy * xhat| reaches max(dtype) * sqrt(N), and a sum
+of M such terms stays below 2**1024 for any M below 2**31, so no partial sum
+overflows where the true sum is finite (float32 partials of near-max dy gave
+inf - inf = NaN where the exact dbias is finite or +-inf); the result is
+rounded once, at the store.  dx keeps float32 arithmetic like torch's own
+kernels: g = dy * w overflows where |dy * w| passes the dtype's max, as eager's
+does.
 
 Paths (chosen from the launch table below):
   * row-resident (next_pow2(N) <= max_row_*): a [BLOCK_M, BLOCK_N] tile holds
@@ -243,8 +250,8 @@ def _layer_norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, part_ptr, dw_
         w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
     else:
         w = tl.full([BLOCK_N], 1.0, dtype=tl.float32)
-    dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    db_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float64)  # float64: see "Backward"
+    db_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float64)
     for block in tl.range(pid, tl.cdiv(M, BLOCK_M), num_programs):
         rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
         row_mask = rows < M
@@ -270,11 +277,12 @@ def _layer_norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, part_ptr, dw_
         dx = (g - (xhat * c1[:, None] + c2[:, None])) * rstd[:, None]
         tl.store(dx_ptr + rows64[:, None] * N + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask=mask)
         if FUSE_DWDB:
-            dw_acc += dy * xhat
-            db_acc += dy
+            dy64 = dy.to(tl.float64)
+            dw_acc += dy64 * xhat.to(tl.float64)
+            db_acc += dy64
     if FINAL_DWDB:
-        tl.store(dw_ptr + cols, tl.sum(dw_acc, axis=0).to(dw_ptr.dtype.element_ty), mask=col_mask)
-        tl.store(db_ptr + cols, tl.sum(db_acc, axis=0).to(db_ptr.dtype.element_ty), mask=col_mask)
+        tl.store(dw_ptr + cols, tl.sum(dw_acc, axis=0).to(tl.float32).to(dw_ptr.dtype.element_ty), mask=col_mask)
+        tl.store(db_ptr + cols, tl.sum(db_acc, axis=0).to(tl.float32).to(db_ptr.dtype.element_ty), mask=col_mask)
     elif FUSE_DWDB:
         slot = pid.to(tl.int64) * N
         tl.store(part_ptr + slot + cols, tl.sum(dw_acc, axis=0), mask=col_mask)
@@ -360,8 +368,8 @@ def _layer_norm_bwd_dwdb_kernel(dy_ptr, x_ptr, center_ptr, part_ptr, M, N, strid
     num_splits = tl.num_programs(1)
     col_mask = cols < N
     row_end = tl.minimum(M, (split + 1) * rows_per_split)
-    dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    db_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float64)  # float64: see "Backward"
+    db_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float64)
     for start in tl.range(split * rows_per_split, row_end, BLOCK_M):
         rows = start + tl.arange(0, BLOCK_M)
         row_mask = rows < row_end
@@ -374,8 +382,9 @@ def _layer_norm_bwd_dwdb_kernel(dy_ptr, x_ptr, center_ptr, part_ptr, M, N, strid
         scale = tl.load(center_ptr + 2 * M + rows, mask=row_mask, other=0.0)
         rstd_s = tl.load(center_ptr + 3 * M + rows, mask=row_mask, other=0.0)
         xhat = ((x * scale[:, None] - shift[:, None]) - d_mean[:, None]) * rstd_s[:, None]
-        dw_acc += dy * tl.where(mask, xhat, 0.0)
-        db_acc += dy
+        dy64 = dy.to(tl.float64)
+        dw_acc += dy64 * tl.where(mask, xhat, 0.0).to(tl.float64)
+        db_acc += dy64
     slot = split.to(tl.int64) * N
     tl.store(part_ptr + slot + cols, tl.sum(dw_acc, axis=0), mask=col_mask)
     tl.store(part_ptr + num_splits.to(tl.int64) * N + slot + cols, tl.sum(db_acc, axis=0), mask=col_mask)
@@ -388,8 +397,8 @@ def _layer_norm_bwd_reduce_kernel(part_ptr, dw_ptr, db_ptr, R, N,
     # R partial rows in a fixed order, per-lane accumulators, one tree at the end.
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     col_mask = cols < N
-    dw_acc = tl.zeros([BLOCK_R, BLOCK_N], dtype=tl.float32)
-    db_acc = tl.zeros([BLOCK_R, BLOCK_N], dtype=tl.float32)
+    dw_acc = tl.zeros([BLOCK_R, BLOCK_N], dtype=tl.float64)
+    db_acc = tl.zeros([BLOCK_R, BLOCK_N], dtype=tl.float64)
     for start in tl.range(0, R, BLOCK_R):
         rows = start + tl.arange(0, BLOCK_R)
         mask = (rows < R)[:, None] & col_mask[None, :]
@@ -397,8 +406,8 @@ def _layer_norm_bwd_reduce_kernel(part_ptr, dw_ptr, db_ptr, R, N,
         db_offs = (rows + R).to(tl.int64)[:, None] * N + cols[None, :]
         dw_acc += tl.load(part_ptr + dw_offs, mask=mask, other=0.0)
         db_acc += tl.load(part_ptr + db_offs, mask=mask, other=0.0)
-    tl.store(dw_ptr + cols, tl.sum(dw_acc, axis=0).to(dw_ptr.dtype.element_ty), mask=col_mask)
-    tl.store(db_ptr + cols, tl.sum(db_acc, axis=0).to(db_ptr.dtype.element_ty), mask=col_mask)
+    tl.store(dw_ptr + cols, tl.sum(dw_acc, axis=0).to(tl.float32).to(dw_ptr.dtype.element_ty), mask=col_mask)
+    tl.store(db_ptr + cols, tl.sum(db_acc, axis=0).to(tl.float32).to(db_ptr.dtype.element_ty), mask=col_mask)
 
 
 # --------------------------------------------------------------------------- launch
@@ -495,7 +504,7 @@ def _backward_plan(m: int, n: int, itemsize: int, lp: LayerNormLaunch, sms: int)
                     grid=(col_blocks, splits), n_part=splits, rows_per_split=rows_per_split,
                     meta=dict(BLOCK_M=block_m, BLOCK_N=block_c,
                               num_warps=_num_warps(block_m * block_c, lp.values_per_thread // 2)))
-    block_r = max(1, min(_pow2_ceil(plan["n_part"]), _pow2_floor(lp.bwd_tile_bytes // 4) // block_c))
+    block_r = max(1, min(_pow2_ceil(plan["n_part"]), _pow2_floor(lp.bwd_tile_bytes // 8) // block_c))
     plan.update(reduce_grid=(_cdiv(n, block_c),), reduce_meta=dict(
         BLOCK_R=block_r, BLOCK_N=block_c, num_warps=_num_warps(block_r * block_c, lp.values_per_thread)))
     return plan
@@ -557,7 +566,7 @@ def _backward(dy: torch.Tensor, x: torch.Tensor, weight: Optional[torch.Tensor],
         # Row-resident, persistent, dweight/dbias partials fused: x and dy read once.  A single
         # program (small M) writes dweight / dbias itself: no workspace, no reduce launch.
         final = plan["meta"]["FINAL_DWDB"]
-        part = dw if final else torch.empty(2 * plan["n_part"] * n, dtype=torch.float32, device=dev)
+        part = dw if final else torch.empty(2 * plan["n_part"] * n, dtype=torch.float64, device=dev)
         _layer_norm_bwd_kernel[plan["grid"]](dy2, x2, w, rstd, dx, part, dw, db, m, n, dy2.stride(0), x2.stride(0),
                                              HAS_W=weight is not None, FUSE_DWDB=True, **plan["meta"])
         if final:
@@ -567,7 +576,7 @@ def _backward(dy: torch.Tensor, x: torch.Tensor, weight: Optional[torch.Tensor],
         center = torch.empty(4 * m, dtype=torch.float32, device=dev)
         _layer_norm_bwd_dx_looped_kernel[(m,)](dy2, x2, w, rstd, dx, center, m, n, dy2.stride(0), x2.stride(0),
                                                HAS_W=weight is not None, **plan["dx_meta"])
-        part = torch.empty(2 * plan["n_part"] * n, dtype=torch.float32, device=dev)
+        part = torch.empty(2 * plan["n_part"] * n, dtype=torch.float64, device=dev)
         _layer_norm_bwd_dwdb_kernel[plan["grid"]](dy2, x2, center, part, m, n, dy2.stride(0), x2.stride(0),
                                                   plan["rows_per_split"], **plan["meta"])
     _layer_norm_bwd_reduce_kernel[plan["reduce_grid"]](part, dw, db, plan["n_part"], n, **plan["reduce_meta"])
