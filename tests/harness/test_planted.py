@@ -29,13 +29,13 @@ def test_power_of_two_only_kernel_fails_on_small_odd_size(tmp_path, in_process):
     assert n & (n - 1) != 0 and n <= 5
 
 
-@pytest.mark.xfail(strict=False, reason="open (session 2): under pytest the search no longer hits this plant in "
-                   "3 x 60 examples although a plain process finds it with seed 1234; under investigation")
 def test_fp16_accumulation_over_long_axis(tmp_path, in_process):
-    # The bug needs a long fp16 axis and the right values: Hypothesis's draw order differs between
-    # a plain process and pytest, so the search gets three seeds of 60 examples.
+    # A statistical bug: fp16 lane sums drift only on long axes of zero-mean values.  It is found within
+    # a few examples; shrinking a multi-million-element case runs for whatever the wall budget leaves
+    # (the smallest failing case so far is reported), so the budget is kept short.  Up to three seeds,
+    # since Hypothesis's draws differ between a plain process and pytest.
     for seed in (1234, 2, 7):
-        res = _explore(planted.fp16_accumulating_mean, tmp_path, in_process, seed=seed)
+        res = _explore(planted.fp16_accumulating_mean, tmp_path, in_process, seed=seed, budget_s=45)
         if res.status == "fail":
             break
     assert res.status == "fail" and res.failure_class == "mismatch"
