@@ -75,10 +75,9 @@ class CompilerConfig:
     # once, when the rows fit one block of at most this many elements.
     mixed_order_reductions: bool = True
     mixed_order_max_rnumel: int = 4096
-    # Rows per block of a mixed-order kernel.  Its column reductions run along the block's row
-    # axis, which the interpreter sums sequentially (numpy along a strided axis): 3,626 equal
-    # rows came out 4e-5 off.  256 rows bound that chain; the GPU needs no more per tile.
-    mixed_order_max_xblock: int = 256
+    # Rows per block of a mixed-order kernel (its column accumulators are a whole tile, so this
+    # bounds their registers on a GPU; the interpreter pays per loop step, so it takes large tiles).
+    mixed_order_max_xblock: int = _by_mode(4096, 256)
     # Forced block sizes / split count (None: chosen automatically).  A forced value that
     # breaks max_triton_tensor_numel raises ReductionTooLarge.
     xblock: Optional[int] = None
