@@ -104,7 +104,7 @@ def flag(raw: str) -> bool:
     raise ValueError("not a switch; use 1 or 0")
 
 
-def _is_bool(v: Any) -> str | None:
+def is_bool(v: Any) -> str | None:
     return None if isinstance(v, bool) else "must be True or False"
 
 
@@ -154,7 +154,7 @@ class HarnessConfig(TypedConfig):
     profile: str = knob("ci", env="TRITONDIFF_PROFILE", check=one_of("ci", "nightly", "gpu_huge"))
     # GPU only: draw the one size dim of 1-D subjects just past 2^31 elements (32-bit offset
     # overflow), within free GPU memory; see harness.huge.  TRITONDIFF_HUGE_SHAPES=1.
-    huge_shapes: bool = knob(False, env="TRITONDIFF_HUGE_SHAPES", parse=flag, check=_is_bool)
+    huge_shapes: bool = knob(False, env="TRITONDIFF_HUGE_SHAPES", parse=flag, check=is_bool)
 
 
 config = HarnessConfig()

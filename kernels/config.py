@@ -20,7 +20,7 @@ from typing import Any, ClassVar, TypeVar
 import torch
 
 from harness import device as _device
-from harness.config import TypedConfig, knob
+from harness.config import TypedConfig, flag, is_bool, knob
 
 from .exc import LaunchConfigError
 
@@ -57,6 +57,10 @@ class KernelConfig(TypedConfig):
     # top of the per-architecture table of that kernel's file.  Unknown names
     # raise LaunchConfigError at the next launch.  TRITONDIFF_KERNEL_LAUNCH.
     launch_overrides: dict = knob(dict, env="TRITONDIFF_KERNEL_LAUNCH", parse=_parse_launch, check=_launch_table)
+    # In plain eager mode the public wrappers call their launchers directly instead of their
+    # custom op (kernels/fast_path.py: same results, less host time).  False: always the op.
+    # TRITONDIFF_EAGER_FAST_PATH.
+    eager_fast_path: bool = knob(True, env="TRITONDIFF_EAGER_FAST_PATH", parse=flag, check=is_bool)
 
     def launch(self, kernel: str, table: dict[str, _T], device: torch.device) -> _T:
         """The launch parameters of ``kernel`` on ``device``: its table's entry, then the overrides."""

@@ -90,6 +90,7 @@ import triton.language as tl
 
 from harness import device as _device
 
+from . import fast_path
 from .config import config, sm_count, store_dtype
 from .exc import UnsupportedInput
 
@@ -425,6 +426,7 @@ class LayerNormLaunch:
     col_block: int  # column block of the dweight/dbias split and final-reduce kernels
     values_per_thread: int  # float32 values a thread holds per forward tile (half in the backward): num_warps
     programs_per_sm: int  # persistent backward grid, and M-splits of the dweight/dbias kernel
+    reduce_tile_numel: int  # float64 partials per tile of the final dweight/dbias reduce (one wide program)
 
 
 # One table per architecture.  GPU: 16 KiB forward / 8 KiB backward tiles
@@ -434,11 +436,13 @@ class LayerNormLaunch:
 _LAUNCH = {
     "interpreter": LayerNormLaunch(fwd_tile_bytes=1 << 20, bwd_tile_bytes=1 << 20, max_row_fwd=1 << 18,
                                    max_row_bwd=1 << 18, loop_block=1 << 16, col_block=1 << 16,
-                                   values_per_thread=16, programs_per_sm=4),
+                                   values_per_thread=16, programs_per_sm=4, reduce_tile_numel=1 << 16),
     "sm90": LayerNormLaunch(fwd_tile_bytes=16384, bwd_tile_bytes=8192, max_row_fwd=16384, max_row_bwd=8192,
-                            loop_block=4096, col_block=256, values_per_thread=16, programs_per_sm=4),
+                            loop_block=4096, col_block=256, values_per_thread=16, programs_per_sm=4,
+                            reduce_tile_numel=8192),
     "default": LayerNormLaunch(fwd_tile_bytes=16384, bwd_tile_bytes=8192, max_row_fwd=16384, max_row_bwd=8192,
-                               loop_block=4096, col_block=256, values_per_thread=16, programs_per_sm=4),
+                               loop_block=4096, col_block=256, values_per_thread=16, programs_per_sm=4,
+                            reduce_tile_numel=8192),
 }
 
 
@@ -504,7 +508,9 @@ def _backward_plan(m: int, n: int, itemsize: int, lp: LayerNormLaunch, sms: int)
                     grid=(col_blocks, splits), n_part=splits, rows_per_split=rows_per_split,
                     meta=dict(BLOCK_M=block_m, BLOCK_N=block_c,
                               num_warps=_num_warps(block_m * block_c, lp.values_per_thread // 2)))
-    block_r = max(1, min(_pow2_ceil(plan["n_part"]), _pow2_floor(lp.bwd_tile_bytes // 8) // block_c))
+    # The final reduce is one program per column block over a few hundred partial rows, just written
+    # (L2-resident): wide tiles and many warps, so it takes one or two dependent steps, not dozens.
+    block_r = max(1, min(_pow2_ceil(plan["n_part"]), _pow2_floor(lp.reduce_tile_numel) // block_c))
     plan.update(reduce_grid=(_cdiv(n, block_c),), reduce_meta=dict(
         BLOCK_R=block_r, BLOCK_N=block_c, num_warps=_num_warps(block_r * block_c, lp.values_per_thread)))
     return plan
@@ -729,6 +735,26 @@ def _layer_norm_backward(ctx, dy, _dmean, _drstd):
 _layer_norm_op.register_autograd(_layer_norm_backward, setup_context=_layer_norm_setup_context)
 
 
+class _LayerNormFunction(torch.autograd.Function):
+    """The eager fast path (kernels/fast_path.py): the op's launchers and backward, no dispatcher."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, weight: Optional[torch.Tensor], bias: Optional[torch.Tensor],
+                eps: float) -> torch.Tensor:
+        y, _mean, rstd = _forward(x, weight, bias, eps)
+        ctx.save_for_backward(x, weight, rstd)
+        ctx.has_bias = bias is not None
+        ctx.dweight_dtype = weight.dtype if weight is not None else x.dtype
+        ctx.dbias_dtype = bias.dtype if bias is not None else x.dtype
+        return y
+
+    @staticmethod
+    def backward(ctx, dy: torch.Tensor):
+        x, weight, rstd = ctx.saved_tensors
+        dx, dw, db = _backward(dy, x, weight, rstd, ctx.dweight_dtype, ctx.dbias_dtype)
+        return dx, dw if weight is not None else None, db if ctx.has_bias else None, None
+
+
 def layer_norm(x: torch.Tensor, normalized_shape: Sequence[int] | int, weight: Optional[torch.Tensor] = None,
                bias: Optional[torch.Tensor] = None, eps: float = 1e-5) -> torch.Tensor:
     """``F.layer_norm`` over the last dimension (see the module docstring); returns y."""
@@ -742,5 +768,10 @@ def layer_norm(x: torch.Tensor, normalized_shape: Sequence[int] | int, weight: O
         shape = None
     if shape is None or type(eps) is not float or not isinstance(x, torch.Tensor):
         shape = _check_args(x, normalized_shape, weight, bias, eps)
+    if fast_path.plain_eager(x, weight, bias):
+        _check_args(x, shape, weight, bias, eps)
+        if fast_path.needs_grad(x, weight, bias):
+            return _LayerNormFunction.apply(x, weight, bias, float(eps))
+        return _forward(x, weight, bias, float(eps))[0]
     y, _mean, _rstd = _layer_norm_op(x, shape, weight, bias, float(eps))
     return y

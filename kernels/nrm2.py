@@ -39,6 +39,7 @@ import triton.language as tl
 
 from harness import device as _device
 
+from . import fast_path
 from .config import config, sm_count, store_dtype
 from .exc import UnsupportedInput
 
@@ -231,7 +232,23 @@ def _nrm2_backward(ctx, grad: torch.Tensor) -> torch.Tensor:
 _nrm2_op.register_autograd(_nrm2_backward, setup_context=_nrm2_setup_context)
 
 
+class _Nrm2Function(torch.autograd.Function):
+    """The eager fast path (kernels/fast_path.py): the op's launcher and backward, no dispatcher."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor) -> torch.Tensor:
+        out = _launch_nrm2(_flatten(x))
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        return _nrm2_backward(ctx, grad)
+
+
 def nrm2(x: torch.Tensor) -> torch.Tensor:
     """``||x||_2`` of every element of ``x`` as a 0-d tensor of x's dtype (see the module docstring)."""
     _check_input(x)
+    if fast_path.plain_eager(x):
+        return _Nrm2Function.apply(x) if fast_path.needs_grad(x) else _launch_nrm2(_flatten(x))
     return _nrm2_op(x)
