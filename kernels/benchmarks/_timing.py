@@ -7,6 +7,7 @@ measured in the same process, so efficiency figures compare like with like.
 from __future__ import annotations
 
 import datetime
+import time
 import platform
 import statistics
 import sys
@@ -97,3 +98,41 @@ def print_header(title: str) -> None:
     print(", ".join(f"{k}: {v}" for k, v in env.items()))
     print()
     sys.stdout.flush()
+
+
+@dataclass
+class Breakdown:
+    """Where one call's time goes: the host enqueueing it, and the GPU kernels it launches."""
+
+    latency_ms: float          # do_bench median (L2 flushed): what a caller waits for
+    host_ms: float             # wall time to enqueue one call, GPU never waited on
+    gpu_ms: float              # sum of the call's kernel durations (profiler)
+    launches: float            # kernels per call
+    kernels: list[tuple[str, float, float]]  # (name, launches per call, ms per call), slowest first
+
+
+def breakdown(fn: Callable[[], object], *, iters: int = 30) -> Breakdown:
+    """Latency, host time and per-kernel GPU time of ``fn`` (a CUDA callable)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    host_ms = (time.perf_counter() - t0) * 1e3 / iters
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(iters):
+            fn()
+        torch.cuda.synchronize()
+    per_kernel: dict[str, list[float]] = {}
+    for ev in prof.events():
+        if ev.device_type == torch.autograd.DeviceType.CUDA and ev.device_time_total > 0:
+            entry = per_kernel.setdefault(ev.name, [0.0, 0.0])
+            entry[0] += 1
+            entry[1] += ev.device_time_total / 1e3
+    kernels = sorted(((name[:90], n / iters, ms / iters) for name, (n, ms) in per_kernel.items()),
+                     key=lambda k: -k[2])
+    return Breakdown(bench(fn).median_ms, host_ms, sum(k[2] for k in kernels), sum(k[1] for k in kernels), kernels)
