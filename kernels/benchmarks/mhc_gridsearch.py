@@ -130,6 +130,24 @@ def search_kernel(kernel: str, case, *, max_trials: int, deadline: float, warmup
             "top": trials[:5], "failed": failed}
 
 
+#: A winner is adopted (printed as an override) only past this speed-up over the table entry: run-to-run
+#: noise of do_bench medians on an H100 is about 1-2%.
+ADOPT_SPEEDUP = 1.03
+
+
+def launch_overrides(results: list[dict]) -> str:
+    """``TRITONDIFF_KERNEL_LAUNCH`` text running each kernel whose best trial beats its table entry by more
+    than :data:`ADOPT_SPEEDUP` with that trial's configuration ("" when none does)."""
+    items = []
+    for r in results:
+        best, table_ms = r["best"], r["table_entry_ms"]
+        if best is None or table_ms is None or table_ms / best["median_ms"] <= ADOPT_SPEEDUP:
+            continue
+        name = configs.override_name(r["kernel"])
+        items += [f"{name}.{key}={value}" for key, value in best["config"].items()]
+    return ",".join(items)
+
+
 def table_snippet(results: list[dict], arch: str) -> str:
     lines = [f'    "{arch}": {{']
     for r in results:
@@ -198,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup-ms", type=int, default=5)
     parser.add_argument("--rep-ms", type=int, default=40)
     parser.add_argument("--json-out", help="write the full results as JSON to this file")
+    parser.add_argument("--overrides-out", help="write a TRITONDIFF_KERNEL_LAUNCH value adopting the winners "
+                        f"(> {ADOPT_SPEEDUP}x their table entry) to this file, to run a benchmark with them")
     parser.add_argument("--md-out", help="write the report as Markdown to this file")
     parser.add_argument("--dry-run", action="store_true", help="list the candidates and exit (no GPU needed)")
     parser.add_argument("--arch", choices=[a for a in configs.TABLE if a != "interpreter"], default="sm90",
@@ -237,6 +257,10 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.json_out, "w") as fh:
             json.dump(payload, fh, indent=2)
         print(f"wrote {args.json_out}")
+    if args.overrides_out:
+        with open(args.overrides_out, "w") as fh:
+            fh.write(launch_overrides(results))
+        print(f"wrote {args.overrides_out}")
     return 0
 
 

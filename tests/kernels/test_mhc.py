@@ -556,6 +556,22 @@ def test_gridsearch_dry_run_lists_a_bounded_plausible_grid(capsys):
         assert bt >= 16 and mhc_gridsearch.plausible("k1_fwd", LaunchConfig(bt, bc, w, st), 2)
 
 
+def test_gridsearch_overrides_adopt_only_real_winners():
+    def result(kernel, table_ms, best_ms):
+        cfg = {"block_t": 32, "block_c": 256, "num_warps": 4, "num_stages": 3}
+        return {"kernel": kernel, "table_entry_ms": table_ms,
+                "best": None if best_ms is None else {"config": cfg, "median_ms": best_ms}}
+
+    text = mhc_gridsearch.launch_overrides([result("k1_bwd_dx", 1.19, 1.00), result("k3_fwd", 0.50, 0.495),
+                                            result("k4_fwd", None, 0.4), result("k4_bwd_fused", 0.7, None)])
+    assert text == ("mhc_k1_bwd_dx.block_t=32,mhc_k1_bwd_dx.block_c=256,mhc_k1_bwd_dx.num_warps=4,"
+                    "mhc_k1_bwd_dx.num_stages=3")
+    from kernels.config import _parse_launch
+    assert _parse_launch(text) == {"mhc_k1_bwd_dx": {"block_t": 32, "block_c": 256, "num_warps": 4,
+                                                     "num_stages": 3}}
+    assert mhc_gridsearch.launch_overrides([result("k3_fwd", 0.5, 0.499)]) == ""
+
+
 def test_gridsearch_report_has_environment_failures_and_table_block():
     ok = {"config": LaunchConfig(32, 256, 8, 1).as_dict(), "median_ms": 0.5, "min_ms": 0.49, "gbps": 3000.0,
           "is_table_entry": False}
