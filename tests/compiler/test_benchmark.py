@@ -49,6 +49,19 @@ def test_report_computes_bandwidth_speedups_and_geomean():
             "tritondiff": {"ms": None, "compile_s": None, "error": "KernelCompileError: x", "matches_eager": None}}},
         {"workload": "d", "shape": "[4]", "bytes": 10, "skipped": "time budget of 1 s spent", "results": {}}]
     text = benchmark.report(rows, 4000.0, {"device": "X"})
-    assert "| a | [1] | 2000.0 | tritondiff | 1.000 | 2000 | 50% | 1.5 | yes | 2.00x |" in text
-    assert "| NO | 0.50x |" in text and "failed: KernelCompileError: x" in text and "skipped" in text
+    assert "| a | [1] | 2000.0 | tritondiff | 1.000 | 2000 | 50% | 1.5 | pass | 2.00x |" in text
+    assert "| FAIL | 0.50x |" in text and "failed: KernelCompileError: x" in text and "skipped" in text
     assert f"(2 workloads): {math.exp((math.log(2) + math.log(0.5)) / 2):.3f}x" in text
+
+
+def test_the_verdict_is_the_harness_oracle_against_a_float64_run_of_the_same_inputs():
+    x = torch.randn(64, 33, generator=torch.Generator().manual_seed(0)).requires_grad_()
+    (x64,) = benchmark._upcast((x,))
+    assert x64.dtype == torch.float64 and x64.requires_grad and torch.equal(x64.detach().float(), x.detach())
+    assert benchmark._upcast((3, None)) == (3, None)
+    truth = torch.softmax(x64, -1).detach()
+    eager = torch.softmax(x, -1).detach()
+    assert benchmark._judge(eager + 1e-7 * torch.randn_like(eager), eager, truth)   # rounding-level noise
+    wrong = eager.clone()
+    wrong[-1, -1] += 1e-3                                                           # one element off
+    assert not benchmark._judge(wrong, eager, truth)
