@@ -200,6 +200,10 @@ def main(argv: list[str] | None = None) -> int:
     emit(f"measured device copy bandwidth: {copy:.1f} GB/s; roofline used: {roof:.1f} GB/s "
          f"({'--peak-gbps' if args.peak_gbps else 'measured copy'}); launch table: {configs.table_key(dev)}\n")
     emit(f"targets: every kernel >= {100 * KERNEL_TARGET:.0f}%, the seven together >= {100 * TOTAL_TARGET:.0f}%\n")
+    from kernels.config import config as kernel_config
+    overrides = {k: v for k, v in kernel_config.launch_overrides.items() if k.startswith("mhc_")}
+    if overrides:
+        emit(f"launch overrides in effect (not the table): {overrides}\n")
     for C in args.C:
         case = make_case(args.T, C, _DTYPES[args.dtype], dev)
         rows = bench_case(case, roof, inductor=not args.no_inductor, warmup_ms=args.warmup_ms, rep_ms=args.rep_ms)
