@@ -257,6 +257,57 @@ def test_bad_eps(eps):
         kernels.layer_norm(x, (16,), eps=eps)
 
 
+def _backward_args():
+    """Valid arguments of tritondiff::layer_norm_backward (M = 3, N = 16), as the forward leaves them."""
+    x, w, b, dy = _make((3, 16), torch.float32, seed=26)
+    _, _, rstd = torch.ops.tritondiff.layer_norm(x, [16], w, b, 1e-5)
+    return dict(dy=dy, x=x, weight=w, rstd=rstd, dweight_dtype=torch.float32, dbias_dtype=torch.float32)
+
+
+BAD_BACKWARD_ARGS = [  # (argument, its bad value from the valid arguments, message pattern)
+    ("weight", lambda a: a["weight"][:8], r"weight has shape \(8,\); it must be \(16,\)"),
+    ("weight", lambda a: a["weight"][None], r"weight has shape \(1, 16\); it must be \(16,\)"),
+    ("weight", lambda a: a["weight"].double(), "weight has dtype torch.float64; it must be x's dtype"),
+    ("weight", lambda a: a["weight"].int(), "weight has dtype torch.int32"),
+    ("weight", lambda a: a["weight"].to("meta"), "weight is on meta but kernels run on"),
+    ("rstd", lambda a: a["rstd"].to("meta"), "rstd is on meta but kernels run on"),
+    ("rstd", lambda a: a["rstd"][:2], r"rstd must be float32 of shape \(3,\)"),
+    ("rstd", lambda a: a["rstd"].half(), "rstd must be float32 .* got torch.float16"),
+    ("dy", lambda a: a["dy"][:, :8], r"dy has shape \(3, 8\), x \(3, 16\)"),
+    ("dy", lambda a: a["dy"].double(), "dy has dtype torch.float64"),
+    ("x", lambda a: a["x"][0, 0], "x is 0-d"),
+    ("dweight_dtype", lambda a: torch.float64, "dweight_dtype=torch.float64 is not float32"),
+]
+
+
+@pytest.mark.parametrize("impl", ["real", "fake"])
+@pytest.mark.parametrize("argument, bad, needle", BAD_BACKWARD_ARGS,
+                         ids=[f"{arg}-{i}" for i, (arg, _, _) in enumerate(BAD_BACKWARD_ARGS)])
+def test_backward_op_rejects_bad_arguments(argument, bad, needle, impl):
+    """Every argument of the backward op is validated, by the kernel launch and by the fake implementation
+    (what torch.compile traces): a mismatched weight used to be read out of bounds."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    args = _backward_args()
+    args[argument] = bad(args)
+    with pytest.raises(UnsupportedInput, match=needle) as info:
+        if impl == "real":
+            torch.ops.tritondiff.layer_norm_backward(**args)
+        else:
+            with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+                torch.ops.tritondiff.layer_norm_backward(
+                    **{k: mode.from_tensor(v) if isinstance(v, torch.Tensor) else v for k, v in args.items()})
+    assert info.value.argument == argument and argument in str(info.value)
+
+
+def test_backward_op_accepts_float32_weight_with_half_input_and_no_weight():
+    """The two weight forms the forward takes beside x's dtype pass the check (and opcheck)."""
+    a = _backward_args()
+    for weight in (a["weight"], None):
+        args = (a["dy"].half(), a["x"].half(), weight, a["rstd"], torch.float32, torch.float16)
+        assert set(torch.library.opcheck(torch.ops.tritondiff.layer_norm_backward.default, args).values()) \
+            == {"SUCCESS"}
+
+
 def test_wrong_device_raises():
     other = "meta" if device.is_interpreter() else "cpu"
     with pytest.raises(UnsupportedInput, match="kernels run on"):

@@ -381,6 +381,91 @@ def test_device_mismatch_is_rejected():
         mhc.fused_post_res(t["x"], t["lo"].to("meta"), t["H"], t["hp"])
 
 
+# The internal backward ops validate like the forward ops, in the real and in the fake implementation:
+# one valid argument set per op (T = 6, C = 8, D = 32), then one argument replaced at a time.
+
+def _backward_op_args():
+    t = _inputs(6, 8)
+    xf = t["x"].reshape(6, -1)
+    y, rinv = torch.ops.mhc.fused_rmsnorm_project_fwd(xf, t["W"], 1e-6)
+    g = torch.Generator().manual_seed(1)
+    return {
+        "fused_pre_map_bwd_dx": dict(grad_out=torch.randn(6, 8, generator=g).to(DEV), h_pre=t["h"]),
+        "fused_pre_map_bwd_hpre": dict(grad_out=torch.randn(6, 8, generator=g).to(DEV), x_streams=t["x"]),
+        "fused_post_res_bwd": dict(grad_out=torch.randn(6, 4, 8, generator=g).to(DEV), x_streams=t["x"],
+                                   layer_output=t["lo"], H_merged=t["H"], h_post=t["hp"]),
+        "fused_rmsnorm_project_bwd_dx": dict(x_flat=xf, W=t["W"], gy=torch.randn(6, 32, generator=g).to(DEV), y=y,
+                                             inv_rms=rinv, g_inv_rms=torch.randn(6, generator=g).to(DEV), eps=1e-6),
+    }
+
+
+BAD_BACKWARD_ARGS = [  # (op, argument, its bad value from the valid arguments, message pattern)
+    ("fused_pre_map_bwd_dx", "h_pre", lambda a: a["h_pre"][:2], r"h_pre has shape \(2, 4\), expected \(6, 4\)"),
+    ("fused_pre_map_bwd_dx", "h_pre", lambda a: a["h_pre"][:, :3], r"n=4 only \(got n=3 streams in h_pre\)"),
+    ("fused_pre_map_bwd_dx", "h_pre", lambda a: a["h_pre"].bfloat16(), "h_pre has dtype torch.bfloat16; coeff"),
+    ("fused_pre_map_bwd_dx", "h_pre", lambda a: a["h_pre"].to("meta"), "h_pre is on meta but grad_out is on"),
+    ("fused_pre_map_bwd_dx", "grad_out", lambda a: a["grad_out"].int(), "grad_out has dtype torch.int32"),
+    ("fused_pre_map_bwd_dx", "grad_out", lambda a: a["grad_out"][None], "grad_out must be 2-D"),
+    ("fused_pre_map_bwd_hpre", "x_streams", lambda a: a["x_streams"][:, :3], "n=4 only .*pre_map_bwd_hpre"),
+    ("fused_pre_map_bwd_hpre", "x_streams", lambda a: a["x_streams"][0], "x_streams must be 3-D"),
+    ("fused_pre_map_bwd_hpre", "grad_out", lambda a: a["grad_out"][:, :7], r"grad_out has shape \(6, 7\), exp"),
+    ("fused_pre_map_bwd_hpre", "grad_out", lambda a: a["grad_out"][:5], r"grad_out has shape \(5, 8\), exp"),
+    ("fused_pre_map_bwd_hpre", "grad_out", lambda a: a["grad_out"].bfloat16(), "grad_out has dtype torch.bfloat16 "
+     "but x_streams has torch.float32"),
+    ("fused_pre_map_bwd_hpre", "grad_out", lambda a: a["grad_out"].to("meta"), "grad_out is on meta but x_streams"),
+    ("fused_post_res_bwd", "grad_out", lambda a: a["grad_out"][:, :, :7], r"grad_out has shape \(6, 4, 7\), ex"),
+    ("fused_post_res_bwd", "grad_out", lambda a: a["grad_out"][:, 0], "grad_out must be 3-D"),
+    ("fused_post_res_bwd", "grad_out", lambda a: a["grad_out"].half(), "grad_out has dtype torch.float16 but"),
+    ("fused_post_res_bwd", "grad_out", lambda a: a["grad_out"].to("meta"), "grad_out is on meta but x_streams"),
+    ("fused_post_res_bwd", "x_streams", lambda a: a["x_streams"][:, :3], "n=4 only .*reference.post_res_bwd"),
+    ("fused_post_res_bwd", "layer_output", lambda a: a["layer_output"][:5], r"layer_output has shape \(5, 8\)"),
+    ("fused_post_res_bwd", "H_merged", lambda a: a["H_merged"].double(), "H_merged has dtype torch.float64"),
+    ("fused_post_res_bwd", "h_post", lambda a: a["h_post"][:, :2], r"h_post has shape \(6, 2\), expected"),
+    ("fused_rmsnorm_project_bwd_dx", "x_flat", lambda a: a["x_flat"].int(), "x_flat has dtype torch.int32"),
+    ("fused_rmsnorm_project_bwd_dx", "W", lambda a: a["W"][:, :31], r"W has shape \(32, 31\) but x_flat"),
+    ("fused_rmsnorm_project_bwd_dx", "gy", lambda a: a["gy"][:, :31], r"gy has shape \(6, 31\), expected \(6, 32"),
+    ("fused_rmsnorm_project_bwd_dx", "gy", lambda a: a["gy"][:5], r"gy has shape \(5, 32\), expected \(6, 32"),
+    ("fused_rmsnorm_project_bwd_dx", "gy", lambda a: a["gy"].half(), "gy has dtype torch.float16; it must be y's"),
+    ("fused_rmsnorm_project_bwd_dx", "gy", lambda a: a["gy"].to("meta"), "gy is on meta but x_flat is on"),
+    ("fused_rmsnorm_project_bwd_dx", "y", lambda a: a["y"].bfloat16(), "y has dtype torch.bfloat16; the forward's"),
+    ("fused_rmsnorm_project_bwd_dx", "y", lambda a: a["y"][:, :31], r"y has shape \(6, 31\), expected \(6, 32\)"),
+    ("fused_rmsnorm_project_bwd_dx", "inv_rms", lambda a: a["inv_rms"][:, None], r"inv_rms has shape \(6, 1\)"),
+    ("fused_rmsnorm_project_bwd_dx", "inv_rms", lambda a: a["inv_rms"].double(), "inv_rms has dtype torch.float64"),
+    ("fused_rmsnorm_project_bwd_dx", "g_inv_rms", lambda a: a["g_inv_rms"][:5], r"g_inv_rms has shape \(5,\)"),
+    ("fused_rmsnorm_project_bwd_dx", "g_inv_rms", lambda a: a["g_inv_rms"].half(), "g_inv_rms has dtype torch.fl"),
+    ("fused_rmsnorm_project_bwd_dx", "g_inv_rms", lambda a: a["g_inv_rms"].to("meta"), "g_inv_rms is on meta"),
+    ("fused_rmsnorm_project_bwd_dx", "eps", lambda a: -1.0, "eps must be a finite number >= 0, got -1.0"),
+]
+
+
+@pytest.mark.parametrize("impl", ["real", "fake"])
+@pytest.mark.parametrize("op, argument, bad, needle", BAD_BACKWARD_ARGS,
+                         ids=[f"{op[6:]}-{arg}-{i}" for i, (op, arg, _, _) in enumerate(BAD_BACKWARD_ARGS)])
+def test_backward_ops_reject_bad_arguments(op, argument, bad, needle, impl):
+    """Each argument of the internal backward ops is validated by the real kernel launch and by the fake
+    implementation (torch.compile's trace); the error names the argument (message and .argument)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    args = _backward_op_args()[op]
+    assert set(torch.library.opcheck(getattr(torch.ops.mhc, op).default, tuple(args.values())).values()) \
+        == {"SUCCESS"}  # the valid set is valid
+    args[argument] = bad(args)
+    fn = getattr(torch.ops.mhc, op)
+    with pytest.raises(UnsupportedInput, match=needle) as info:
+        if impl == "real":
+            fn(**args)
+        else:
+            with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+                fn(**{k: mode.from_tensor(v) if isinstance(v, torch.Tensor) else v for k, v in args.items()})
+    assert info.value.argument == argument and argument in str(info.value) and str(info.value).startswith(op)
+
+
+def test_pre_map_bwd_dx_no_longer_reads_past_h_pre():
+    """The report that started the checks: a [64, 8] grad_out with a [2, 4] h_pre returned a [64, 4, 8] dx
+    built from reads past h_pre's end."""
+    with pytest.raises(UnsupportedInput, match=r"fused_pre_map_bwd_dx: h_pre has shape \(2, 4\), expected \(64, 4\)"):
+        torch.ops.mhc.fused_pre_map_bwd_dx(torch.randn(64, 8, device=DEV), torch.rand(2, 4, device=DEV))
+
+
 def test_block_input_errors():
     blk = MHCLiteBlock(nn.Identity(), 8).to(DEV)
     with pytest.raises(UnsupportedInput, match=r"expected \('T', 4, 8\)"):
