@@ -675,31 +675,58 @@ def _synthetic_trace():
     ev = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 5000}]
     ev += [k("_fused_pre_map_fwd_kernel", 1000 * i, 500.0, 7) for i in range(4)]          # t = 0, 1000, 2000, 3000
     ev += [k("_fused_post_res_bwd_fused_kernel_n4", 10000 + 2000 * i, 1500.0, 7) for i in range(3)]
+    ev += [k("_fused_pre_map_bwd_dx_kernel", 20000 + 100 * i, 0, 7) for i in range(2)]   # dur 0: sub-us kernels
     ev += [k("ncclDevKernel_ReduceScatter_Sum_f32_RING_LL", 2200, 600.0, 26),           # overlaps pre_map #3
+           k("CROSS_DEVICE_reduce_1stage", 1100, 200.0, 30),                              # no nccl prefix: pre_map #2
            k("ncclDevKernel_AllGather", 12100, 100.0, 7),                                 # same stream: ignored
            k("ncclDevKernel_AllReduce", 13400, 300.0, 26),                                # overlaps post_res #2 tail
+           k("ncclDevKernel_Broadcast", 14200, 0, 26),                                    # dur 0, inside post_res #3
            k("ampere_bf16_gemm", 0, 100.0, 7)]
     return {"traceEvents": ev}
 
 
 def test_trace_report_on_a_synthetic_trace(tmp_path, capsys):
     stats = mhc_trace.analyse(_synthetic_trace()["traceEvents"])
-    assert list(stats) == ["k3_fwd", "k4_bwd_fused"]
+    assert list(stats) == ["k3_fwd", "k3_bwd_dx", "k4_bwd_fused"]
     assert len(stats["k3_fwd"].events) == 4 and len(stats["k4_bwd_fused"].events) == 3
-    assert [e.ts for e, _ in stats["k3_fwd"].overlapped] == [2000.0]
-    assert [e.ts for e, _ in stats["k4_bwd_fused"].overlapped] == [12000.0]
-    assert stats["k4_bwd_fused"].overlapped[0][1].name == "ncclDevKernel_AllReduce"
+    assert len(stats["k3_bwd_dx"].events) == 2 and not stats["k3_bwd_dx"].overlapped
+    # The default --comm-regex: a custom all-reduce kernel counts (case-insensitive), as does a 0-us nccl kernel.
+    assert [(e.ts, c.name) for e, c in stats["k3_fwd"].overlapped] == [
+        (1000.0, "CROSS_DEVICE_reduce_1stage"), (2000.0, "ncclDevKernel_ReduceScatter_Sum_f32_RING_LL")]
+    assert [(e.ts, c.name) for e, c in stats["k4_bwd_fused"].overlapped] == [
+        (12000.0, "ncclDevKernel_AllReduce"), (14000.0, "ncclDevKernel_Broadcast")]
+    only_nccl = mhc_trace.analyse(_synthetic_trace()["traceEvents"], comm_regex="^nccl")  # the old rule
+    assert [e.ts for e, _ in only_nccl["k3_fwd"].overlapped] == [2000.0]
     path = tmp_path / "trace.json"
     path.write_text(json.dumps(_synthetic_trace()))
     assert mhc_trace.main([str(path), "--peak-gbps", "3350", "--T", "65536", "--C", "2560",
                            "--out", str(tmp_path / "r.md")]) == 0
     text = capsys.readouterr().out
-    row = next(line for line in text.splitlines() if "_fused_pre_map_fwd_kernel" in line and line.startswith("|"))
-    cells = [c.strip() for c in row.strip("|").split("|")]
-    # calls, total ms, avg us, stream; LB = 1679 MB / 3350 GB/s = 501 us over a 500 us average: 100.2%
+    table = text.split("### Invocations")[0]  # the roofline table, not the list of overlaps
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.strip().strip("|").split("|")]
+            for line in table.splitlines() if line.startswith("| `") or line.startswith("| **")}
+    cells = rows["`_fused_pre_map_fwd_kernel`"]
+    # calls, total ms, avg us, stream; LB = 1679 MB / 3350 GB/s = 501 us over a 500 us average: 100.2%;
+    # two of the four calls overlap communication, the other two average 500 us as well
     assert cells[1:5] == ["4", "2.000", "500.000", "7"]
-    assert cells[7] == "100.2%" and cells[8] == "1"
+    assert cells[7] == "100.2%" and cells[8] == "2" and cells[10] == "100.2%"
+    # zero-duration calls: counted, no efficiency or bandwidth (no division by zero)
+    zero = rows["`_fused_pre_map_bwd_dx_kernel`"]
+    assert zero[1:4] == ["2", "0.000", "0.000"] and zero[7] == "-" and zero[10] == "-" and zero[11] == "-"
+    assert rows["**TOTAL (one call each)**"][8] == "4"
+    assert "Invocations overlapping communication (4)" in text and "CROSS_DEVICE_reduce_1stage" in text
     assert "ReduceScatter" in text and (tmp_path / "r.md").read_text().strip() == text.strip()
+    assert mhc_trace.main([str(path), "--peak-gbps", "3350", "--comm-regex", "^nccl"]) == 0
+    text = capsys.readouterr().out
+    assert "Invocations overlapping communication (3)" in text and "CROSS_DEVICE" not in text
+    with pytest.raises(SystemExit):
+        mhc_trace.main([str(path), "--peak-gbps", "3350", "--comm-regex", "all_(reduce"])
+    assert "not a valid regular expression" in capsys.readouterr().err
+    # a trace of zero-duration calls only: the TOTAL row has no efficiency either
+    only_zero = mhc_trace.analyse([e for e in _synthetic_trace()["traceEvents"] if e["name"].endswith("bwd_dx_kernel")])
+    total = next(line for line in mhc_trace.report(only_zero, T=8, C=8, elem=2, peak_gbps=1.0).splitlines()
+                 if line.startswith("| **TOTAL"))
+    assert [c.strip() for c in total.strip("|").split("|")][7] == "-"
 
 
 def test_trace_report_without_our_kernels(tmp_path):
