@@ -104,6 +104,43 @@ def test_persistent_backward_many_row_blocks(shape):
         _check(*_make(shape, torch.float32, seed=shape[0]))
 
 
+class _Launches:
+    """Stands in for a @triton.jit kernel in kernels.layer_norm's namespace: records each launch's grid."""
+
+    def __init__(self, kernel, grids: list):
+        self.kernel, self.grids = kernel, grids
+
+    def __getitem__(self, grid):
+        self.grids.append(tuple(grid))
+        return self.kernel[grid]
+
+
+def test_looped_subjects_run_the_looped_kernels(monkeypatch):
+    """The bundled subjects kernels.layer_norm_looped / layer_norm_backward_looped exist because the
+    interpreter's launch table never picks the looped kernels: at 9 x 2000 their bodies must launch the
+    looped forward and dx kernels (one program per row) and the dweight/dbias kernel over both 1024-wide
+    column blocks and several M-splits, and still match float64."""
+    import sys
+
+    from kernels import subjects
+    module = sys.modules["kernels.layer_norm"]
+    grids = {name: [] for name in ("_layer_norm_fwd_looped_kernel", "_layer_norm_bwd_dx_looped_kernel",
+                                   "_layer_norm_bwd_dwdb_kernel", "_layer_norm_fwd_kernel", "_layer_norm_bwd_kernel")}
+    for name, seen in grids.items():
+        monkeypatch.setattr(module, name, _Launches(getattr(module, name), seen))
+    x, w, b, dy = _make((9, 2000), torch.float32, seed=27)
+    y = subjects.layer_norm_looped.fn(x, w, b, 1e-5)
+    dx, dw, db = subjects.layer_norm_backward_looped.fn(x, w, b, dy)
+    assert grids["_layer_norm_fwd_looped_kernel"] == [(9,), (9,)]  # one per subject
+    assert grids["_layer_norm_bwd_dx_looped_kernel"] == [(9,)]
+    (dwdb_grid,) = grids["_layer_norm_bwd_dwdb_kernel"]
+    assert dwdb_grid[0] == 2 and dwdb_grid[1] > 1, dwdb_grid  # column blocks x M-splits
+    assert grids["_layer_norm_fwd_kernel"] == [] and grids["_layer_norm_bwd_kernel"] == []
+    y_ref, (dx_ref, dw_ref, db_ref) = _reference(x, w, b, dy)
+    for got, ref in ((y, y_ref), (dx, dx_ref), (dw, dw_ref), (db, db_ref)):
+        torch.testing.assert_close(got.double(), ref, rtol=0, atol=TOL[torch.float32] * ref.abs().max().item())
+
+
 @pytest.mark.parametrize("overrides", [None, LOOPED])
 def test_stable_statistics_with_large_mean(overrides):
     # mean 1e4, std 1e-2: E[x**2] - E[x]**2 would lose every significant digit
