@@ -351,6 +351,49 @@ def test_wrong_device_raises():
         kernels.layer_norm(torch.ones(3, 4, device=other), (4,))
 
 
+# --------------------------------------------------------------------------- GPU only (skipped in the interpreter)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(device.is_interpreter(), reason="needs a GPU: 2**28 elements, and the GPU launch table")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("shape", [(2**24, 16), (64, 65_536)], ids=["2pow24x16", "64x65536"])
+def test_contract_extremes_gpu(shape, dtype):
+    """Issue #4's extremes on the GPU's own launch table, forward and backward against float64:
+    M = 2**24 rows of N = 16 (row-resident tiles; the persistent backward keeps dweight/dbias partials over
+    16.7M rows, then the final reduce) and N = 65,536 at M = 64 (wider than max_row_fwd / max_row_bwd:
+    the looped forward and dx kernels, the column-block x M-split dweight/dbias kernel)."""
+    _check(*_make(shape, dtype, seed=shape[1]))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(device.is_interpreter(), reason="needs a GPU: Inductor generates CUDA kernels")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_compile_inductor_fullgraph_gpu(dtype):
+    """kernels.layer_norm inside a function compiled by Inductor with fullgraph=True: one graph, no break,
+    and y and the gradients (x, weight, bias) as eager computes them (Inductor fuses the ops around the
+    custom op, so the sums may round apart: the file's tolerances)."""
+    def f(x, w, b):
+        return kernels.layer_norm(x * 2.0, (x.shape[-1],), w, b).sum(-1)
+
+    x, w, b, _ = _make((4231, 341), dtype, seed=29)
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(f)(x, w, b)
+    assert explained.graph_break_count == 0 and explained.graph_count == 1, explained.break_reasons
+    torch._dynamo.reset()
+    compiled = torch.compile(f, backend="inductor", fullgraph=True)
+    results = []
+    for fn in (compiled, f):
+        leaves = [t.clone().requires_grad_() for t in (x, w, b)]
+        out = fn(*leaves)
+        results.append([out.detach()] + list(torch.autograd.grad(out.square().sum(), leaves)))
+    for name, got, want in zip(("out", "dx", "dweight", "dbias"), *results):
+        assert got.dtype == want.dtype and got.shape == want.shape, name
+        scale = max(want.double().abs().max().item(), 1.0)
+        torch.testing.assert_close(got.double(), want.double(), rtol=0, atol=TOL[dtype] * scale,
+                                   msg=lambda m: f"{name}: {m}")
+
+
 # --------------------------------------------------------------------------- issue #4: extreme magnitudes
 # Rows whose squares overflow float32 ("large": |x| ~ 1e19..1e21, "near_max": |x| in
 # [0.25, 0.75] * float32 max) or are subnormal ("tiny", checked with eps = 0 so the variance,

@@ -556,6 +556,39 @@ def test_block_compiles_without_graph_breaks():
     torch.testing.assert_close(xc.grad, xe.grad, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(device.is_interpreter(), reason="needs a GPU: Inductor generates CUDA kernels")
+@pytest.mark.parametrize("dtype,T,C", [(torch.float32, 37, 41), (torch.bfloat16, 4231, 96)])
+def test_block_compiles_with_inductor_gpu(dtype, T, C):
+    """MHCLiteBlock under torch.compile(backend="inductor", fullgraph=True): one graph, no break, and the
+    output, dx and every parameter's gradient as the same block computes them eagerly (Inductor compiles
+    K2 and the wrapped layer around our ops, so they round apart: the block tolerances)."""
+    blk = _block_pair(C, dtype, seed=2)
+    x = torch.randn(T, 4, C, device=DEV).to(dtype)
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(blk)(x)
+    assert explained.graph_break_count == 0 and explained.graph_count == 1, explained.break_reasons
+    torch._dynamo.reset()
+    compiled = torch.compile(blk, backend="inductor", fullgraph=True)
+    g = torch.cos(torch.arange(x.numel(), device=DEV, dtype=torch.float64)).reshape(x.shape).to(dtype)
+
+    def step(module):  # the same parameters (blk's) through the compiled or the eager module
+        blk.zero_grad()
+        xl = x.detach().requires_grad_()
+        out = module(xl)
+        out.backward(g)
+        return out.detach(), xl.grad, {n: p.grad.clone() for n, p in blk.named_parameters()}
+
+    out_c, dx_c, grads_c = step(compiled)
+    out_e, dx_e, grads_e = step(blk)
+    assert out_c.dtype == out_e.dtype and dx_c.dtype == dx_e.dtype
+    assert _rel_err(out_c, out_e) < BLOCK_REL[dtype] and _rel_err(dx_c, dx_e) < BLOCK_REL[dtype]
+    assert set(grads_c) == set(grads_e)
+    for name in grads_e:
+        assert grads_e[name].abs().max() > 0, name
+        assert _rel_err(grads_c[name], grads_e[name]) < BLOCK_REL[dtype], name
+
+
 # ---------------------------------------------------------------------------- launch configurations
 
 def test_table_is_complete_and_within_triton_limits():
