@@ -648,20 +648,39 @@ def _check_args(x: object, normalized_shape: object, weight: object, bias: objec
     return shape
 
 
-def _check_backward_args(dy: torch.Tensor, x: torch.Tensor, rstd: torch.Tensor, dweight_dtype: torch.dtype,
-                         dbias_dtype: torch.dtype) -> None:
-    if dy.shape != x.shape:
-        raise UnsupportedInput(f"layer_norm_backward: dy has shape {tuple(dy.shape)}, x {tuple(x.shape)}; "
-                               f"they must match", argument="dy")
+def _check_backward_args(dy: torch.Tensor, x: torch.Tensor, weight: Optional[torch.Tensor], rstd: torch.Tensor,
+                         dweight_dtype: torch.dtype, dbias_dtype: torch.dtype) -> None:
+    """Validate the backward op's arguments: as the forward returned and took them (weight: None or (N,)
+    of x's dtype or float32; rstd: float32 of x.shape[:-1]), all on the kernels' device."""
     want = _device.torch_device().type
     for name, t in (("dy", dy), ("x", x)):
         if t.dtype not in _SUPPORTED:
             raise UnsupportedInput(f"layer_norm_backward: {name} has dtype {t.dtype}; supported are float32, "
                                    f"float16 and bfloat16", argument=name)
         _check_device(name, t, want)
+    if x.dim() == 0:
+        raise UnsupportedInput("layer_norm_backward: x is 0-d; it needs a last dimension (the forward's N)",
+                               argument="x")
+    if dy.shape != x.shape:
+        raise UnsupportedInput(f"layer_norm_backward: dy has shape {tuple(dy.shape)}, x {tuple(x.shape)}; "
+                               f"they must match", argument="dy")
+    n = x.shape[-1]
+    if weight is not None:
+        if tuple(weight.shape) != (n,):
+            raise UnsupportedInput(f"layer_norm_backward: weight has shape {tuple(weight.shape)}; it must be "
+                                   f"({n},), x's last dimension (the forward's weight)", argument="weight")
+        if weight.dtype not in (x.dtype, torch.float32):
+            raise UnsupportedInput(f"layer_norm_backward: weight has dtype {weight.dtype}; it must be x's dtype "
+                                   f"({x.dtype}) or float32 (the forward's weight)", argument="weight")
+        _check_device("weight", weight, want)
     if rstd.dtype != torch.float32 or rstd.shape != x.shape[:-1]:
         raise UnsupportedInput(f"layer_norm_backward: rstd must be float32 of shape {tuple(x.shape[:-1])} "
                                f"(as the forward returns it), got {rstd.dtype} {tuple(rstd.shape)}", argument="rstd")
+    _check_device("rstd", rstd, want)
+    for name, t in (("dy", dy), ("weight", weight), ("rstd", rstd)):
+        if t is not None and t.device != x.device:
+            raise UnsupportedInput(f"layer_norm_backward: {name} is on {t.device} but x is on {x.device}; move "
+                                   f"every input to one device", argument=name)
     for name, dt in (("dweight_dtype", dweight_dtype), ("dbias_dtype", dbias_dtype)):
         if dt not in _SUPPORTED:
             raise UnsupportedInput(f"layer_norm_backward: {name}={dt} is not float32, float16 or bfloat16",
@@ -701,13 +720,13 @@ def _layer_norm_fake(x, normalized_shape, weight, bias, eps):
 def _layer_norm_backward_op(dy: torch.Tensor, x: torch.Tensor, weight: Optional[torch.Tensor], rstd: torch.Tensor,
                             dweight_dtype: torch.dtype,
                             dbias_dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    _check_backward_args(dy, x, rstd, dweight_dtype, dbias_dtype)
+    _check_backward_args(dy, x, weight, rstd, dweight_dtype, dbias_dtype)
     return _backward(dy, x, weight, rstd, dweight_dtype, dbias_dtype)
 
 
 @_layer_norm_backward_op.register_fake
 def _layer_norm_backward_fake(dy, x, weight, rstd, dweight_dtype, dbias_dtype):
-    _check_backward_args(dy, x, rstd, dweight_dtype, dbias_dtype)
+    _check_backward_args(dy, x, weight, rstd, dweight_dtype, dbias_dtype)
     n = x.shape[-1]
     return x.new_empty(x.shape), x.new_empty((n,), dtype=dweight_dtype), x.new_empty((n,), dtype=dbias_dtype)
 

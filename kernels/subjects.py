@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 import kernels
 from harness import subject, tensor
+from kernels.config import config as kernel_config
 
 FLOATS = ("float32", "float16", "bfloat16")
 
@@ -79,16 +80,56 @@ def _ln_grads(x, weight, bias, dy, layer_norm):
     return x.grad, weight.grad, bias.grad
 
 
+_LN_BWD_INPUTS = {"x": tensor(("M", "N"), dtypes=FLOATS, nonfinite=False, values=_LN_VALUES),
+                  "weight": tensor(("N",), dtype_like="x", nonfinite=False),
+                  "bias": tensor(("N",), dtype_like="x", nonfinite=False),
+                  "dy": tensor(("M", "N"), dtype_like="x", nonfinite=False)}
+
+
 @subject(name="kernels.layer_norm_backward",
          reference=lambda x, weight, bias, dy: _ln_grads(x, weight, bias, dy, F.layer_norm),
-         inputs={"x": tensor(("M", "N"), dtypes=FLOATS, nonfinite=False, values=_LN_VALUES),
-                 "weight": tensor(("N",), dtype_like="x", nonfinite=False),
-                 "bias": tensor(("N",), dtype_like="x", nonfinite=False),
-                 "dy": tensor(("M", "N"), dtype_like="x", nonfinite=False)},
-         dims={"M": (0, 1_500_000), "N": (1, 16_384)})
+         inputs=_LN_BWD_INPUTS, dims=_LN_DIMS)
 def layer_norm_backward(x, weight, bias, dy):
     """dx, dweight, dbias through autograd; dweight/dbias reduce over all M rows."""
     return _ln_grads(x, weight, bias, dy, kernels.layer_norm)
+
+
+# The looped kernels (_layer_norm_fwd_looped_kernel, _layer_norm_bwd_dx_looped_kernel and the column-block x
+# M-split _layer_norm_bwd_dwdb_kernel) serve rows wider than max_row_*: 16K / 8K elements on GPUs, but 2**18
+# in the interpreter's launch table, so on CPU the subjects above never reach them.  These two force them
+# on small shapes: rows wider than 64 loop in chunks of 1024 (a single chunk up to N = 1024, several past
+# it, where the later chunks may rescale the running statistics), the dweight/dbias partials come from
+# several M-splits (256 programs' worth, over 2-row tiles at N >= 1024 in float32) and the final reduce
+# steps over them 4096 partials at a time.  M stays small and M * N at most ~2**18 (2 MiB of float32 x and
+# dy: 64 x 4032, or 3 x 65536): the interpreter runs one program per row and ~5 ms per chunk, so an
+# example takes a few seconds.
+_LN_LOOPED = {"layer_norm": {"max_row_fwd": 64, "max_row_bwd": 64, "loop_block": 1024, "col_block": 1024,
+                             "bwd_tile_bytes": 8192, "programs_per_sm": 256, "reduce_tile_numel": 4096}}
+_LN_LOOPED_DIMS = {"M": (1, 64), "N": (1, 65_536)}
+_LN_LOOPED_BYTES = 2 * 2 ** 20
+
+
+def _looped_layer_norm():
+    """config.patch forcing the looped layer-norm kernels (other kernels' overrides kept)."""
+    return kernel_config.patch(launch_overrides={**kernel_config.launch_overrides, **_LN_LOOPED})
+
+
+@subject(name="kernels.layer_norm_looped",
+         reference=lambda x, weight, bias, eps: F.layer_norm(x, (x.shape[-1],), weight, bias, eps),
+         inputs=_LN_INPUTS, dims=_LN_LOOPED_DIMS, max_example_bytes=_LN_LOOPED_BYTES)
+def layer_norm_looped(x, weight, bias, eps):
+    """The forward on its looped path (rows in chunks, Chan-merged statistics)."""
+    with _looped_layer_norm():
+        return kernels.layer_norm(x, (x.shape[-1],), weight, bias, eps)
+
+
+@subject(name="kernels.layer_norm_backward_looped",
+         reference=lambda x, weight, bias, dy: _ln_grads(x, weight, bias, dy, F.layer_norm),
+         inputs=_LN_BWD_INPUTS, dims=_LN_LOOPED_DIMS, max_example_bytes=_LN_LOOPED_BYTES)
+def layer_norm_backward_looped(x, weight, bias, dy):
+    """dx by the looped dx kernel, dweight/dbias by the column-block x M-split kernel and the final reduce."""
+    with _looped_layer_norm():
+        return _ln_grads(x, weight, bias, dy, kernels.layer_norm)
 
 
 # ----------------------------------------------------------------------------- mHC-lite (n = 4 streams)

@@ -40,11 +40,14 @@ def acc_dtype(x_dtype: torch.dtype) -> torch.dtype:
     return torch.promote_types(x_dtype, torch.float32)
 
 
-def check_n(op: str, n: int) -> None:
+def check_n(op: str, n: int, *, argument: str = "x_streams", reference: str | None = None) -> None:
+    """n = 4 streams; ``argument`` is the tensor n was read from, ``reference`` the eager function to
+    point at (kernels.mhc.reference.<reference>, by default the op's own name)."""
     if n != N_STREAMS:
         raise UnsupportedInput(
-            f"{op}: mHC-lite kernels support n=4 only (got n={n} streams); "
-            f"use the eager reference (kernels.mhc.reference.{op}) for other stream counts", argument="x_streams")
+            f"{op}: mHC-lite kernels support n=4 only (got n={n} streams in {argument}); "
+            f"use the eager reference (kernels.mhc.reference.{reference or op}) for other stream counts",
+            argument=argument)
 
 
 def check_activation(op: str, name: str, t: torch.Tensor, ndim: int) -> None:
@@ -64,15 +67,17 @@ def check_same_dtype(op: str, name: str, t: torch.Tensor, ref_name: str, ref: to
             f"(cast {name} with .to({ref.dtype}))", argument=name)
 
 
-def check_coef(op: str, name: str, t: torch.Tensor, shape: Sequence[int], x: torch.Tensor) -> None:
-    """Mixing coefficients: float32 (float64 beside float64 x) of an exact shape."""
+def check_coef(op: str, name: str, t: torch.Tensor, shape: Sequence[int], x: torch.Tensor, *,
+               kind: str = "coefficients") -> None:
+    """Mixing coefficients (or another ``kind`` of tensor kept in the coefficient dtype, such as a
+    forward's saved float32 outputs): float32 (float64 beside float64 x) of an exact shape."""
     if not isinstance(t, torch.Tensor):
         raise UnsupportedInput(f"{op}: {name} must be a torch.Tensor, got {type(t).__name__}", argument=name)
     want = coef_dtype(x.dtype)
     if t.dtype != want:
         raise UnsupportedInput(
-            f"{op}: {name} has dtype {t.dtype}; coefficients must be {want} for x of dtype {x.dtype} "
-            f"(pass {name}.float())", argument=name)
+            f"{op}: {name} has dtype {t.dtype}; {kind} must be {want} for x of dtype {x.dtype} "
+            f"(pass {name}.to({want}))", argument=name)
     check_shape(op, name, t, shape)
 
 

@@ -254,16 +254,24 @@ def reference_post_res_bwd(grad_out: torch.Tensor, x_streams: torch.Tensor, laye
 
 # ---------------------------------------------------------------------------- validation
 
-def _check(x_streams, layer_output, H_merged, h_post) -> None:
-    check_activation(_OP, "x_streams", x_streams, 3)
+def _check(x_streams, layer_output, H_merged, h_post, grad_out=None) -> None:
+    """The forward's inputs; with ``grad_out`` (the backward op), also grad_out[T, 4, C] in x's dtype."""
+    op, ref = (_OP, _OP) if grad_out is None else (f"{_OP}_bwd", "post_res_bwd")
+    check_activation(op, "x_streams", x_streams, 3)
     T, n, C = x_streams.shape
-    check_n(_OP, n)
-    check_activation(_OP, "layer_output", layer_output, 2)
-    check_same_dtype(_OP, "layer_output", layer_output, "x_streams", x_streams)
-    check_shape(_OP, "layer_output", layer_output, (T, C))
-    check_coef(_OP, "H_merged", H_merged, (T, n, n), x_streams)
-    check_coef(_OP, "h_post", h_post, (T, n), x_streams)
-    check_devices(_OP, x_streams=x_streams, layer_output=layer_output, H_merged=H_merged, h_post=h_post)
+    check_n(op, n, reference=ref)
+    check_activation(op, "layer_output", layer_output, 2)
+    check_same_dtype(op, "layer_output", layer_output, "x_streams", x_streams)
+    check_shape(op, "layer_output", layer_output, (T, C))
+    check_coef(op, "H_merged", H_merged, (T, n, n), x_streams)
+    check_coef(op, "h_post", h_post, (T, n), x_streams)
+    tensors = dict(x_streams=x_streams, layer_output=layer_output, H_merged=H_merged, h_post=h_post)
+    if grad_out is not None:
+        check_activation(op, "grad_out", grad_out, 3)
+        check_same_dtype(op, "grad_out", grad_out, "x_streams", x_streams)
+        check_shape(op, "grad_out", grad_out, (T, n, C))
+        tensors["grad_out"] = grad_out
+    check_devices(op, **tensors)
 
 
 # ---------------------------------------------------------------------------- registration
@@ -285,11 +293,13 @@ def _fwd_fake(x_streams, layer_output, H_merged, h_post):
 def _bwd_op(grad_out: torch.Tensor, x_streams: torch.Tensor, layer_output: torch.Tensor,
             H_merged: torch.Tensor, h_post: torch.Tensor
             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    _check(x_streams, layer_output, H_merged, h_post, grad_out)
     return post_res_bwd(grad_out, x_streams, layer_output, H_merged, h_post)
 
 
 @_bwd_op.register_fake
 def _bwd_fake(grad_out, x_streams, layer_output, H_merged, h_post):
+    _check(x_streams, layer_output, H_merged, h_post, grad_out)
     T, n, _ = x_streams.shape
     acc = acc_dtype(x_streams.dtype)
     return (torch.empty_like(x_streams, memory_format=torch.contiguous_format),

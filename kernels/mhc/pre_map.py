@@ -21,8 +21,8 @@ import triton
 import triton.language as tl
 
 from . import configs
-from ._common import (N_STREAMS, acc_dtype, check_activation, check_coef, check_devices, check_n, load_coef4,
-                      load_tile, load_tile_zeroed, tl_acc)
+from ._common import (N_STREAMS, acc_dtype, check_activation, check_coef, check_devices, check_n, check_same_dtype,
+                      check_shape, load_coef4, load_tile, load_tile_zeroed, tl_acc)
 
 _OP = "fused_pre_map"
 
@@ -206,6 +206,28 @@ def _check(x_streams: torch.Tensor, h_pre: torch.Tensor) -> None:
     check_devices(_OP, x_streams=x_streams, h_pre=h_pre)
 
 
+def _check_bwd_dx(grad_out: torch.Tensor, h_pre: torch.Tensor) -> None:
+    """K3 bwd dx: grad_out[T, C] (an activation dtype), h_pre[T, 4] in grad_out's coefficient dtype."""
+    op = f"{_OP}_bwd_dx"
+    check_activation(op, "grad_out", grad_out, 2)
+    if isinstance(h_pre, torch.Tensor) and h_pre.dim() == 2:
+        check_n(op, h_pre.shape[1], argument="h_pre", reference="pre_map_bwd_dx")
+    check_coef(op, "h_pre", h_pre, (grad_out.shape[0], N_STREAMS), grad_out)
+    check_devices(op, grad_out=grad_out, h_pre=h_pre)
+
+
+def _check_bwd_hpre(grad_out: torch.Tensor, x_streams: torch.Tensor) -> None:
+    """K3 bwd hpre: x_streams[T, 4, C] and grad_out[T, C] of one activation dtype."""
+    op = f"{_OP}_bwd_hpre"
+    check_activation(op, "x_streams", x_streams, 3)
+    T, n, C = x_streams.shape
+    check_n(op, n, reference="pre_map_bwd_hpre")
+    check_activation(op, "grad_out", grad_out, 2)
+    check_same_dtype(op, "grad_out", grad_out, "x_streams", x_streams)
+    check_shape(op, "grad_out", grad_out, (T, C))
+    check_devices(op, x_streams=x_streams, grad_out=grad_out)
+
+
 # ---------------------------------------------------------------------------- registration
 
 @torch.library.custom_op("mhc::fused_pre_map", mutates_args=())
@@ -222,21 +244,25 @@ def _fwd_fake(x_streams, h_pre):
 
 @torch.library.custom_op("mhc::fused_pre_map_bwd_dx", mutates_args=())
 def _bwd_dx_op(grad_out: torch.Tensor, h_pre: torch.Tensor) -> torch.Tensor:
+    _check_bwd_dx(grad_out, h_pre)
     return pre_map_bwd_dx(grad_out, h_pre)
 
 
 @_bwd_dx_op.register_fake
 def _bwd_dx_fake(grad_out, h_pre):
+    _check_bwd_dx(grad_out, h_pre)
     return grad_out.new_empty((grad_out.shape[0], N_STREAMS, grad_out.shape[1]))
 
 
 @torch.library.custom_op("mhc::fused_pre_map_bwd_hpre", mutates_args=())
 def _bwd_hpre_op(grad_out: torch.Tensor, x_streams: torch.Tensor) -> torch.Tensor:
+    _check_bwd_hpre(grad_out, x_streams)
     return pre_map_bwd_hpre(grad_out, x_streams)
 
 
 @_bwd_hpre_op.register_fake
 def _bwd_hpre_fake(grad_out, x_streams):
+    _check_bwd_hpre(grad_out, x_streams)
     return x_streams.new_empty((x_streams.shape[0], N_STREAMS), dtype=acc_dtype(x_streams.dtype))
 
 

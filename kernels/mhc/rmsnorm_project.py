@@ -41,8 +41,8 @@ from kernels.config import store_dtype
 from kernels.exc import LaunchConfigError, UnsupportedInput
 
 from . import configs
-from ._common import (acc_dtype, check_activation, check_devices, check_same_dtype, coef_dtype, load_tile,
-                      load_tile_zeroed, tl_acc)
+from ._common import (acc_dtype, check_activation, check_coef, check_devices, check_same_dtype, check_shape,
+                      coef_dtype, load_tile, load_tile_zeroed, tl_acc)
 
 _OP = "fused_rmsnorm_project"
 
@@ -361,22 +361,47 @@ def reference_rmsnorm_project_bwd_dx(x_flat: torch.Tensor, W: torch.Tensor, gy: 
 
 # ---------------------------------------------------------------------------- validation
 
-def _check(x_flat: torch.Tensor, W: torch.Tensor, eps: float) -> None:
-    check_activation(_OP, "x_flat", x_flat, 2)
-    check_activation(_OP, "W", W, 2)
-    check_same_dtype(_OP, "W", W, "x_flat", x_flat)
-    check_devices(_OP, x_flat=x_flat, W=W)
+def _check(x_flat: torch.Tensor, W: torch.Tensor, eps: float, op: str = _OP) -> None:
+    check_activation(op, "x_flat", x_flat, 2)
+    check_activation(op, "W", W, 2)
+    check_same_dtype(op, "W", W, "x_flat", x_flat)
+    check_devices(op, x_flat=x_flat, W=W)
     if x_flat.shape[1] == 0:
-        raise UnsupportedInput(f"{_OP}: x_flat has no features (shape {tuple(x_flat.shape)}); RMSNorm needs n*C >= 1",
+        raise UnsupportedInput(f"{op}: x_flat has no features (shape {tuple(x_flat.shape)}); RMSNorm needs n*C >= 1",
                                argument="x_flat")
     if W.shape[1] != x_flat.shape[1]:
         raise UnsupportedInput(
-            f"{_OP}: W has shape {tuple(W.shape)} but x_flat has {x_flat.shape[1]} features; "
+            f"{op}: W has shape {tuple(W.shape)} but x_flat has {x_flat.shape[1]} features; "
             f"W must be [D, {x_flat.shape[1]}]", argument="W")
     if W.shape[0] == 0:
-        raise UnsupportedInput(f"{_OP}: W has no rows (shape {tuple(W.shape)}); D must be >= 1", argument="W")
+        raise UnsupportedInput(f"{op}: W has no rows (shape {tuple(W.shape)}); D must be >= 1", argument="W")
     if not (eps >= 0.0 and eps < float("inf")):
-        raise UnsupportedInput(f"{_OP}: eps must be a finite number >= 0, got {eps!r}", argument="eps")
+        raise UnsupportedInput(f"{op}: eps must be a finite number >= 0, got {eps!r}", argument="eps")
+
+
+_SAVED = "the forward's saved outputs (y, inv_rms) and their gradients"
+
+
+def _check_bwd_dx(x_flat, W, gy, y, inv_rms, g_inv_rms, eps) -> None:
+    """K1 bwd dx: the forward's (x_flat, W, eps), its outputs y[T, D] and inv_rms[T] in the coefficient
+    dtype (float32; float64 for float64 x), their gradients gy[T, D] (that dtype or x_flat's) and
+    g_inv_rms[T] (None, or that dtype)."""
+    op = f"{_OP}_bwd_dx"
+    _check(x_flat, W, eps, op)
+    T, D = x_flat.shape[0], W.shape[0]
+    check_activation(op, "gy", gy, 2)
+    if gy.dtype not in (x_flat.dtype, coef_dtype(x_flat.dtype)):
+        raise UnsupportedInput(
+            f"{op}: gy has dtype {gy.dtype}; it must be y's dtype ({coef_dtype(x_flat.dtype)}) or x_flat's "
+            f"({x_flat.dtype}) (cast with gy.to({coef_dtype(x_flat.dtype)}))", argument="gy")
+    check_shape(op, "gy", gy, (T, D))
+    check_coef(op, "y", y, (T, D), x_flat, kind=_SAVED)
+    check_coef(op, "inv_rms", inv_rms, (T,), x_flat, kind=_SAVED)
+    tensors = dict(x_flat=x_flat, W=W, gy=gy, y=y, inv_rms=inv_rms)
+    if g_inv_rms is not None:
+        check_coef(op, "g_inv_rms", g_inv_rms, (T,), x_flat, kind=_SAVED)
+        tensors["g_inv_rms"] = g_inv_rms
+    check_devices(op, **tensors)
 
 
 # ---------------------------------------------------------------------------- registration
@@ -398,12 +423,13 @@ def _fwd_fake(x_flat, W, eps):
 @torch.library.custom_op("mhc::fused_rmsnorm_project_bwd_dx", mutates_args=())
 def _bwd_dx_op(x_flat: torch.Tensor, W: torch.Tensor, gy: torch.Tensor, y: torch.Tensor,
                inv_rms: torch.Tensor, g_inv_rms: torch.Tensor | None, eps: float) -> torch.Tensor:
-    return rmsnorm_project_bwd_dx(x_flat, W, gy.to(x_flat.dtype), y, inv_rms,
-                                  None if g_inv_rms is None else g_inv_rms.to(inv_rms.dtype), eps)
+    _check_bwd_dx(x_flat, W, gy, y, inv_rms, g_inv_rms, eps)
+    return rmsnorm_project_bwd_dx(x_flat, W, gy.to(x_flat.dtype), y, inv_rms, g_inv_rms, eps)
 
 
 @_bwd_dx_op.register_fake
 def _bwd_dx_fake(x_flat, W, gy, y, inv_rms, g_inv_rms, eps):
+    _check_bwd_dx(x_flat, W, gy, y, inv_rms, g_inv_rms, eps)
     return torch.empty_like(x_flat, memory_format=torch.contiguous_format)
 
 

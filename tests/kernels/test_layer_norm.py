@@ -104,6 +104,43 @@ def test_persistent_backward_many_row_blocks(shape):
         _check(*_make(shape, torch.float32, seed=shape[0]))
 
 
+class _Launches:
+    """Stands in for a @triton.jit kernel in kernels.layer_norm's namespace: records each launch's grid."""
+
+    def __init__(self, kernel, grids: list):
+        self.kernel, self.grids = kernel, grids
+
+    def __getitem__(self, grid):
+        self.grids.append(tuple(grid))
+        return self.kernel[grid]
+
+
+def test_looped_subjects_run_the_looped_kernels(monkeypatch):
+    """The bundled subjects kernels.layer_norm_looped / layer_norm_backward_looped exist because the
+    interpreter's launch table never picks the looped kernels: at 9 x 2000 their bodies must launch the
+    looped forward and dx kernels (one program per row) and the dweight/dbias kernel over both 1024-wide
+    column blocks and several M-splits, and still match float64."""
+    import sys
+
+    from kernels import subjects
+    module = sys.modules["kernels.layer_norm"]
+    grids = {name: [] for name in ("_layer_norm_fwd_looped_kernel", "_layer_norm_bwd_dx_looped_kernel",
+                                   "_layer_norm_bwd_dwdb_kernel", "_layer_norm_fwd_kernel", "_layer_norm_bwd_kernel")}
+    for name, seen in grids.items():
+        monkeypatch.setattr(module, name, _Launches(getattr(module, name), seen))
+    x, w, b, dy = _make((9, 2000), torch.float32, seed=27)
+    y = subjects.layer_norm_looped.fn(x, w, b, 1e-5)
+    dx, dw, db = subjects.layer_norm_backward_looped.fn(x, w, b, dy)
+    assert grids["_layer_norm_fwd_looped_kernel"] == [(9,), (9,)]  # one per subject
+    assert grids["_layer_norm_bwd_dx_looped_kernel"] == [(9,)]
+    (dwdb_grid,) = grids["_layer_norm_bwd_dwdb_kernel"]
+    assert dwdb_grid[0] == 2 and dwdb_grid[1] > 1, dwdb_grid  # column blocks x M-splits
+    assert grids["_layer_norm_fwd_kernel"] == [] and grids["_layer_norm_bwd_kernel"] == []
+    y_ref, (dx_ref, dw_ref, db_ref) = _reference(x, w, b, dy)
+    for got, ref in ((y, y_ref), (dx, dx_ref), (dw, dw_ref), (db, db_ref)):
+        torch.testing.assert_close(got.double(), ref, rtol=0, atol=TOL[torch.float32] * ref.abs().max().item())
+
+
 @pytest.mark.parametrize("overrides", [None, LOOPED])
 def test_stable_statistics_with_large_mean(overrides):
     # mean 1e4, std 1e-2: E[x**2] - E[x]**2 would lose every significant digit
@@ -257,10 +294,104 @@ def test_bad_eps(eps):
         kernels.layer_norm(x, (16,), eps=eps)
 
 
+def _backward_args():
+    """Valid arguments of tritondiff::layer_norm_backward (M = 3, N = 16), as the forward leaves them."""
+    x, w, b, dy = _make((3, 16), torch.float32, seed=26)
+    _, _, rstd = torch.ops.tritondiff.layer_norm(x, [16], w, b, 1e-5)
+    return dict(dy=dy, x=x, weight=w, rstd=rstd, dweight_dtype=torch.float32, dbias_dtype=torch.float32)
+
+
+BAD_BACKWARD_ARGS = [  # (argument, its bad value from the valid arguments, message pattern)
+    ("weight", lambda a: a["weight"][:8], r"weight has shape \(8,\); it must be \(16,\)"),
+    ("weight", lambda a: a["weight"][None], r"weight has shape \(1, 16\); it must be \(16,\)"),
+    ("weight", lambda a: a["weight"].double(), "weight has dtype torch.float64; it must be x's dtype"),
+    ("weight", lambda a: a["weight"].int(), "weight has dtype torch.int32"),
+    ("weight", lambda a: a["weight"].to("meta"), "weight is on meta but kernels run on"),
+    ("rstd", lambda a: a["rstd"].to("meta"), "rstd is on meta but kernels run on"),
+    ("rstd", lambda a: a["rstd"][:2], r"rstd must be float32 of shape \(3,\)"),
+    ("rstd", lambda a: a["rstd"].half(), "rstd must be float32 .* got torch.float16"),
+    ("dy", lambda a: a["dy"][:, :8], r"dy has shape \(3, 8\), x \(3, 16\)"),
+    ("dy", lambda a: a["dy"].double(), "dy has dtype torch.float64"),
+    ("x", lambda a: a["x"][0, 0], "x is 0-d"),
+    ("dweight_dtype", lambda a: torch.float64, "dweight_dtype=torch.float64 is not float32"),
+]
+
+
+@pytest.mark.parametrize("impl", ["real", "fake"])
+@pytest.mark.parametrize("argument, bad, needle", BAD_BACKWARD_ARGS,
+                         ids=[f"{arg}-{i}" for i, (arg, _, _) in enumerate(BAD_BACKWARD_ARGS)])
+def test_backward_op_rejects_bad_arguments(argument, bad, needle, impl):
+    """Every argument of the backward op is validated, by the kernel launch and by the fake implementation
+    (what torch.compile traces): a mismatched weight used to be read out of bounds."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    args = _backward_args()
+    args[argument] = bad(args)
+    with pytest.raises(UnsupportedInput, match=needle) as info:
+        if impl == "real":
+            torch.ops.tritondiff.layer_norm_backward(**args)
+        else:
+            with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+                torch.ops.tritondiff.layer_norm_backward(
+                    **{k: mode.from_tensor(v) if isinstance(v, torch.Tensor) else v for k, v in args.items()})
+    assert info.value.argument == argument and argument in str(info.value)
+
+
+def test_backward_op_accepts_float32_weight_with_half_input_and_no_weight():
+    """The two weight forms the forward takes beside x's dtype pass the check (and opcheck)."""
+    a = _backward_args()
+    for weight in (a["weight"], None):
+        args = (a["dy"].half(), a["x"].half(), weight, a["rstd"], torch.float32, torch.float16)
+        assert set(torch.library.opcheck(torch.ops.tritondiff.layer_norm_backward.default, args).values()) \
+            == {"SUCCESS"}
+
+
 def test_wrong_device_raises():
     other = "meta" if device.is_interpreter() else "cpu"
     with pytest.raises(UnsupportedInput, match="kernels run on"):
         kernels.layer_norm(torch.ones(3, 4, device=other), (4,))
+
+
+# --------------------------------------------------------------------------- GPU only (skipped in the interpreter)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(device.is_interpreter(), reason="needs a GPU: 2**28 elements, and the GPU launch table")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("shape", [(2**24, 16), (64, 65_536)], ids=["2pow24x16", "64x65536"])
+def test_contract_extremes_gpu(shape, dtype):
+    """Issue #4's extremes on the GPU's own launch table, forward and backward against float64:
+    M = 2**24 rows of N = 16 (row-resident tiles; the persistent backward keeps dweight/dbias partials over
+    16.7M rows, then the final reduce) and N = 65,536 at M = 64 (wider than max_row_fwd / max_row_bwd:
+    the looped forward and dx kernels, the column-block x M-split dweight/dbias kernel)."""
+    _check(*_make(shape, dtype, seed=shape[1]))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(device.is_interpreter(), reason="needs a GPU: Inductor generates CUDA kernels")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_compile_inductor_fullgraph_gpu(dtype):
+    """kernels.layer_norm inside a function compiled by Inductor with fullgraph=True: one graph, no break,
+    and y and the gradients (x, weight, bias) as eager computes them (Inductor fuses the ops around the
+    custom op, so the sums may round apart: the file's tolerances)."""
+    def f(x, w, b):
+        return kernels.layer_norm(x * 2.0, (x.shape[-1],), w, b).sum(-1)
+
+    x, w, b, _ = _make((4231, 341), dtype, seed=29)
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(f)(x, w, b)
+    assert explained.graph_break_count == 0 and explained.graph_count == 1, explained.break_reasons
+    torch._dynamo.reset()
+    compiled = torch.compile(f, backend="inductor", fullgraph=True)
+    results = []
+    for fn in (compiled, f):
+        leaves = [t.clone().requires_grad_() for t in (x, w, b)]
+        out = fn(*leaves)
+        results.append([out.detach()] + list(torch.autograd.grad(out.square().sum(), leaves)))
+    for name, got, want in zip(("out", "dx", "dweight", "dbias"), *results):
+        assert got.dtype == want.dtype and got.shape == want.shape, name
+        scale = max(want.double().abs().max().item(), 1.0)
+        torch.testing.assert_close(got.double(), want.double(), rtol=0, atol=TOL[dtype] * scale,
+                                   msg=lambda m: f"{name}: {m}")
 
 
 # --------------------------------------------------------------------------- issue #4: extreme magnitudes

@@ -381,6 +381,91 @@ def test_device_mismatch_is_rejected():
         mhc.fused_post_res(t["x"], t["lo"].to("meta"), t["H"], t["hp"])
 
 
+# The internal backward ops validate like the forward ops, in the real and in the fake implementation:
+# one valid argument set per op (T = 6, C = 8, D = 32), then one argument replaced at a time.
+
+def _backward_op_args():
+    t = _inputs(6, 8)
+    xf = t["x"].reshape(6, -1)
+    y, rinv = torch.ops.mhc.fused_rmsnorm_project_fwd(xf, t["W"], 1e-6)
+    g = torch.Generator().manual_seed(1)
+    return {
+        "fused_pre_map_bwd_dx": dict(grad_out=torch.randn(6, 8, generator=g).to(DEV), h_pre=t["h"]),
+        "fused_pre_map_bwd_hpre": dict(grad_out=torch.randn(6, 8, generator=g).to(DEV), x_streams=t["x"]),
+        "fused_post_res_bwd": dict(grad_out=torch.randn(6, 4, 8, generator=g).to(DEV), x_streams=t["x"],
+                                   layer_output=t["lo"], H_merged=t["H"], h_post=t["hp"]),
+        "fused_rmsnorm_project_bwd_dx": dict(x_flat=xf, W=t["W"], gy=torch.randn(6, 32, generator=g).to(DEV), y=y,
+                                             inv_rms=rinv, g_inv_rms=torch.randn(6, generator=g).to(DEV), eps=1e-6),
+    }
+
+
+BAD_BACKWARD_ARGS = [  # (op, argument, its bad value from the valid arguments, message pattern)
+    ("fused_pre_map_bwd_dx", "h_pre", lambda a: a["h_pre"][:2], r"h_pre has shape \(2, 4\), expected \(6, 4\)"),
+    ("fused_pre_map_bwd_dx", "h_pre", lambda a: a["h_pre"][:, :3], r"n=4 only \(got n=3 streams in h_pre\)"),
+    ("fused_pre_map_bwd_dx", "h_pre", lambda a: a["h_pre"].bfloat16(), "h_pre has dtype torch.bfloat16; coeff"),
+    ("fused_pre_map_bwd_dx", "h_pre", lambda a: a["h_pre"].to("meta"), "h_pre is on meta but grad_out is on"),
+    ("fused_pre_map_bwd_dx", "grad_out", lambda a: a["grad_out"].int(), "grad_out has dtype torch.int32"),
+    ("fused_pre_map_bwd_dx", "grad_out", lambda a: a["grad_out"][None], "grad_out must be 2-D"),
+    ("fused_pre_map_bwd_hpre", "x_streams", lambda a: a["x_streams"][:, :3], "n=4 only .*pre_map_bwd_hpre"),
+    ("fused_pre_map_bwd_hpre", "x_streams", lambda a: a["x_streams"][0], "x_streams must be 3-D"),
+    ("fused_pre_map_bwd_hpre", "grad_out", lambda a: a["grad_out"][:, :7], r"grad_out has shape \(6, 7\), exp"),
+    ("fused_pre_map_bwd_hpre", "grad_out", lambda a: a["grad_out"][:5], r"grad_out has shape \(5, 8\), exp"),
+    ("fused_pre_map_bwd_hpre", "grad_out", lambda a: a["grad_out"].bfloat16(), "grad_out has dtype torch.bfloat16 "
+     "but x_streams has torch.float32"),
+    ("fused_pre_map_bwd_hpre", "grad_out", lambda a: a["grad_out"].to("meta"), "grad_out is on meta but x_streams"),
+    ("fused_post_res_bwd", "grad_out", lambda a: a["grad_out"][:, :, :7], r"grad_out has shape \(6, 4, 7\), ex"),
+    ("fused_post_res_bwd", "grad_out", lambda a: a["grad_out"][:, 0], "grad_out must be 3-D"),
+    ("fused_post_res_bwd", "grad_out", lambda a: a["grad_out"].half(), "grad_out has dtype torch.float16 but"),
+    ("fused_post_res_bwd", "grad_out", lambda a: a["grad_out"].to("meta"), "grad_out is on meta but x_streams"),
+    ("fused_post_res_bwd", "x_streams", lambda a: a["x_streams"][:, :3], "n=4 only .*reference.post_res_bwd"),
+    ("fused_post_res_bwd", "layer_output", lambda a: a["layer_output"][:5], r"layer_output has shape \(5, 8\)"),
+    ("fused_post_res_bwd", "H_merged", lambda a: a["H_merged"].double(), "H_merged has dtype torch.float64"),
+    ("fused_post_res_bwd", "h_post", lambda a: a["h_post"][:, :2], r"h_post has shape \(6, 2\), expected"),
+    ("fused_rmsnorm_project_bwd_dx", "x_flat", lambda a: a["x_flat"].int(), "x_flat has dtype torch.int32"),
+    ("fused_rmsnorm_project_bwd_dx", "W", lambda a: a["W"][:, :31], r"W has shape \(32, 31\) but x_flat"),
+    ("fused_rmsnorm_project_bwd_dx", "gy", lambda a: a["gy"][:, :31], r"gy has shape \(6, 31\), expected \(6, 32"),
+    ("fused_rmsnorm_project_bwd_dx", "gy", lambda a: a["gy"][:5], r"gy has shape \(5, 32\), expected \(6, 32"),
+    ("fused_rmsnorm_project_bwd_dx", "gy", lambda a: a["gy"].half(), "gy has dtype torch.float16; it must be y's"),
+    ("fused_rmsnorm_project_bwd_dx", "gy", lambda a: a["gy"].to("meta"), "gy is on meta but x_flat is on"),
+    ("fused_rmsnorm_project_bwd_dx", "y", lambda a: a["y"].bfloat16(), "y has dtype torch.bfloat16; the forward's"),
+    ("fused_rmsnorm_project_bwd_dx", "y", lambda a: a["y"][:, :31], r"y has shape \(6, 31\), expected \(6, 32\)"),
+    ("fused_rmsnorm_project_bwd_dx", "inv_rms", lambda a: a["inv_rms"][:, None], r"inv_rms has shape \(6, 1\)"),
+    ("fused_rmsnorm_project_bwd_dx", "inv_rms", lambda a: a["inv_rms"].double(), "inv_rms has dtype torch.float64"),
+    ("fused_rmsnorm_project_bwd_dx", "g_inv_rms", lambda a: a["g_inv_rms"][:5], r"g_inv_rms has shape \(5,\)"),
+    ("fused_rmsnorm_project_bwd_dx", "g_inv_rms", lambda a: a["g_inv_rms"].half(), "g_inv_rms has dtype torch.fl"),
+    ("fused_rmsnorm_project_bwd_dx", "g_inv_rms", lambda a: a["g_inv_rms"].to("meta"), "g_inv_rms is on meta"),
+    ("fused_rmsnorm_project_bwd_dx", "eps", lambda a: -1.0, "eps must be a finite number >= 0, got -1.0"),
+]
+
+
+@pytest.mark.parametrize("impl", ["real", "fake"])
+@pytest.mark.parametrize("op, argument, bad, needle", BAD_BACKWARD_ARGS,
+                         ids=[f"{op[6:]}-{arg}-{i}" for i, (op, arg, _, _) in enumerate(BAD_BACKWARD_ARGS)])
+def test_backward_ops_reject_bad_arguments(op, argument, bad, needle, impl):
+    """Each argument of the internal backward ops is validated by the real kernel launch and by the fake
+    implementation (torch.compile's trace); the error names the argument (message and .argument)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    args = _backward_op_args()[op]
+    assert set(torch.library.opcheck(getattr(torch.ops.mhc, op).default, tuple(args.values())).values()) \
+        == {"SUCCESS"}  # the valid set is valid
+    args[argument] = bad(args)
+    fn = getattr(torch.ops.mhc, op)
+    with pytest.raises(UnsupportedInput, match=needle) as info:
+        if impl == "real":
+            fn(**args)
+        else:
+            with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+                fn(**{k: mode.from_tensor(v) if isinstance(v, torch.Tensor) else v for k, v in args.items()})
+    assert info.value.argument == argument and argument in str(info.value) and str(info.value).startswith(op)
+
+
+def test_pre_map_bwd_dx_no_longer_reads_past_h_pre():
+    """The report that started the checks: a [64, 8] grad_out with a [2, 4] h_pre returned a [64, 4, 8] dx
+    built from reads past h_pre's end."""
+    with pytest.raises(UnsupportedInput, match=r"fused_pre_map_bwd_dx: h_pre has shape \(2, 4\), expected \(64, 4\)"):
+        torch.ops.mhc.fused_pre_map_bwd_dx(torch.randn(64, 8, device=DEV), torch.rand(2, 4, device=DEV))
+
+
 def test_block_input_errors():
     blk = MHCLiteBlock(nn.Identity(), 8).to(DEV)
     with pytest.raises(UnsupportedInput, match=r"expected \('T', 4, 8\)"):
@@ -469,6 +554,39 @@ def test_block_compiles_without_graph_breaks():
     out_e.square().sum().backward()
     torch.testing.assert_close(out_c, out_e, rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(xc.grad, xe.grad, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(device.is_interpreter(), reason="needs a GPU: Inductor generates CUDA kernels")
+@pytest.mark.parametrize("dtype,T,C", [(torch.float32, 37, 41), (torch.bfloat16, 4231, 96)])
+def test_block_compiles_with_inductor_gpu(dtype, T, C):
+    """MHCLiteBlock under torch.compile(backend="inductor", fullgraph=True): one graph, no break, and the
+    output, dx and every parameter's gradient as the same block computes them eagerly (Inductor compiles
+    K2 and the wrapped layer around our ops, so they round apart: the block tolerances)."""
+    blk = _block_pair(C, dtype, seed=2)
+    x = torch.randn(T, 4, C, device=DEV).to(dtype)
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(blk)(x)
+    assert explained.graph_break_count == 0 and explained.graph_count == 1, explained.break_reasons
+    torch._dynamo.reset()
+    compiled = torch.compile(blk, backend="inductor", fullgraph=True)
+    g = torch.cos(torch.arange(x.numel(), device=DEV, dtype=torch.float64)).reshape(x.shape).to(dtype)
+
+    def step(module):  # the same parameters (blk's) through the compiled or the eager module
+        blk.zero_grad()
+        xl = x.detach().requires_grad_()
+        out = module(xl)
+        out.backward(g)
+        return out.detach(), xl.grad, {n: p.grad.clone() for n, p in blk.named_parameters()}
+
+    out_c, dx_c, grads_c = step(compiled)
+    out_e, dx_e, grads_e = step(blk)
+    assert out_c.dtype == out_e.dtype and dx_c.dtype == dx_e.dtype
+    assert _rel_err(out_c, out_e) < BLOCK_REL[dtype] and _rel_err(dx_c, dx_e) < BLOCK_REL[dtype]
+    assert set(grads_c) == set(grads_e)
+    for name in grads_e:
+        assert grads_e[name].abs().max() > 0, name
+        assert _rel_err(grads_c[name], grads_e[name]) < BLOCK_REL[dtype], name
 
 
 # ---------------------------------------------------------------------------- launch configurations
@@ -606,31 +724,58 @@ def _synthetic_trace():
     ev = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 5000}]
     ev += [k("_fused_pre_map_fwd_kernel", 1000 * i, 500.0, 7) for i in range(4)]          # t = 0, 1000, 2000, 3000
     ev += [k("_fused_post_res_bwd_fused_kernel_n4", 10000 + 2000 * i, 1500.0, 7) for i in range(3)]
+    ev += [k("_fused_pre_map_bwd_dx_kernel", 20000 + 100 * i, 0, 7) for i in range(2)]   # dur 0: sub-us kernels
     ev += [k("ncclDevKernel_ReduceScatter_Sum_f32_RING_LL", 2200, 600.0, 26),           # overlaps pre_map #3
+           k("CROSS_DEVICE_reduce_1stage", 1100, 200.0, 30),                              # no nccl prefix: pre_map #2
            k("ncclDevKernel_AllGather", 12100, 100.0, 7),                                 # same stream: ignored
            k("ncclDevKernel_AllReduce", 13400, 300.0, 26),                                # overlaps post_res #2 tail
+           k("ncclDevKernel_Broadcast", 14200, 0, 26),                                    # dur 0, inside post_res #3
            k("ampere_bf16_gemm", 0, 100.0, 7)]
     return {"traceEvents": ev}
 
 
 def test_trace_report_on_a_synthetic_trace(tmp_path, capsys):
     stats = mhc_trace.analyse(_synthetic_trace()["traceEvents"])
-    assert list(stats) == ["k3_fwd", "k4_bwd_fused"]
+    assert list(stats) == ["k3_fwd", "k3_bwd_dx", "k4_bwd_fused"]
     assert len(stats["k3_fwd"].events) == 4 and len(stats["k4_bwd_fused"].events) == 3
-    assert [e.ts for e, _ in stats["k3_fwd"].overlapped] == [2000.0]
-    assert [e.ts for e, _ in stats["k4_bwd_fused"].overlapped] == [12000.0]
-    assert stats["k4_bwd_fused"].overlapped[0][1].name == "ncclDevKernel_AllReduce"
+    assert len(stats["k3_bwd_dx"].events) == 2 and not stats["k3_bwd_dx"].overlapped
+    # The default --comm-regex: a custom all-reduce kernel counts (case-insensitive), as does a 0-us nccl kernel.
+    assert [(e.ts, c.name) for e, c in stats["k3_fwd"].overlapped] == [
+        (1000.0, "CROSS_DEVICE_reduce_1stage"), (2000.0, "ncclDevKernel_ReduceScatter_Sum_f32_RING_LL")]
+    assert [(e.ts, c.name) for e, c in stats["k4_bwd_fused"].overlapped] == [
+        (12000.0, "ncclDevKernel_AllReduce"), (14000.0, "ncclDevKernel_Broadcast")]
+    only_nccl = mhc_trace.analyse(_synthetic_trace()["traceEvents"], comm_regex="^nccl")  # the old rule
+    assert [e.ts for e, _ in only_nccl["k3_fwd"].overlapped] == [2000.0]
     path = tmp_path / "trace.json"
     path.write_text(json.dumps(_synthetic_trace()))
     assert mhc_trace.main([str(path), "--peak-gbps", "3350", "--T", "65536", "--C", "2560",
                            "--out", str(tmp_path / "r.md")]) == 0
     text = capsys.readouterr().out
-    row = next(line for line in text.splitlines() if "_fused_pre_map_fwd_kernel" in line and line.startswith("|"))
-    cells = [c.strip() for c in row.strip("|").split("|")]
-    # calls, total ms, avg us, stream; LB = 1679 MB / 3350 GB/s = 501 us over a 500 us average: 100.2%
+    table = text.split("### Invocations")[0]  # the roofline table, not the list of overlaps
+    rows = {line.split("|")[1].strip(): [c.strip() for c in line.strip().strip("|").split("|")]
+            for line in table.splitlines() if line.startswith("| `") or line.startswith("| **")}
+    cells = rows["`_fused_pre_map_fwd_kernel`"]
+    # calls, total ms, avg us, stream; LB = 1679 MB / 3350 GB/s = 501 us over a 500 us average: 100.2%;
+    # two of the four calls overlap communication, the other two average 500 us as well
     assert cells[1:5] == ["4", "2.000", "500.000", "7"]
-    assert cells[7] == "100.2%" and cells[8] == "1"
+    assert cells[7] == "100.2%" and cells[8] == "2" and cells[10] == "100.2%"
+    # zero-duration calls: counted, no efficiency or bandwidth (no division by zero)
+    zero = rows["`_fused_pre_map_bwd_dx_kernel`"]
+    assert zero[1:4] == ["2", "0.000", "0.000"] and zero[7] == "-" and zero[10] == "-" and zero[11] == "-"
+    assert rows["**TOTAL (one call each)**"][8] == "4"
+    assert "Invocations overlapping communication (4)" in text and "CROSS_DEVICE_reduce_1stage" in text
     assert "ReduceScatter" in text and (tmp_path / "r.md").read_text().strip() == text.strip()
+    assert mhc_trace.main([str(path), "--peak-gbps", "3350", "--comm-regex", "^nccl"]) == 0
+    text = capsys.readouterr().out
+    assert "Invocations overlapping communication (3)" in text and "CROSS_DEVICE" not in text
+    with pytest.raises(SystemExit):
+        mhc_trace.main([str(path), "--peak-gbps", "3350", "--comm-regex", "all_(reduce"])
+    assert "not a valid regular expression" in capsys.readouterr().err
+    # a trace of zero-duration calls only: the TOTAL row has no efficiency either
+    only_zero = mhc_trace.analyse([e for e in _synthetic_trace()["traceEvents"] if e["name"].endswith("bwd_dx_kernel")])
+    total = next(line for line in mhc_trace.report(only_zero, T=8, C=8, elem=2, peak_gbps=1.0).splitlines()
+                 if line.startswith("| **TOTAL"))
+    assert [c.strip() for c in total.strip("|").split("|")][7] == "-"
 
 
 def test_trace_report_without_our_kernels(tmp_path):
