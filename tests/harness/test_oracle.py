@@ -122,3 +122,33 @@ def test_complex_outputs_are_judged_as_real_and_imaginary_parts():
     assert res.outputs[0].first_indices[0] == (7, 1)                 # element 7, imaginary part
     res = compare(eager.conj(), eager, truth)                         # the wrong sign on imag parts
     assert not res.passed
+
+
+def test_eager_lucky_exact_elements_do_not_fail_an_equally_accurate_candidate():
+    # eager is exact at every other element and off by ~1e-4 elsewhere; the candidate is off by ~3e-5
+    # everywhere: as accurate as eager overall (row RMS), so it passes -- judging element by element
+    # against eager's own error would fail it on eager's luck.
+    g = torch.Generator().manual_seed(3)
+    truth = torch.randn(16, 512, generator=g, dtype=torch.float64)
+    noise = torch.randn(16, 512, generator=g, dtype=torch.float64)
+    eager_err = 1e-4 * noise
+    eager_err[:, ::2] = 0
+    eager = (truth + eager_err).float()
+    cand = (truth + 3e-5 * torch.randn(16, 512, generator=g, dtype=torch.float64)).float()
+    assert compare(cand, eager, truth).passed
+
+
+def test_a_wrong_block_above_eagers_error_level_still_fails_in_its_row():
+    g = torch.Generator().manual_seed(4)
+    truth = torch.randn(16, 512, generator=g, dtype=torch.float64)
+    eager = (truth + 1e-4 * torch.randn(16, 512, generator=g, dtype=torch.float64)).float()
+    cand = eager.clone()
+    cand[5, -64:] += 2e-3                         # 20x eager's error level, one row's tail
+    res = compare(cand, eager, truth)
+    assert not res.passed and res.failure_class == "mismatch"
+    assert res.outputs[0].mismatches == 64 and all(i[0] == 5 for i in res.outputs[0].first_indices)
+    # a quiet row keeps its own (small) error level: the same shift in a row where eager is exact fails too
+    eager[7] = truth[7].float()
+    cand = eager.clone()
+    cand[7, :8] += 1e-4
+    assert not compare(cand, eager, truth).passed
