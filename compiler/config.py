@@ -23,6 +23,11 @@ from .exc import ConfigError
 
 _INTERP = _device.is_interpreter()
 
+try:  # Triton's own limit on the elements of one block tensor (tl.arange, tl.full, ...)
+    from triton.language.core import TRITON_MAX_TENSOR_NUMEL
+except ImportError:  # older Triton: the value it has always had
+    TRITON_MAX_TENSOR_NUMEL = 1_048_576
+
 
 def _env(name: str, default: str) -> str:
     return os.environ.get(name, default)
@@ -48,9 +53,10 @@ class CompilerConfig:
     # "persistent", "looped" or "split" forces one (the harness runs every path on one input).
     reduction_strategy: str = "auto"
     # Largest block tensor (tl.arange, tl.full, tl.zeros, XBLOCK*RBLOCK) the code generator may
-    # emit.  Triton rejects tensors past 1,048,576 elements; a forced configuration past this
-    # raises compiler.exc.ReductionTooLarge instead of Triton's ValueError.
-    max_triton_tensor_numel: int = 1_048_576
+    # emit.  A forced configuration past this raises compiler.exc.ReductionTooLarge instead of
+    # Triton's ValueError.  At most TRITON_MAX_TENSOR_NUMEL (1,048,576): Triton rejects larger
+    # tensors itself, so a larger value is a ConfigError (lower is fine, e.g. to test the guard).
+    max_triton_tensor_numel: int = TRITON_MAX_TENSOR_NUMEL
     # Auto strategy: a reduction whose padded extent is at most this runs persistent (the whole
     # axis in one block); longer ones loop over RBLOCK chunks.
     persistent_max_rnumel: int = _by_mode(16_384, 1024)
@@ -205,6 +211,11 @@ def _validate(name: str, value: Any) -> None:
     if name in _POWERS_OF_TWO and value & (value - 1):
         raise ConfigError(f"compiler.config.{name}={value}: must be a power of two (Triton block sizes are)",
                           knob=name)
+    if name == "max_triton_tensor_numel" and value > TRITON_MAX_TENSOR_NUMEL:
+        raise ConfigError(f"compiler.config.max_triton_tensor_numel={value:,} is past Triton's own limit of "
+                          f"{TRITON_MAX_TENSOR_NUMEL:,} elements per block tensor (triton.language.core."
+                          f"TRITON_MAX_TENSOR_NUMEL): Triton would reject the kernel; use at most "
+                          f"{TRITON_MAX_TENSOR_NUMEL:,}", knob=name)
     if name == "fallback_ops" and not isinstance(value, (frozenset, set)):
         raise ConfigError(f"compiler.config.fallback_ops wants a set of op names, got {value!r}", knob=name)
 

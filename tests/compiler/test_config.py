@@ -37,6 +37,20 @@ def test_patch_rejects_bad_knobs_with_a_clear_error(changes, needle):
     assert info.value.knob == next(iter(changes))
 
 
+def test_a_tensor_limit_past_triton_s_own_is_refused_naming_the_limit():
+    from triton.language.core import TRITON_MAX_TENSOR_NUMEL
+    assert TRITON_MAX_TENSOR_NUMEL == 1_048_576 == CompilerConfig().max_triton_tensor_numel
+    with pytest.raises(ConfigError, match="Triton's own limit of 1,048,576") as info:
+        with compiler.config.patch(max_triton_tensor_numel=2**22, reduction_strategy="persistent"):
+            pass
+    assert info.value.knob == "max_triton_tensor_numel"
+    assert compiler.config.max_triton_tensor_numel == 1_048_576 and compiler.config.reduction_strategy == "auto"
+    with compiler.config.patch(max_triton_tensor_numel=2**20):  # the limit itself, and below it, are fine
+        pass
+    with compiler.config.patch(max_triton_tensor_numel=1024):
+        pass
+
+
 def test_cache_key_tracks_codegen_knobs_only():
     cfg = CompilerConfig()
     key = cfg.cache_key()
