@@ -146,9 +146,12 @@ class TritonKernel:
             return
         counters["numel_guard_hits"] += 1
         if self.reductions:
-            raise ReductionTooLarge(reduction=", ".join(self.reductions), extent=self.rnumel,
-                                    block=tuple(int(s) for s in shape), limit=limit,
-                                    strategy=self.meta.get("strategy", "?"))
+            block = tuple(int(s) for s in shape)
+            # The forced knobs that shaped this block (a tile is [XBLOCK, RBLOCK]): the fix names them.
+            used = {"xblock": block[0] if len(block) == 2 else None, "rblock": block[-1]}
+            forced = {k: getattr(config, k) for k, v in used.items() if v is not None and getattr(config, k) == v}
+            raise ReductionTooLarge(reduction=", ".join(self.reductions), extent=self.rnumel, block=block,
+                                    limit=limit, strategy=self.meta.get("strategy", "?"), forced=forced)
         raise TensorTooLarge(
             f"{self.what}: block tensor {what} of shape {list(shape)} ({numel:,} elements) is past "
             f"max_triton_tensor_numel={limit:,}; lower compiler.config.pointwise_block / xblock",

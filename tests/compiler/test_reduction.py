@@ -110,19 +110,41 @@ def test_forced_persistent_past_the_limit_raises_reduction_too_large():
             compile_graph(g.gm, g.args, "big")
     err = info.value
     assert err.extent == EXTENT and err.limit == 1_048_576 and err.block == (1, EXTENT)
-    assert "sum" in err.reduction and "looped" in str(err) and "split" in str(err)
+    assert "sum" in err.reduction and "reduction_strategy='looped') or 'split'" in str(err)
+    assert err.forced == {} and "rblock" not in str(err).split("Fix: ", 1)[1]  # nothing was forced but the strategy
     assert isinstance(err, TensorTooLarge) and not isinstance(err, ValueError)
     assert compiler.counters["numel_guard_hits"] == 1
     assert compiler.dump.last_artifacts().error.startswith("ReductionTooLarge")
 
 
-@pytest.mark.parametrize("knobs", [{"reduction_strategy": "looped", "rblock": 2**21},
-                                   {"reduction_strategy": "split", "rblock": 2**20, "xblock": 2}])
-def test_forced_blocks_past_the_limit_raise(knobs):
+@pytest.mark.parametrize("knobs, forced, fixes", [
+    ({"reduction_strategy": "looped", "rblock": 2**21}, {"rblock": 2**21},
+     ["lower the forced compiler.config.rblock=2,097,152 to at most 1,048,576"]),
+    ({"reduction_strategy": "split", "rblock": 2**20, "xblock": 2}, {"rblock": 2**20, "xblock": 2},
+     ["compiler.config.rblock=1,048,576 to at most 524,288 while XBLOCK=2",
+      "compiler.config.xblock=2 to at most 1 while RBLOCK=1,048,576"]),
+])
+def test_forced_blocks_past_the_limit_name_the_forced_knob_and_its_largest_legal_value(knobs, forced, fixes):
     g = _graph(lambda x: x.view(2, -1).sum(1), torch.randn(EXTENT))
     with compiler.config.patch(**knobs):
-        with pytest.raises(ReductionTooLarge, match="max_triton_tensor_numel"):
+        with pytest.raises(ReductionTooLarge, match="max_triton_tensor_numel") as info:
             compile_graph(g.gm, g.args, "big")
+    err = info.value
+    assert err.forced == forced and err.strategy == knobs["reduction_strategy"]
+    fix = str(err).split("Fix: ", 1)[1]
+    for want in fixes:
+        assert want in fix
+    assert "reduction_strategy=" not in fix  # the strategy in use is not the problem: the forced block is
+
+
+def test_forced_xblock_of_a_persistent_reduction_names_xblock_only():
+    g = _graph(lambda x: x.sum(1), torch.randn(64, 1000))
+    with compiler.config.patch(reduction_strategy="persistent", xblock=2048):
+        with pytest.raises(ReductionTooLarge) as info:
+            compile_graph(g.gm, g.args, "wide")
+    fix = str(info.value).split("Fix: ", 1)[1]
+    assert info.value.forced == {"xblock": 2048}
+    assert "compiler.config.xblock=2,048 to at most 1,024 while RBLOCK=1,024" in fix and "rblock=" not in fix
 
 
 def test_the_limit_is_a_knob():
