@@ -114,6 +114,12 @@ class CompilerConfig:
     force_int64_indexing: bool = False
     # num_warps of every launch (None: 4, or 8 for blocks of 2048+ elements).  GPU only.
     num_warps: Optional[int] = None
+    # Let Triton / LLVM contract a * b + c into one FMA (Triton's enable_fp_fusion, True by
+    # default there).  Off here: contraction changes rounding where the IR says otherwise, e.g.
+    # layer norm's backward at N = 1 computed g * 1.0 - sum(g) as an FMA and gave dx = 5.7e-7
+    # instead of exactly 0 on an H100.  Passed as enable_fp_fusion= to every generated and GEMM
+    # template launch (the interpreter accepts and ignores it).  TRITONDIFF_COMPILER_FP_FUSION=1.
+    fp_fusion: bool = dataclasses.field(default_factory=lambda: _env_flag("TRITONDIFF_COMPILER_FP_FUSION"))
     # ATen ops (e.g. "aten.exp.default" or "aten.exp") lowered to ExternKernel regardless of
     # the registry.  TRITONDIFF_COMPILER_FALLBACK, comma separated.
     fallback_ops: frozenset = dataclasses.field(default_factory=lambda: frozenset(

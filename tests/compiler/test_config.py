@@ -28,6 +28,7 @@ def test_patch_restores_after_an_exception():
     ({"xblock": 0}, "positive int"),
     ({"fusion": "yes"}, "True or False"),
     ({"execution": "gpu"}, "execution"),
+    ({"fp_fusion": 1}, "True or False"),
 ])
 def test_patch_rejects_bad_knobs_with_a_clear_error(changes, needle):
     with pytest.raises(ConfigError, match=needle) as info:
@@ -63,6 +64,10 @@ def test_cache_key_tracks_codegen_knobs_only():
 def test_env_vars_are_read_in_config(monkeypatch):
     monkeypatch.setenv("TRITONDIFF_COMPILER_FALLBACK", "aten.exp, aten.mul.Tensor")
     monkeypatch.setenv("TRITONDIFF_COMPILER_VERIFY", "1")
+    monkeypatch.setenv("TRITONDIFF_COMPILER_FP_FUSION", "1")
     cfg = CompilerConfig()
     assert cfg.fallback_ops == frozenset({"aten.exp", "aten.mul.Tensor"})
     assert cfg.verify_ir is True
+    assert cfg.fp_fusion is True and CompilerConfig.__dataclass_fields__["fp_fusion"].default_factory() is True
+    monkeypatch.delenv("TRITONDIFF_COMPILER_FP_FUSION")
+    assert CompilerConfig().fp_fusion is False
