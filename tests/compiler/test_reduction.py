@@ -173,3 +173,37 @@ def test_reductions_past_2_pow_20_run_correctly(strategy, dtype):
         got = run_compiled(fn, x)
     want = fn(x)
     assert_same(got, want, rtol=1e-4, atol=1e-2)
+
+
+# ------------------------------------------------------------------- what the counters mean
+
+def test_strategy_counters_count_reductions_not_kernels():
+    x = torch.randn(9, 341)
+    assert_same(run_compiled(lambda x: torch.softmax(x, -1), x), torch.softmax(x, -1))
+    assert compiler.counters["kernels_generated"] == 1
+    assert compiler.counters["reduction_strategy.persistent"] == 2  # max and sum, fused in one kernel
+    compiler.counters.clear()
+    fn = lambda x: (x.sum(1), x.amax(1), x.argmin(1))  # noqa: E731  (siblings: one kernel)
+    with compiler.config.patch(reduction_strategy="looped", rblock=64):
+        assert_same(run_compiled(fn, x), fn(x))
+    assert compiler.counters["kernels_generated"] == 1 and compiler.counters["reduction_strategy.looped"] == 3
+
+
+def _row_iota_sum_and_column_sum(x):
+    return (x * torch.arange(x.shape[1], device=x.device)).sum(-1), x.sum(0)
+
+
+def test_loop_local_iota_counts_loops_over_the_reduced_axis_only():
+    x = torch.randn(341, 16)
+    # Mixed order: the row loop is not a loop over the reduced axis; rindex there is the whole row.
+    assert_same(run_compiled(_row_iota_sum_and_column_sum, x), _row_iota_sum_and_column_sum(x))
+    src = compiler.dump.last_artifacts().texts["triton"]
+    assert compiler.counters["reduction_strategy.mixed_order"] == 2 and "for xstep in range(" in src
+    assert "(rindex).to(tl.int64)" in src  # the iota is there, computed from the whole-row rindex
+    assert compiler.counters["loop_local_iota"] == 0
+    # Looped: the same iota inside the roffset loop, from the loop-local rindex.
+    compiler.counters.clear()
+    with compiler.config.patch(reduction_strategy="looped", rblock=4, mixed_order_reductions=False):
+        assert_same(run_compiled(_row_iota_sum_and_column_sum, x), _row_iota_sum_and_column_sum(x))
+    assert "for roffset in range(" in compiler.dump.last_artifacts().texts["triton"]
+    assert compiler.counters["loop_local_iota"] == 1
