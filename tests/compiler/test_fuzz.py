@@ -1,6 +1,6 @@
 """The graph fuzzer: Hypothesis builds random pointwise / reduction / view programs; each is
 compiled and judged against eager with the harness oracle.  Every failure it finds becomes a
-named test in tests/compiler/test_fuzz_regressions.py with the program's source."""
+named test in tests/compiler/test_regressions.py holding the program as a ``Program`` value."""
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
