@@ -21,6 +21,8 @@
 - ``gemm_template.<mm|addmm|bmm>``: matmuls lowered to the GEMM template;
   ``gemm_template.epilogues``: pointwise groups fused into a template's kernel
 - ``autotune.tuned`` / ``.benchmarks`` / ``.cache_hits`` / ``.cache_rebuilt``, ``autotune.winner.<name>``
+- ``mismatch_stage.<lowering|fusion|codegen|unknown>``: compiled results a correctness tool found
+  wrong, by the stage at fault (``compiler.triage``)
 """
 from __future__ import annotations
 

@@ -3,7 +3,8 @@
 Every compilation keeps its artifacts in memory (the last ``config.keep_artifacts``), keyed by
 the pipeline step that produced them; with ``config.dump_dir`` set they are also written to
 ``<dump_dir>/<graph>/<NN>_<step>.txt`` (``.py`` for the Triton module).  The harness puts
-``last_artifacts()`` into failure dumps.
+``recent_artifacts()`` into failure dumps; a correctness tool that finds a graph's program
+wrong adds a ``triage`` step naming the stage at fault (``compiler.triage``).
 """
 from __future__ import annotations
 
@@ -28,6 +29,9 @@ class Artifacts:
     counters: dict[str, int] = dataclasses.field(default_factory=dict)
     error: Optional[str] = None
     directory: Optional[str] = None
+    # Where a wrong result of this graph's program comes from, when a correctness tool found
+    # one: "lowering" / "fusion" / "codegen" / "unknown" (compiler.triage; its "triage" text).
+    stage: Optional[str] = None
     counters_at_begin: dict[str, int] = dataclasses.field(default_factory=dict, repr=False)
 
     def record(self, step: str, text: str) -> None:
@@ -53,6 +57,8 @@ class Artifacts:
         """A short text for failure reports: which graph, where the files are, its counters."""
         where = self.directory or "(in memory; set compiler.config.dump_dir to write files)"
         lines = [f"compiled graph {self.graph}: {where}", f"counters: {self.counters}"]
+        if self.stage:
+            lines.append(self.texts.get("triage", f"mismatch stage: {self.stage}"))
         if self.error:
             lines.append(f"error: {self.error}")
         return "\n".join(lines)

@@ -7,7 +7,8 @@ runs it with torch ops, so ``compiler.compile(program)`` compiles it) and its ``
 Python source a regression test can paste.
 
 ``check_program`` compiles one program, runs it on seeded inputs and judges the result
-with the harness oracle against float64; ``tests/compiler/test_fuzz.py`` drives it and
+with the harness oracle against float64 (a wrong one is placed in lowering, fusion or
+codegen by ``compiler.triage``); ``tests/compiler/test_fuzz.py`` drives it and
 ``compiler.subjects`` registers it as a harness subject.
 """
 from __future__ import annotations
@@ -217,22 +218,30 @@ class FuzzResult:
     passed: bool
     message: str
     program: Program
+    stage: Optional[str] = None  # when it failed: "lowering" / "fusion" / "codegen" / "unknown" (compiler.triage)
 
 
 def check_program(program: Program, seed: int = 0, dtype: torch.dtype = torch.float32,
                   strategy: Optional[str] = None) -> FuzzResult:
-    """Compile ``program``, run it on seeded inputs, judge it against eager / float64."""
+    """Compile ``program``, run it on seeded inputs, judge it against eager / float64.
+
+    A wrong result is re-run as unfused and fused IR to name the stage at fault.
+    """
     import compiler
-    from harness.oracle import compare
+    from compiler import triage
     inputs = make_inputs(program, seed, dtype)
-    eager = program(*inputs)
-    truth = program(*[t.double() for t in inputs])
+    eager, truth = triage.references(program, inputs)
     torch._dynamo.reset()
     knobs = {"reduction_strategy": strategy} if strategy else {}
+    before = compiler.counters["graphs_compiled"]
     with compiler.config.patch(**knobs):
-        got = compiler.compile(program, dynamic=False)(*inputs)
-    result = compare(got, eager, truth)
-    return FuzzResult(result.passed, "" if result.passed else f"{result.failure_class}: {result.message}", program)
+        compiled = compiler.compile(program, dynamic=False)
+        got = compiled(*triage.copies(inputs))
+        found = triage.diagnose(got, lambda: compiled(*triage.copies(inputs)),
+                                lambda out: triage.judge(out, eager, truth), triage.compiled_since(before))
+    if found is None:
+        return FuzzResult(True, "", program)
+    return FuzzResult(False, found.describe(), program, found.stage)
 
 
 __all__ = ["Program", "Step", "OPS", "programs", "check_program", "make_inputs", "FuzzResult"]
