@@ -214,19 +214,23 @@ def program_inputs(program: fuzz.Program, x: torch.Tensor) -> list[torch.Tensor]
     return out
 
 
-def run_program(program, x: torch.Tensor):
-    """``program`` as ``Program.to_json()`` data: harness cases carry plain lists to workers."""
+def run_program(program, x: torch.Tensor, knobs=()):
+    """``program`` as ``Program.to_json()`` data: harness cases carry plain lists to workers.
+    (``knobs`` only matter to the compiled run.)"""
     program = fuzz.Program.from_json(program)
     return program(*program_inputs(program, x))
 
 
 @subject(name="compiler.graph_fuzz", reference=run_program,
          inputs={"program": fuzz.programs().map(fuzz.Program.to_json),
-                 "x": tensor(("N",), dtypes=("float32",), layouts=("contiguous",))},
+                 "x": tensor(("N",), dtypes=FLOATS, layouts=("contiguous",)),
+                 "knobs": fuzz.reduction_knobs().map(lambda knobs: sorted(knobs.items()))},
          dims={"N": FUZZ_NUMEL})
-def graph_fuzz(program, x):
+def graph_fuzz(program, x, knobs=()):
+    """A random program in x's dtype, its reductions forced to the drawn strategy (``knobs``: config
+    (name, value) pairs, plain lists in a harness case)."""
     parsed = fuzz.Program.from_json(program)  # outside the compiled region: dynamo sees only tensor ops
-    return run_compiled(lambda x: parsed(*program_inputs(parsed, x)), x)
+    return run_compiled(lambda x: parsed(*program_inputs(parsed, x)), x, **dict(knobs))
 
 
 # ------------------------------------------------------------- mixed-order reductions (#8)
