@@ -73,18 +73,22 @@ class TuneKey:
     signature: tuple
     candidates: tuple[str, ...]
     device: str
+    options: tuple = ()  # Triton compile options of the launches, (name, value) pairs (runtime.compile_options)
 
     def digest(self) -> str:
         payload = {"source": self.source_hash, "signature": [list(map(str, s)) for s in self.signature],
                    "candidates": list(self.candidates), "device": self.device, "torch": torch.__version__,
                    "triton": triton.__version__}
+        if self.options:  # absent when there are none, so keys written before options existed stay valid
+            payload["options"] = [[k, repr(v)] for k, v in self.options]
         return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
 def make_key(kernel: str, sources: Sequence[str], env: dict, names: Sequence[str],
-             candidates: Sequence[str]) -> TuneKey:
+             candidates: Sequence[str], options: Optional[dict] = None) -> TuneKey:
     source_hash = hashlib.sha256("\n".join(sources).encode()).hexdigest()
-    return TuneKey(kernel, source_hash, tensor_signature(env, names), tuple(candidates), device_name())
+    return TuneKey(kernel, source_hash, tensor_signature(env, names), tuple(candidates), device_name(),
+                   tuple(sorted((options or {}).items())))
 
 
 # ------------------------------------------------------------------------------------ cache

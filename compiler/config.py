@@ -23,6 +23,11 @@ from .exc import ConfigError
 
 _INTERP = _device.is_interpreter()
 
+try:  # Triton's own limit on the elements of one block tensor (tl.arange, tl.full, ...)
+    from triton.language.core import TRITON_MAX_TENSOR_NUMEL
+except ImportError:  # older Triton: the value it has always had
+    TRITON_MAX_TENSOR_NUMEL = 1_048_576
+
 
 def _env(name: str, default: str) -> str:
     return os.environ.get(name, default)
@@ -48,9 +53,10 @@ class CompilerConfig:
     # "persistent", "looped" or "split" forces one (the harness runs every path on one input).
     reduction_strategy: str = "auto"
     # Largest block tensor (tl.arange, tl.full, tl.zeros, XBLOCK*RBLOCK) the code generator may
-    # emit.  Triton rejects tensors past 1,048,576 elements; a forced configuration past this
-    # raises compiler.exc.ReductionTooLarge instead of Triton's ValueError.
-    max_triton_tensor_numel: int = 1_048_576
+    # emit.  A forced configuration past this raises compiler.exc.ReductionTooLarge instead of
+    # Triton's ValueError.  At most TRITON_MAX_TENSOR_NUMEL (1,048,576): Triton rejects larger
+    # tensors itself, so a larger value is a ConfigError (lower is fine, e.g. to test the guard).
+    max_triton_tensor_numel: int = TRITON_MAX_TENSOR_NUMEL
     # Auto strategy: a reduction whose padded extent is at most this runs persistent (the whole
     # axis in one block); longer ones loop over RBLOCK chunks.
     persistent_max_rnumel: int = _by_mode(16_384, 1024)
@@ -108,6 +114,12 @@ class CompilerConfig:
     force_int64_indexing: bool = False
     # num_warps of every launch (None: 4, or 8 for blocks of 2048+ elements).  GPU only.
     num_warps: Optional[int] = None
+    # Let Triton / LLVM contract a * b + c into one FMA (Triton's enable_fp_fusion, True by
+    # default there).  Off here: contraction changes rounding where the IR says otherwise, e.g.
+    # layer norm's backward at N = 1 computed g * 1.0 - sum(g) as an FMA and gave dx = 5.7e-7
+    # instead of exactly 0 on an H100.  Passed as enable_fp_fusion= to every generated and GEMM
+    # template launch (the interpreter accepts and ignores it).  TRITONDIFF_COMPILER_FP_FUSION=1.
+    fp_fusion: bool = dataclasses.field(default_factory=lambda: _env_flag("TRITONDIFF_COMPILER_FP_FUSION"))
     # ATen ops (e.g. "aten.exp.default" or "aten.exp") lowered to ExternKernel regardless of
     # the registry.  TRITONDIFF_COMPILER_FALLBACK, comma separated.
     fallback_ops: frozenset = dataclasses.field(default_factory=lambda: frozenset(
@@ -205,6 +217,11 @@ def _validate(name: str, value: Any) -> None:
     if name in _POWERS_OF_TWO and value & (value - 1):
         raise ConfigError(f"compiler.config.{name}={value}: must be a power of two (Triton block sizes are)",
                           knob=name)
+    if name == "max_triton_tensor_numel" and value > TRITON_MAX_TENSOR_NUMEL:
+        raise ConfigError(f"compiler.config.max_triton_tensor_numel={value:,} is past Triton's own limit of "
+                          f"{TRITON_MAX_TENSOR_NUMEL:,} elements per block tensor (triton.language.core."
+                          f"TRITON_MAX_TENSOR_NUMEL): Triton would reject the kernel; use at most "
+                          f"{TRITON_MAX_TENSOR_NUMEL:,}", knob=name)
     if name == "fallback_ops" and not isinstance(value, (frozenset, set)):
         raise ConfigError(f"compiler.config.fallback_ops wants a set of op names, got {value!r}", knob=name)
 

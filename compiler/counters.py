@@ -3,14 +3,17 @@
 ``compiler.counters`` is a ``collections.Counter`` keyed by dotted names:
 
 - ``graphs_compiled``, ``kernels_generated``
-- ``reduction_strategy.persistent`` / ``.looped`` / ``.split`` / ``.mixed_order``: one per fused
-  reduction kernel
+- ``reduction_strategy.persistent`` / ``.looped`` / ``.split`` / ``.mixed_order``: the strategy
+  chosen, counted once per reduction node (a kernel that fuses softmax's max and sum counts 2;
+  every reduction of a mixed-order kernel, row or column, counts as ``mixed_order``)
 - ``mixed_order_reductions``: row-reduction and column-reduction groups over the same rows
   joined into one kernel that reads their shared inputs once (layer-norm backward's dx + dW/dB)
 - ``small_matmul_inlined``: mm / addmm / bmm with an inner size <= ``matmul_small_k_max``
   lowered as an unrolled pointwise node (fusable) instead of a library call
-- ``loop_local_iota``: index expressions over the reduction axis emitted inside a reduction
-  loop from the loop-local ``rindex`` (never a ``tl.arange`` of the whole axis; seed 000)
+- ``loop_local_iota``: index expressions over the reduction axis emitted inside a loop over
+  that axis (looped and split chunks) from the loop-local ``rindex = roffset + rbase`` -- never
+  a ``tl.arange`` of the whole axis (seed 000).  A mixed-order kernel's row loop is not one:
+  its ``rindex`` is the whole row, defined before the loop
 - ``fused_nodes``: fusions made (two kernels became one); ``inlined_nodes``: producers
   recomputed inside their consumers instead of stored; ``dead_nodes``: lowered nodes nothing used
 - ``extern.<op>``: nodes that fell back to calling the ATen op
@@ -18,6 +21,8 @@
 - ``gemm_template.<mm|addmm|bmm>``: matmuls lowered to the GEMM template;
   ``gemm_template.epilogues``: pointwise groups fused into a template's kernel
 - ``autotune.tuned`` / ``.benchmarks`` / ``.cache_hits`` / ``.cache_rebuilt``, ``autotune.winner.<name>``
+- ``mismatch_stage.<lowering|fusion|codegen|unknown>``: compiled results a correctness tool found
+  wrong, by the stage at fault (``compiler.triage``)
 """
 from __future__ import annotations
 

@@ -3,7 +3,8 @@
 Every compilation keeps its artifacts in memory (the last ``config.keep_artifacts``), keyed by
 the pipeline step that produced them; with ``config.dump_dir`` set they are also written to
 ``<dump_dir>/<graph>/<NN>_<step>.txt`` (``.py`` for the Triton module).  The harness puts
-``last_artifacts()`` into failure dumps.
+``recent_artifacts()`` into failure dumps; a correctness tool that finds a graph's program
+wrong adds a ``triage`` step naming the stage at fault (``compiler.triage``).
 """
 from __future__ import annotations
 
@@ -23,9 +24,15 @@ class Artifacts:
     graph: str
     texts: dict[str, str] = dataclasses.field(default_factory=dict)
     paths: dict[str, str] = dataclasses.field(default_factory=dict)
+    # What this compilation added to ``compiler.counters`` (finish() minus begin()), not the
+    # process-wide totals: a dump of the second graph must not show the first graph's kernels.
     counters: dict[str, int] = dataclasses.field(default_factory=dict)
     error: Optional[str] = None
     directory: Optional[str] = None
+    # Where a wrong result of this graph's program comes from, when a correctness tool found
+    # one: "lowering" / "fusion" / "codegen" / "unknown" (compiler.triage; its "triage" text).
+    stage: Optional[str] = None
+    counters_at_begin: dict[str, int] = dataclasses.field(default_factory=dict, repr=False)
 
     def record(self, step: str, text: str) -> None:
         self.texts[step] = text
@@ -39,15 +46,19 @@ class Artifacts:
             self.paths[step] = path
 
     def finish(self, error: Optional[BaseException] = None) -> None:
-        self.counters = counters.snapshot()
+        now = counters.snapshot()
+        before = self.counters_at_begin
+        self.counters = {k: v - before.get(k, 0) for k, v in now.items() if v > before.get(k, 0)}
         if error is not None:
             self.error = f"{type(error).__name__}: {error}"
             self.record("error", self.error)
 
     def summary(self) -> str:
-        """A short text for failure reports: which graph, where the files are, the counters."""
+        """A short text for failure reports: which graph, where the files are, its counters."""
         where = self.directory or "(in memory; set compiler.config.dump_dir to write files)"
         lines = [f"compiled graph {self.graph}: {where}", f"counters: {self.counters}"]
+        if self.stage:
+            lines.append(self.texts.get("triage", f"mismatch stage: {self.stage}"))
         if self.error:
             lines.append(f"error: {self.error}")
         return "\n".join(lines)
@@ -57,7 +68,7 @@ _recent: collections.deque = collections.deque(maxlen=64)
 
 
 def begin(graph: str) -> Artifacts:
-    artifacts = Artifacts(graph)
+    artifacts = Artifacts(graph, counters_at_begin=counters.snapshot())
     _recent.append(artifacts)
     while len(_recent) > config.keep_artifacts:
         _recent.popleft()

@@ -65,23 +65,56 @@ class ReductionTooLarge(TensorTooLarge):
     """A forced reduction configuration needs a block tensor past the Triton limit.
 
     Fields: ``reduction`` (buffer name and type), ``extent`` (elements along the reduced
-    axis), ``block`` (the block shape asked for), ``limit``.
+    axis), ``block`` (the block shape asked for, [XBLOCK, RBLOCK] for a tile), ``limit``,
+    ``strategy`` and ``forced`` (the forced block knobs that shaped ``block``, e.g.
+    ``{"rblock": 2097152}``).  The message's fix is built from those: the strategy to switch
+    to when the whole axis cannot fit, else each forced knob with its largest legal value.
     """
 
-    def __init__(self, *, reduction: str, extent: int, block: tuple[int, ...], limit: int, strategy: str):
+    def __init__(self, *, reduction: str, extent: int, block: tuple[int, ...], limit: int, strategy: str,
+                 forced: dict[str, int] | None = None):
         numel = 1
         for b in block:
             numel *= b
+        forced = dict(forced or {})
         message = (
             f"reduction {reduction} over {extent:,} elements: the {strategy} strategy needs a block "
             f"of shape {list(block)} ({numel:,} elements), past max_triton_tensor_numel={limit:,}. "
-            f"Fix: use compiler.config.patch(reduction_strategy='looped') or 'split' (they stream the "
-            f"axis in chunks), or lower rblock/xblock; Triton itself rejects tensors past 1,048,576 elements.")
+            f"Fix: {_reduction_fix(strategy, extent, tuple(block), limit, forced)}.")
         super().__init__(message, what=f"reduction {reduction}", shape=block, numel=numel, limit=limit)
         self.reduction = reduction
         self.extent = extent
         self.block = tuple(block)
         self.strategy = strategy
+        self.forced = forced
+
+
+def _pow2_at_most(n: int) -> int:
+    return 1 << (n.bit_length() - 1) if n >= 1 else 0
+
+
+def _reduction_fix(strategy: str, extent: int, block: tuple[int, ...], limit: int, forced: dict[str, int]) -> str:
+    """How to get under ``limit``, from what was actually asked for."""
+    xblock, rblock = (block[0], block[-1]) if len(block) >= 2 else (1, block[-1] if block else 1)
+    whole_axis = strategy in ("persistent", "mixed_order")  # RBLOCK must cover the reduced axis
+    fixes = []
+    if whole_axis and _pow2_at_most(limit) < extent:
+        fixes.append(f"the {strategy} strategy holds all {extent:,} elements of the axis in one block, which "
+                     f"cannot fit: use compiler.config.patch(reduction_strategy='looped') or 'split' (they "
+                     f"stream the axis in RBLOCK chunks)")
+    for knob, other, other_name in (("rblock", xblock, "XBLOCK"), ("xblock", rblock, "RBLOCK")):
+        if knob not in forced:
+            continue
+        largest = _pow2_at_most(limit // other)
+        if largest == 0 or (knob == "rblock" and whole_axis and largest < extent):
+            continue  # no value of this knob fits: the strategy (or the other knob) has to change
+        with_other = f" while {other_name}={other:,}" if other > 1 else ""
+        fixes.append(f"lower the forced compiler.config.{knob}={forced[knob]:,} to at most {largest:,}{with_other} "
+                     f"(or leave it unset: the {strategy} strategy then picks a block that fits)")
+    if not fixes:
+        fixes.append("lower compiler.config.looped_rblock / max_reduction_block_numel, or force a smaller "
+                     "rblock / xblock")
+    return "; or ".join(fixes)
 
 
 class KernelCompileError(CompilerError):

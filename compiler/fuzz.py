@@ -1,13 +1,17 @@
-"""Graph fuzzer: random small programs of pointwise, reduction and view ops.
+"""Graph fuzzer: random small programs of pointwise, reduction, cast and view ops.
 
 ``programs()`` is a Hypothesis strategy for ``Program``: a few input shapes and a list of
-steps, each an op applied to earlier values with parameters valid for their shapes (shapes
-are tracked on meta tensors while drawing).  A ``Program`` is callable (``program(*xs)``
+steps, each an op applied to earlier values with parameters valid for their shapes and
+dtypes (shapes and dtypes are tracked on meta tensors while drawing).  Programs are
+dtype-agnostic: they run in whatever floating dtype their inputs have (the subject draws
+float32 / float16 / bfloat16), and ``reduction_knobs()`` draws the reduction strategy
+(auto / persistent / looped / split, with a small forced RBLOCK so short axes loop).  A ``Program`` is callable (``program(*xs)``
 runs it with torch ops, so ``compiler.compile(program)`` compiles it) and its ``repr`` is
 Python source a regression test can paste.
 
 ``check_program`` compiles one program, runs it on seeded inputs and judges the result
-with the harness oracle against float64; ``tests/compiler/test_fuzz.py`` drives it and
+with the harness oracle against float64 (a wrong one is placed in lowering, fusion or
+codegen by ``compiler.triage``); ``tests/compiler/test_fuzz.py`` drives it and
 ``compiler.subjects`` registers it as a harness subject.
 """
 from __future__ import annotations
@@ -18,7 +22,12 @@ from typing import Callable, Optional, Sequence
 import torch
 from hypothesis import strategies as st
 
-SIZES = (1, 2, 3, 5, 9, 16, 41)
+SIZES = (1, 2, 3, 5, 9, 16, 41, 341, 4231)
+STRATEGIES = ("auto", "persistent", "looped", "split")
+#: RBLOCKs forced on looped / split reductions (None: the heuristic's), so that a short axis
+#: still takes several loop iterations and partials.
+FORCED_RBLOCKS = (None, 16, 128)
+CAST_DTYPES = ("float32", "float16", "bfloat16")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +71,11 @@ OPS: dict[str, Callable[..., torch.Tensor]] = {
     "amax": lambda x, dim, keepdim: x.amax(dim, keepdim=keepdim),
     "mean": lambda x, dim, keepdim: x.mean(dim, keepdim=keepdim),
     "var": lambda x, dim, keepdim: x.var(dim, keepdim=keepdim, correction=0),
+    "prod": lambda x, dim, keepdim: x.prod(dim, keepdim=keepdim),
+    "argmax": lambda x, dim, keepdim: x.argmax(dim, keepdim=keepdim),
+    "argmin": lambda x, dim, keepdim: x.argmin(dim, keepdim=keepdim),
+    "any": lambda x, dim, keepdim: x.any(dim, keepdim=keepdim),
+    "all": lambda x, dim, keepdim: x.all(dim, keepdim=keepdim),
     "softmax": lambda x, dim: torch.softmax(x, dim),
     "norm_rows": lambda x, dim: x * torch.rsqrt((x * x).mean(dim, keepdim=True) + 1e-5),
     # views
@@ -71,10 +85,19 @@ OPS: dict[str, Callable[..., torch.Tensor]] = {
     "slice": lambda x, dim, start, step: x.narrow(dim, 0, x.shape[dim])[(slice(None),) * dim + (slice(start, None, step),)],
     "permute": lambda x, perm: x.permute(*perm),
     "contiguous_t": lambda x, a, b: x.transpose(a, b).contiguous(),
+    # casts
+    "cast": lambda x, dtype: x.to(getattr(torch, dtype)),
+    "to_float": lambda x: x.float(),
 }
 UNARY = ("exp", "tanh", "sigmoid", "neg", "abs", "relu", "sqrt", "log", "rsqrt", "square", "flatten")
 BINARY = ("add", "sub", "mul", "div", "maximum", "where")
-REDUCTIONS = ("sum", "amax", "mean", "var")
+REDUCTIONS = ("sum", "amax", "mean", "var", "prod")
+BOOL_REDUCTIONS = ("any", "all")
+#: Integer results must match eager exactly, so argmax / argmin only see values every
+#: execution computes bit-identically: inputs, their views, and these ops of them.
+ARG_REDUCTIONS = ("argmax", "argmin")
+EXACT_OPS = frozenset({"neg", "abs", "relu", "transpose", "flatten", "unsqueeze_expand", "slice", "permute",
+                       "contiguous_t", "cast"})  # a cast rounds to nearest-even everywhere
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,11 +151,15 @@ def _meta(shape) -> torch.Tensor:
 
 
 @st.composite
-def _step(draw, values: list[torch.Tensor]) -> tuple[Step, torch.Tensor]:
+def _step(draw, values: list[torch.Tensor], exact: list[bool]) -> tuple[Step, torch.Tensor]:
     float_ids = [i for i, v in enumerate(values) if v.dtype.is_floating_point]
+    other_ids = [i for i, v in enumerate(values) if not v.dtype.is_floating_point]
     i = draw(st.sampled_from(float_ids))
     x = values[i]
-    kinds = ["unary", "binary", "scalar", "reduce", "softmax", "view"]
+    kinds = ["unary", "binary", "scalar", "reduce", "softmax", "view", "cast"]
+    exact_ids = [j for j in float_ids if exact[j] and values[j].dim()]
+    if exact_ids:
+        kinds.append("arg_reduce")
     kind = draw(st.sampled_from(kinds))
     if kind == "unary" or (kind in ("reduce", "softmax", "view") and x.dim() == 0):
         step = Step(draw(st.sampled_from(UNARY if x.dim() else UNARY[:-1])), (i,))
@@ -140,14 +167,24 @@ def _step(draw, values: list[torch.Tensor]) -> tuple[Step, torch.Tensor]:
         step = Step(draw(st.sampled_from(("scale", "shift"))), (i,),
                     (("c", draw(st.sampled_from((0.5, -2.0, 3.0, 1e-3)))),))
     elif kind == "binary":
-        partners = [j for j in float_ids if _broadcasts(values[j].shape, x.shape)]
+        partners = [j for j in float_ids if _broadcasts(values[j].shape, x.shape)]  # mixed dtypes promote
         j = draw(st.sampled_from(partners))
         step = Step(draw(st.sampled_from(BINARY)), (i, j) if draw(st.booleans()) else (j, i))
     elif kind == "reduce":
         dim = draw(st.integers(0, x.dim() - 1))
-        step = Step(draw(st.sampled_from(REDUCTIONS)), (i,), (("dim", dim), ("keepdim", draw(st.booleans()))))
+        step = Step(draw(st.sampled_from(REDUCTIONS + BOOL_REDUCTIONS)), (i,),
+                    (("dim", dim), ("keepdim", draw(st.booleans()))))
+    elif kind == "arg_reduce":
+        i = draw(st.sampled_from(exact_ids))
+        step = Step(draw(st.sampled_from(ARG_REDUCTIONS)), (i,),
+                    (("dim", draw(st.integers(0, values[i].dim() - 1))), ("keepdim", draw(st.booleans()))))
     elif kind == "softmax":
         step = Step(draw(st.sampled_from(("softmax", "norm_rows"))), (i,), (("dim", draw(st.integers(0, x.dim() - 1))),))
+    elif kind == "cast":
+        if other_ids and draw(st.booleans()):  # an argmax / any result back into the float chain
+            step = Step("to_float", (draw(st.sampled_from(other_ids)),))
+        else:
+            step = Step("cast", (i,), (("dtype", draw(st.sampled_from(CAST_DTYPES))),))
     else:
         step = _view_step(draw, i, x)
     out = OPS[step.op](*[values[a] for a in step.args], **step.kwargs())
@@ -183,25 +220,60 @@ def _broadcasts(a: Sequence[int], b: Sequence[int]) -> bool:
 
 @st.composite
 def programs(draw, max_steps: int = 6, max_numel: int = 20_000) -> Program:
-    """Random programs over 1-2 inputs of one random shape (rank 1-3, sizes in ``SIZES``)."""
+    """Random programs over 1-2 inputs of one random shape (rank 1-3, sizes in ``SIZES``, at most
+    ``max_numel`` elements an input)."""
     rank = draw(st.integers(1, 3))
-    shape = tuple(draw(st.sampled_from(SIZES)) for _ in range(rank))
+    shape: tuple[int, ...] = ()
+    for _ in range(rank):
+        room = max_numel // max(1, _numel(shape))
+        shape += (draw(st.sampled_from([s for s in SIZES if s <= room])),)
     shapes = [shape]
     if draw(st.booleans()):
         shapes.append(shape if draw(st.booleans()) else tuple(1 if k == 0 else s for k, s in enumerate(shape)))
     values = [_meta(s) for s in shapes]
+    exact = [True] * len(values)
     steps = []
     for _ in range(draw(st.integers(1, max_steps))):
-        step, out = draw(_step(values))
+        step, out = draw(_step(values, exact))
         if out.numel() > max_numel:
             continue
         steps.append(step)
         values.append(out)
+        exact.append(_exact(step, exact))
     n = len(shapes)
     outputs = (len(values) - 1,)
     if len(values) - n > 1 and draw(st.booleans()):
         outputs = (draw(st.integers(n, len(values) - 2)),) + outputs
     return Program(tuple(shapes), tuple(steps), outputs)
+
+
+def _numel(shape: Sequence[int]) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _exact(step: Step, exact: list[bool]) -> bool:
+    """Is the step's value computed bit-identically by eager and every compiled execution?"""
+    return step.op in EXACT_OPS and all(exact[a] for a in step.args)
+
+
+@st.composite
+def reduction_knobs(draw) -> dict:
+    """``compiler.config`` knobs forcing the reduction strategy (``{}`` is the automatic choice).
+
+    Looped and split may also get a small forced RBLOCK, so that the short axes of fuzzed
+    programs take several loop iterations / partials instead of one.
+    """
+    strategy = draw(st.sampled_from(STRATEGIES))
+    if strategy == "auto":
+        return {}
+    knobs = {"reduction_strategy": strategy}
+    rblock = draw(st.sampled_from(FORCED_RBLOCKS)) if strategy in ("looped", "split") else None
+    if rblock:
+        knobs["rblock"] = rblock
+    return knobs
 
 
 def make_inputs(program: Program, seed: int, dtype: torch.dtype = torch.float32) -> list[torch.Tensor]:
@@ -217,22 +289,32 @@ class FuzzResult:
     passed: bool
     message: str
     program: Program
+    stage: Optional[str] = None  # when it failed: "lowering" / "fusion" / "codegen" / "unknown" (compiler.triage)
 
 
 def check_program(program: Program, seed: int = 0, dtype: torch.dtype = torch.float32,
-                  strategy: Optional[str] = None) -> FuzzResult:
-    """Compile ``program``, run it on seeded inputs, judge it against eager / float64."""
+                  strategy: Optional[str] = None, knobs: Optional[dict] = None) -> FuzzResult:
+    """Compile ``program`` (with ``reduction_strategy=strategy`` and config ``knobs``), run it on
+    seeded inputs of ``dtype``, judge it against eager / float64.
+
+    A wrong result is re-run as unfused and fused IR to name the stage at fault.
+    """
     import compiler
-    from harness.oracle import compare
+    from compiler import triage
     inputs = make_inputs(program, seed, dtype)
-    eager = program(*inputs)
-    truth = program(*[t.double() for t in inputs])
+    eager, truth = triage.references(program, inputs)
     torch._dynamo.reset()
-    knobs = {"reduction_strategy": strategy} if strategy else {}
+    knobs = dict(knobs or {}, **({"reduction_strategy": strategy} if strategy else {}))
+    before = compiler.counters["graphs_compiled"]
     with compiler.config.patch(**knobs):
-        got = compiler.compile(program, dynamic=False)(*inputs)
-    result = compare(got, eager, truth)
-    return FuzzResult(result.passed, "" if result.passed else f"{result.failure_class}: {result.message}", program)
+        compiled = compiler.compile(program, dynamic=False)
+        got = compiled(*triage.copies(inputs))
+        found = triage.diagnose(got, lambda: compiled(*triage.copies(inputs)),
+                                lambda out: triage.judge(out, eager, truth), triage.compiled_since(before))
+    if found is None:
+        return FuzzResult(True, "", program)
+    return FuzzResult(False, found.describe(), program, found.stage)
 
 
-__all__ = ["Program", "Step", "OPS", "programs", "check_program", "make_inputs", "FuzzResult"]
+__all__ = ["Program", "Step", "OPS", "programs", "reduction_knobs", "check_program", "make_inputs", "FuzzResult",
+           "STRATEGIES", "FORCED_RBLOCKS"]

@@ -11,7 +11,9 @@ is classified:
 - fell back: it passes, but only ATen ran (the op is an extern, or dynamo ran it eagerly);
 - failed to compile: the compiler raised (or Triton rejected its source);
 - mismatched: the oracle rejected the compiled result.  The sweep exists to keep this at 0,
-  and every mismatch is printed with its sample: nothing fails silently.
+  and every mismatch is printed with its sample: nothing fails silently.  Each mismatch is
+  re-run as unfused and fused IR and carries the stage at fault (``compiler.triage``:
+  lowering, fusion, codegen, or unknown); the counts have a row per stage.
 
 Random and uninitialised-memory ops are skipped (their eager output is not a reference).
 The full sweep is the nightly command; ``PREMERGE_OPS`` is the fixed subset the pre-merge
@@ -34,6 +36,7 @@ import torch
 
 import harness  # noqa: F401  (device decision before triton)
 
+from . import triage
 from .backend import tritondiff_backend
 from .counters import counters
 
@@ -61,6 +64,7 @@ class SampleResult:
     detail: str = ""
     externs: tuple = ()
     seconds: float = 0.0
+    stage: Optional[str] = None  # mismatched: "lowering" / "fusion" / "codegen" / "unknown" (compiler.triage)
 
 
 @dataclasses.dataclass
@@ -209,7 +213,8 @@ def run_sample(opinfo: Any, sample: Any, timeout: float = 120.0) -> SampleResult
     torch._dynamo.reset()
     try:
         with _time_limit(timeout):
-            got = torch.compile(fn, backend=tritondiff_backend, dynamic=False)(*_copies(tensors))
+            compiled = torch.compile(fn, backend=tritondiff_backend, dynamic=False)
+            got = compiled(*_copies(tensors))
     except Exception as e:  # noqa: BLE001  (every compiler failure is a finding)
         torch._dynamo.reset()
         return SampleResult("failed to compile", f"{type(e).__name__}: {str(e).splitlines()[0][:300]}",
@@ -220,15 +225,25 @@ def run_sample(opinfo: Any, sample: Any, timeout: float = 120.0) -> SampleResult
     except Exception as e:  # noqa: BLE001  (e.g. complex outputs the oracle has no rule for)
         return SampleResult("skipped", f"the oracle cannot judge it: {type(e).__name__}: {e}", externs,
                             time.time() - start)
-    seconds = time.time() - start
     if not passed:
-        return SampleResult("mismatched", message[:400], externs, seconds)
+        stage = _mismatch_stage(compiled, tensors, eager, truth, timeout)
+        return SampleResult("mismatched", f"[{stage}] {message}"[:400], externs, time.time() - start, stage)
+    seconds = time.time() - start
     if counters["graphs_compiled"] == 0:
         return SampleResult("fell back", "dynamo ran it eagerly", externs, seconds)
     if counters["kernels_generated"] == 0 and externs:
         return SampleResult("fell back", "ATen extern", externs, seconds)
     detail = "" if counters["kernels_generated"] else "nothing to compute (a view or an input)"
     return SampleResult("matched", detail, externs, seconds)
+
+
+def _mismatch_stage(compiled: Callable, tensors: Sequence[torch.Tensor], eager: Any, truth: Any,
+                    timeout: float) -> str:
+    """Re-run a mismatched sample as unfused and fused IR: where did it go wrong?"""
+    with _time_limit(timeout):
+        found = triage.locate(lambda: compiled(*_copies(tensors)), lambda out: judge(out, eager, truth))
+    triage.record(found, triage.compiled_since(0))  # counters were cleared for this sample
+    return found.stage
 
 
 def sweep_op(opinfo: Any, max_samples: int, timeout: float) -> OpResult:
@@ -275,9 +290,16 @@ def sweep(ops: Optional[Sequence[str]] = None, max_samples: int = 3, timeout: fl
 # ------------------------------------------------------------------------------- report
 
 def totals(results: Sequence[OpResult]) -> dict[str, dict[str, int]]:
+    """Ops and samples per status; ``stages``: mismatched samples per stage at fault."""
     ops = {s: sum(1 for r in results if r.status == s) for s in STATUSES}
     samples = {s: sum(r.count(s) for r in results) for s in STATUSES}
-    return {"ops": ops, "samples": samples}
+    stages = {st: sum(1 for r in results for s in r.samples if s.status == "mismatched" and s.stage == st)
+              for st in triage.STAGES}
+    return {"ops": ops, "samples": samples, "stages": stages}
+
+
+def stage_line(t: dict) -> str:
+    return "mismatched samples by stage: " + ", ".join(f"{st}: {n}" for st, n in t["stages"].items())
 
 
 def report(results: Sequence[OpResult], command: str) -> str:
@@ -300,6 +322,8 @@ def report(results: Sequence[OpResult], command: str) -> str:
     for level in ("ops", "samples"):
         row = t[level]
         lines.append(f"| {level} | " + " | ".join(str(row[s]) for s in STATUSES) + " |")
+    lines += ["", f"{stage_line(t)} (compiler.triage: the IR straight out of lowering already wrong / "
+              "the fused IR wrong / the IR right and the Triton wrong / an IR run raised)"]
     lines += ["", "## Ops that did not simply match", "", "| op | status | samples (m/f/x/mm/s) | detail |",
               "|---|---|---|---|"]
     for r in results:
@@ -331,6 +355,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     t = totals(results)
     print("ops:    " + ", ".join(f"{s}: {t['ops'][s]}" for s in STATUSES))
     print("samples: " + ", ".join(f"{s}: {t['samples'][s]}" for s in STATUSES))
+    print(stage_line(t))
     for r in results:
         for s in r.samples:
             if s.status in ("mismatched", "failed to compile"):

@@ -55,6 +55,15 @@ def load_module(source: str, name: str) -> tuple[types.ModuleType, str]:
     return module, path
 
 
+def compile_options() -> dict:
+    """Triton compile options of every generated launch (kernels and GEMM templates).
+
+    Part of the autotune key too (``templates.runtime``): a kernel compiled with other options
+    is another binary.  ``config.cache_key()`` already covers the knobs behind them.
+    """
+    return {"enable_fp_fusion": config.fp_fusion}
+
+
 @contextlib.contextmanager
 def _quiet_numpy():
     """The interpreter computes masked-off lanes too (x / 0 there is expected): silence numpy."""
@@ -173,7 +182,9 @@ class Executable:
             else:
                 tensors.append(env[arg.name])
         fn = getattr(self.module, spec.name)
-        kwargs = {} if _device.is_interpreter() else {"num_warps": spec.num_warps}
+        kwargs = dict(compile_options())
+        if not _device.is_interpreter():
+            kwargs["num_warps"] = spec.num_warps
         if "num_stages" in spec.meta and not _device.is_interpreter() and spec.meta["num_stages"]:
             kwargs["num_stages"] = spec.meta["num_stages"]
         try:

@@ -3,6 +3,11 @@
 Each candidate compiles a private copy of its function (``backend.compile_fresh``) and
 refuses to pass if dynamo ran it eagerly instead (no graph reached the compiler), so a
 subject can never silently compare eager with eager.
+
+Each candidate also judges its own result against its function run eagerly; when that is
+wrong it re-runs the same inputs as unfused and fused IR and records which stage is at
+fault -- lowering, fusion or codegen (``compiler.triage``) -- in the artifacts of the graphs
+it compiled, which the harness copies into the failure dump (``compiler/<graph>/*_triage.txt``).
 """
 from __future__ import annotations
 
@@ -12,7 +17,7 @@ import torch
 
 from harness import subject, tensor
 
-from . import fuzz, workloads
+from . import fuzz, triage, workloads
 from .backend import compile_fresh
 from .config import config
 from .counters import counters
@@ -38,13 +43,25 @@ NRM2_VALUES = ("normal", "uniform_pos", "large_offset", "zeros", "integer")
 
 
 def run_compiled(fn: Callable, *args: Any, **knobs: Any) -> Any:
-    """``fn(*args)`` through the compiler (with config ``knobs``), never silently eager."""
+    """``fn(*args)`` through the compiler (with config ``knobs``), never silently eager.
+
+    A result that disagrees with ``fn`` run eagerly gets its stage recorded (``_triage``).
+    """
     before = counters["graphs_compiled"]
+    compiled = compile_fresh(fn, dynamic=False)
     with config.patch(**knobs):
-        out = compile_fresh(fn, dynamic=False)(*args)
+        out = compiled(*args)
     if counters["graphs_compiled"] == before:
         raise CompilerError("dynamo ran the subject eagerly: no graph reached the compiler")
+    _triage(out, lambda: compiled(*triage.copies(args)), fn, args, knobs, before)
     return out
+
+
+def _triage(got: Any, run: Callable[[], Any], reference: Callable, args: tuple, knobs: dict, before: int) -> None:
+    """Judge ``got`` against ``reference(*args)``; if wrong, record lowering / fusion / codegen."""
+    eager, truth = triage.references(reference, args)
+    with config.patch(**knobs):
+        triage.diagnose(got, run, lambda out: triage.judge(out, eager, truth), triage.compiled_since(before))
 
 
 # ----------------------------------------------------------------- reductions, by strategy
@@ -100,14 +117,21 @@ def layer_norm_fwd_bwd(x, weight, bias, dy):
 
 
 def _ln_compiled(x, weight, bias, dy):
-    leaves = [t.detach().requires_grad_() for t in (x, weight, bias)]
     before = counters["graphs_compiled"]
-    with torch.enable_grad():
-        y = compile_fresh(workloads.layer_norm, dynamic=False)(*leaves)
-        grads = torch.autograd.grad(y, leaves, dy)
+    compiled = compile_fresh(workloads.layer_norm, dynamic=False)
+
+    def run(x, weight, bias, dy):
+        leaves = [t.detach().requires_grad_() for t in (x, weight, bias)]
+        with torch.enable_grad():
+            y = compiled(*leaves)
+            grads = torch.autograd.grad(y, leaves, dy)
+        return (y.detach(),) + tuple(grads)
+    args = (x, weight, bias, dy)
+    out = run(*args)
     if counters["graphs_compiled"] < before + 2:
         raise CompilerError("layer norm's forward and backward did not both reach the compiler")
-    return (y.detach(),) + tuple(grads)
+    _triage(out, lambda: run(*triage.copies(args)), layer_norm_fwd_bwd, args, {}, before)
+    return out
 
 
 @subject(name="compiler.layer_norm_fwd_bwd", reference=layer_norm_fwd_bwd,
@@ -190,19 +214,23 @@ def program_inputs(program: fuzz.Program, x: torch.Tensor) -> list[torch.Tensor]
     return out
 
 
-def run_program(program, x: torch.Tensor):
-    """``program`` as ``Program.to_json()`` data: harness cases carry plain lists to workers."""
+def run_program(program, x: torch.Tensor, knobs=()):
+    """``program`` as ``Program.to_json()`` data: harness cases carry plain lists to workers.
+    (``knobs`` only matter to the compiled run.)"""
     program = fuzz.Program.from_json(program)
     return program(*program_inputs(program, x))
 
 
 @subject(name="compiler.graph_fuzz", reference=run_program,
          inputs={"program": fuzz.programs().map(fuzz.Program.to_json),
-                 "x": tensor(("N",), dtypes=("float32",), layouts=("contiguous",))},
+                 "x": tensor(("N",), dtypes=FLOATS, layouts=("contiguous",)),
+                 "knobs": fuzz.reduction_knobs().map(lambda knobs: sorted(knobs.items()))},
          dims={"N": FUZZ_NUMEL})
-def graph_fuzz(program, x):
+def graph_fuzz(program, x, knobs=()):
+    """A random program in x's dtype, its reductions forced to the drawn strategy (``knobs``: config
+    (name, value) pairs, plain lists in a harness case)."""
     parsed = fuzz.Program.from_json(program)  # outside the compiled region: dynamo sees only tensor ops
-    return run_compiled(lambda x: parsed(*program_inputs(parsed, x)), x)
+    return run_compiled(lambda x: parsed(*program_inputs(parsed, x)), x, **dict(knobs))
 
 
 # ------------------------------------------------------------- mixed-order reductions (#8)

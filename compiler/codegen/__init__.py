@@ -39,11 +39,11 @@ def generate(sched: Schedule, graph: LoweredGraph, name: str) -> GeneratedModule
         kname = f"{name}_{group.name}"
         if group.columns is not None:  # row and column reductions in one pass (scheduler.build_mixed_group)
             choice = choose_mixed_order(group.xnumel, group.rnumel)
-            counters[f"reduction_strategy.{choice.strategy}"] += 1
+            counters[f"reduction_strategy.{choice.strategy}"] += _reductions(group)
             specs = STRATEGIES[choice.strategy].kernels(kname, ctx, choice)
         elif group.has_reduction:
             choice = choose_reduction(group.xnumel, group.rnumel, group.split_ok())
-            counters[f"reduction_strategy.{choice.strategy}"] += 1
+            counters[f"reduction_strategy.{choice.strategy}"] += _reductions(group)
             specs = STRATEGIES[choice.strategy].kernels(kname, ctx, choice)
         else:
             specs = [pointwise_kernel(kname, ctx)]
@@ -55,6 +55,11 @@ def generate(sched: Schedule, graph: LoweredGraph, name: str) -> GeneratedModule
     variants = add_templates_and_variants(sched, graph, name, kernels, parts)
     # --- end GEMM templates
     return GeneratedModule(name, "\n".join(parts), kernels, variants)
+
+
+def _reductions(group) -> int:
+    """Reduction nodes of a kernel group (a mixed-order group's column reductions included)."""
+    return sum(1 for p in group.placed if p.kind == "reduction")
 
 
 __all__ = ["generate", "GeneratedModule", "KernelSpec", "KernelArg"]

@@ -88,7 +88,7 @@ class TritonKernel:
         self.mask_stack: list[str] = []
         self.registers: list[dict[str, tuple[CSEVar, Any]]] = [{}]
         self.tile: list[int] = []
-        self.in_loop = False
+        self.in_reduction_loop = False  # inside a loop over the reduced axis (rindex is loop-local)
         self.meta: dict = {}
 
     # ---- arguments
@@ -119,18 +119,23 @@ class TritonKernel:
         return var
 
     @contextlib.contextmanager
-    def loop(self, header: str) -> Iterator[None]:
-        """A ``for`` block: a new CSE scope and register scope, both dropped at its end."""
+    def loop(self, header: str, *, over_reduction: bool) -> Iterator[None]:
+        """A ``for`` block: a new CSE scope and register scope, both dropped at its end.
+
+        ``over_reduction``: the loop walks the reduced axis (looped / split chunks, where
+        ``rindex = roffset + rbase`` is defined inside it), not the rows (a mixed-order kernel's
+        row loop, where ``rindex`` is the whole row, defined once before the loop).
+        """
         self.emit(header)
         self._indent += 1
         self._scopes.append({})
         self.registers.append({})
-        was = self.in_loop
-        self.in_loop = True
+        was = self.in_reduction_loop
+        self.in_reduction_loop = over_reduction or was
         try:
             yield
         finally:
-            self.in_loop = was
+            self.in_reduction_loop = was
             self.registers.pop()
             self._scopes.pop()
             self._indent -= 1
@@ -146,9 +151,12 @@ class TritonKernel:
             return
         counters["numel_guard_hits"] += 1
         if self.reductions:
-            raise ReductionTooLarge(reduction=", ".join(self.reductions), extent=self.rnumel,
-                                    block=tuple(int(s) for s in shape), limit=limit,
-                                    strategy=self.meta.get("strategy", "?"))
+            block = tuple(int(s) for s in shape)
+            # The forced knobs that shaped this block (a tile is [XBLOCK, RBLOCK]): the fix names them.
+            used = {"xblock": block[0] if len(block) == 2 else None, "rblock": block[-1]}
+            forced = {k: getattr(config, k) for k, v in used.items() if v is not None and getattr(config, k) == v}
+            raise ReductionTooLarge(reduction=", ".join(self.reductions), extent=self.rnumel, block=block,
+                                    limit=limit, strategy=self.meta.get("strategy", "?"), forced=forced)
         raise TensorTooLarge(
             f"{self.what}: block tensor {what} of shape {list(shape)} ({numel:,} elements) is past "
             f"max_triton_tensor_numel={limit:,}; lower compiler.config.pointwise_block / xblock",

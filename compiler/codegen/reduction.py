@@ -255,7 +255,7 @@ class LoopedReduction(ReductionStrategy):
         rnumel = ctx.group.rnumel
         ops_ = {p.name: reduction_op(p) for p in nodes if p.kind == "reduction"}
         accs = {name: op.init(k, choice.xblock, rnumel) for name, op in ops_.items()}
-        with k.loop(f"for roffset in range(0, {span or rnumel}, {choice.rblock}):"):
+        with k.loop(f"for roffset in range(0, {span or rnumel}, {choice.rblock}):", over_reduction=True):
             k.emit(f"rindex = {start}roffset + rbase")
             if k.axes[RSYM].mask:
                 k.emit(f"rmask = rindex < {rnumel}")
@@ -406,7 +406,7 @@ class MixedOrderReduction(ReductionStrategy):
             k.emit(f"{accs[pname]} = {k.full([xblock, rblock], op.identity(), op.repr_dtype)}")
         rows = GroupContext(group.rows(), ctx.inlined, ctx.stored, ctx.buffers)
         transposed = GroupContext(cols, ctx.inlined, ctx.stored, ctx.buffers, subst={XSYM: RSYM, RSYM: XSYM})
-        with k.loop(f"for xstep in range(0, {rows_per_program}, {xblock}):"):
+        with k.loop(f"for xstep in range(0, {rows_per_program}, {xblock}):", over_reduction=False):
             k.emit(f"xindex = {pid} * {rows_per_program} + xstep + {k.arange(xblock, 'rows')}{cast}[:, None]")
             if k.axes[XSYM].mask:
                 k.emit(f"xmask = xindex < {xnumel}")

@@ -44,7 +44,7 @@ class TritonOps:
         if simplified.is_Integer:
             return self.constant(int(simplified), dtype)
         src, symbols = self.k.index_source(simplified)
-        if self.k.in_loop and any(s.name == "rindex" for s in symbols):
+        if self.k.in_reduction_loop and any(s.name == "rindex" for s in symbols):
             counters["loop_local_iota"] += 1  # an iota over the reduced axis, from the loop-local rindex
         return self._var(f"({src}).to({tl_dtype(dtype)})", dtype)
 

@@ -53,8 +53,9 @@ def _run(exe: Any, step: Any, env: dict, written: list[str], what: str) -> None:
         return
     names = sorted({a.name for v in variants for s in v.specs for a in s.args if not a.workspace} | set(written))
     sources = [s.source.replace(exe.generated.name, "G") for v in variants for s in v.specs]  # graph-id free
+    from ..runtime import compile_options
     key = autotune.make_key(f"{what} {exe.generated.name}/{step.name}", sources, env, names,
-                            [v.name for v in variants])
+                            [v.name for v in variants], compile_options())
     winner = autotune.run_tuned(key, candidates, env, written)
     counters[f"autotune.winner.{winner.name}"] += 1
     _tuned(exe)[step.name] = winner.name

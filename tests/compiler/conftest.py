@@ -8,9 +8,11 @@ from harness import device
 
 @pytest.fixture(autouse=True)
 def fresh_compiler():
-    """Fresh dynamo caches and counters; tensors default to the kernel device (CUDA on a GPU)."""
+    """Fresh dynamo caches, counters and compilation artifacts (a failure dump holds only this
+    test's graphs); tensors default to the kernel device (CUDA on a GPU)."""
     torch._dynamo.reset()
     compiler.counters.clear()
+    compiler.dump.clear()
     with torch.device(device.torch_device()):
         yield
     torch._dynamo.reset()

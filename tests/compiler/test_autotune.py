@@ -50,6 +50,28 @@ def test_device_name_is_part_of_the_key(cache_dir, monkeypatch):
     assert _key(env, "a").digest() != _key(env, "b").digest()
 
 
+def test_compile_options_are_part_of_the_key():
+    env = {"out": torch.zeros(4)}
+    plain = autotune.make_key("k", ["src"], env, ["out"], ["a", "b"])
+    off = autotune.make_key("k", ["src"], env, ["out"], ["a", "b"], {"enable_fp_fusion": False})
+    on = autotune.make_key("k", ["src"], env, ["out"], ["a", "b"], {"enable_fp_fusion": True})
+    assert off.options == (("enable_fp_fusion", False),)
+    assert len({plain.digest(), off.digest(), on.digest()}) == 3
+
+
+def test_the_template_tuning_key_carries_the_fp_fusion_knob(monkeypatch):
+    keys = []
+    real = autotune.make_key
+    monkeypatch.setattr(autotune, "make_key", lambda *a, **k: keys.append(real(*a, **k)) or keys[-1])
+    a, b = seeded_randn(9, 41, seed=1), seeded_randn(41, 24, seed=2)
+    for flag in (False, True):
+        torch._dynamo.reset()
+        with compiler.config.patch(matmul="autotune", autotune_persist=False, fp_fusion=flag):
+            assert_same(compiler.compile(lambda a, b: a @ b)(a, b), a @ b, rtol=1e-4, atol=1e-4)
+    assert [dict(k.options)["enable_fp_fusion"] for k in keys] == [False, True]
+    assert keys[0].digest() != keys[1].digest()
+
+
 def test_cache_hit_skips_benchmarking(cache_dir, monkeypatch):
     calls = []
     real = autotune.benchmark

@@ -28,6 +28,7 @@ def test_patch_restores_after_an_exception():
     ({"xblock": 0}, "positive int"),
     ({"fusion": "yes"}, "True or False"),
     ({"execution": "gpu"}, "execution"),
+    ({"fp_fusion": 1}, "True or False"),
 ])
 def test_patch_rejects_bad_knobs_with_a_clear_error(changes, needle):
     with pytest.raises(ConfigError, match=needle) as info:
@@ -35,6 +36,20 @@ def test_patch_rejects_bad_knobs_with_a_clear_error(changes, needle):
             pass
     assert isinstance(info.value, CompilerError) and isinstance(info.value, ValueError)
     assert info.value.knob == next(iter(changes))
+
+
+def test_a_tensor_limit_past_triton_s_own_is_refused_naming_the_limit():
+    from triton.language.core import TRITON_MAX_TENSOR_NUMEL
+    assert TRITON_MAX_TENSOR_NUMEL == 1_048_576 == CompilerConfig().max_triton_tensor_numel
+    with pytest.raises(ConfigError, match="Triton's own limit of 1,048,576") as info:
+        with compiler.config.patch(max_triton_tensor_numel=2**22, reduction_strategy="persistent"):
+            pass
+    assert info.value.knob == "max_triton_tensor_numel"
+    assert compiler.config.max_triton_tensor_numel == 1_048_576 and compiler.config.reduction_strategy == "auto"
+    with compiler.config.patch(max_triton_tensor_numel=2**20):  # the limit itself, and below it, are fine
+        pass
+    with compiler.config.patch(max_triton_tensor_numel=1024):
+        pass
 
 
 def test_cache_key_tracks_codegen_knobs_only():
@@ -49,6 +64,10 @@ def test_cache_key_tracks_codegen_knobs_only():
 def test_env_vars_are_read_in_config(monkeypatch):
     monkeypatch.setenv("TRITONDIFF_COMPILER_FALLBACK", "aten.exp, aten.mul.Tensor")
     monkeypatch.setenv("TRITONDIFF_COMPILER_VERIFY", "1")
+    monkeypatch.setenv("TRITONDIFF_COMPILER_FP_FUSION", "1")
     cfg = CompilerConfig()
     assert cfg.fallback_ops == frozenset({"aten.exp", "aten.mul.Tensor"})
     assert cfg.verify_ir is True
+    assert cfg.fp_fusion is True and CompilerConfig.__dataclass_fields__["fp_fusion"].default_factory() is True
+    monkeypatch.delenv("TRITONDIFF_COMPILER_FP_FUSION")
+    assert CompilerConfig().fp_fusion is False

@@ -1,26 +1,26 @@
 """The graph fuzzer: Hypothesis builds random pointwise / reduction / view programs; each is
 compiled and judged against eager with the harness oracle.  Every failure it finds becomes a
-named test in tests/compiler/test_fuzz_regressions.py with the program's source."""
+named test in tests/compiler/test_regressions.py holding the program as a ``Program`` value."""
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compiler.exc import ReductionTooLarge
-from compiler.fuzz import OPS, Program, Step, check_program, programs
+from compiler.fuzz import OPS, Program, Step, check_program, programs, reduction_knobs
 from harness.config import config as harness_config
 
 EXAMPLES = 12 if harness_config.profile != "nightly" else 400
+DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
-@given(program=programs(), seed=st.integers(0, 2**16),
-       strategy=st.sampled_from([None, "persistent", "looped", "split"]))
-def test_random_programs_match_eager(program, seed, strategy):
+@given(program=programs(), seed=st.integers(0, 2**16), dtype=st.sampled_from(DTYPES), knobs=reduction_knobs())
+def test_random_programs_match_eager(program, seed, dtype, knobs):
     try:
-        result = check_program(program, seed, strategy=strategy)
+        result = check_program(program, seed, dtype, knobs=knobs)
     except ReductionTooLarge:  # a forced strategy past the limit: refused on purpose
         return
-    assert result.passed, f"{result.message}\n{program!r}"
+    assert result.passed, f"{result.message}\n{dtype} {knobs}\n{program!r}"
 
 
 def test_program_repr_is_runnable_source():
@@ -38,9 +38,31 @@ def test_program_repr_is_runnable_source():
 def test_every_fuzzer_op_is_reachable():
     seen = set()
 
-    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+    @settings(max_examples=600, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
     @given(programs())
     def collect(p):
         seen.update(s.op for s in p.steps)
     collect()
     assert seen == set(OPS), sorted(set(OPS) - seen)
+
+
+def test_programs_draw_every_strategy_large_sizes_and_inputs_that_fit():
+    knobs_seen, sizes_seen, kinds = set(), set(), set()
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+    @given(programs(), reduction_knobs())
+    def collect(p, knobs):
+        knobs_seen.add((knobs.get("reduction_strategy", "auto"), knobs.get("rblock")))
+        for shape in p.input_shapes:
+            n = 1
+            for s in shape:
+                n *= s
+            assert n <= 20_000, shape  # two inputs always fit the subject's flat tensor of 40,000
+            sizes_seen.update(shape)
+        outs = p(*[torch.zeros(s, device="meta") for s in p.input_shapes])
+        kinds.update(o.dtype for o in outs)
+    collect()
+    assert {s for s, _ in knobs_seen} == {"auto", "persistent", "looped", "split"}
+    assert ("looped", 16) in knobs_seen and ("split", 128) in knobs_seen and ("persistent", None) in knobs_seen
+    assert max(sizes_seen) > 41
+    assert {torch.int64, torch.bool, torch.float16} <= kinds  # argmax, any, casts reach the outputs

@@ -27,14 +27,29 @@ def test_fallbacks_are_classified_and_reported():
     assert "convolution" in text  # the extern that ran is named
 
 
-def test_a_wrong_lowering_shows_up_as_a_mismatch(monkeypatch):
+def test_a_wrong_lowering_shows_up_as_a_lowering_mismatch(monkeypatch):
     def wrong_neg(x):  # returns x instead of -x
         load = x.make_loader()
         return Pointwise.create(lambda idx: load(idx), x.get_size(), x.get_dtype())
     monkeypatch.setitem(lowering.lowerings, torch.ops.aten.neg.default, wrong_neg)
     results = opinfo_sweep.sweep(["neg"], max_samples=1, log=None)
     assert results[0].status == "mismatched"
-    assert "mismatch" in results[0].samples[0].detail
+    sample = results[0].samples[0]
+    assert sample.stage == "lowering" and sample.detail.startswith("[lowering] mismatch")
+    t = opinfo_sweep.totals(results)
+    assert t["stages"] == {"lowering": 1, "fusion": 0, "codegen": 0, "unknown": 0}
+    assert "mismatched samples by stage: lowering: 1, fusion: 0, codegen: 0, unknown: 0" in \
+        opinfo_sweep.report(results, "test")
+
+
+def test_a_wrong_triton_expression_shows_up_as_a_codegen_mismatch(monkeypatch):
+    from compiler.codegen.triton_ops import TritonOps
+    monkeypatch.setattr(TritonOps, "neg", lambda self, x: self._unary("{x}", x))
+    results = opinfo_sweep.sweep(["neg", "abs"], max_samples=1, log=None)
+    by_name = {r.name: r for r in results}
+    assert by_name["neg"].status == "mismatched" and by_name["neg"].samples[0].stage == "codegen"
+    assert by_name["abs"].status == "matched" and by_name["abs"].samples[0].stage is None
+    assert opinfo_sweep.totals(results)["stages"]["codegen"] == 1
 
 
 def test_random_ops_are_skipped_and_unknown_names_rejected():

@@ -110,19 +110,41 @@ def test_forced_persistent_past_the_limit_raises_reduction_too_large():
             compile_graph(g.gm, g.args, "big")
     err = info.value
     assert err.extent == EXTENT and err.limit == 1_048_576 and err.block == (1, EXTENT)
-    assert "sum" in err.reduction and "looped" in str(err) and "split" in str(err)
+    assert "sum" in err.reduction and "reduction_strategy='looped') or 'split'" in str(err)
+    assert err.forced == {} and "rblock" not in str(err).split("Fix: ", 1)[1]  # nothing was forced but the strategy
     assert isinstance(err, TensorTooLarge) and not isinstance(err, ValueError)
     assert compiler.counters["numel_guard_hits"] == 1
     assert compiler.dump.last_artifacts().error.startswith("ReductionTooLarge")
 
 
-@pytest.mark.parametrize("knobs", [{"reduction_strategy": "looped", "rblock": 2**21},
-                                   {"reduction_strategy": "split", "rblock": 2**20, "xblock": 2}])
-def test_forced_blocks_past_the_limit_raise(knobs):
+@pytest.mark.parametrize("knobs, forced, fixes", [
+    ({"reduction_strategy": "looped", "rblock": 2**21}, {"rblock": 2**21},
+     ["lower the forced compiler.config.rblock=2,097,152 to at most 1,048,576"]),
+    ({"reduction_strategy": "split", "rblock": 2**20, "xblock": 2}, {"rblock": 2**20, "xblock": 2},
+     ["compiler.config.rblock=1,048,576 to at most 524,288 while XBLOCK=2",
+      "compiler.config.xblock=2 to at most 1 while RBLOCK=1,048,576"]),
+])
+def test_forced_blocks_past_the_limit_name_the_forced_knob_and_its_largest_legal_value(knobs, forced, fixes):
     g = _graph(lambda x: x.view(2, -1).sum(1), torch.randn(EXTENT))
     with compiler.config.patch(**knobs):
-        with pytest.raises(ReductionTooLarge, match="max_triton_tensor_numel"):
+        with pytest.raises(ReductionTooLarge, match="max_triton_tensor_numel") as info:
             compile_graph(g.gm, g.args, "big")
+    err = info.value
+    assert err.forced == forced and err.strategy == knobs["reduction_strategy"]
+    fix = str(err).split("Fix: ", 1)[1]
+    for want in fixes:
+        assert want in fix
+    assert "reduction_strategy=" not in fix  # the strategy in use is not the problem: the forced block is
+
+
+def test_forced_xblock_of_a_persistent_reduction_names_xblock_only():
+    g = _graph(lambda x: x.sum(1), torch.randn(64, 1000))
+    with compiler.config.patch(reduction_strategy="persistent", xblock=2048):
+        with pytest.raises(ReductionTooLarge) as info:
+            compile_graph(g.gm, g.args, "wide")
+    fix = str(info.value).split("Fix: ", 1)[1]
+    assert info.value.forced == {"xblock": 2048}
+    assert "compiler.config.xblock=2,048 to at most 1,024 while RBLOCK=1,024" in fix and "rblock=" not in fix
 
 
 def test_the_limit_is_a_knob():
@@ -151,3 +173,37 @@ def test_reductions_past_2_pow_20_run_correctly(strategy, dtype):
         got = run_compiled(fn, x)
     want = fn(x)
     assert_same(got, want, rtol=1e-4, atol=1e-2)
+
+
+# ------------------------------------------------------------------- what the counters mean
+
+def test_strategy_counters_count_reductions_not_kernels():
+    x = torch.randn(9, 341)
+    assert_same(run_compiled(lambda x: torch.softmax(x, -1), x), torch.softmax(x, -1))
+    assert compiler.counters["kernels_generated"] == 1
+    assert compiler.counters["reduction_strategy.persistent"] == 2  # max and sum, fused in one kernel
+    compiler.counters.clear()
+    fn = lambda x: (x.sum(1), x.amax(1), x.argmin(1))  # noqa: E731  (siblings: one kernel)
+    with compiler.config.patch(reduction_strategy="looped", rblock=64):
+        assert_same(run_compiled(fn, x), fn(x))
+    assert compiler.counters["kernels_generated"] == 1 and compiler.counters["reduction_strategy.looped"] == 3
+
+
+def _row_iota_sum_and_column_sum(x):
+    return (x * torch.arange(x.shape[1], device=x.device)).sum(-1), x.sum(0)
+
+
+def test_loop_local_iota_counts_loops_over_the_reduced_axis_only():
+    x = torch.randn(341, 16)
+    # Mixed order: the row loop is not a loop over the reduced axis; rindex there is the whole row.
+    assert_same(run_compiled(_row_iota_sum_and_column_sum, x), _row_iota_sum_and_column_sum(x))
+    src = compiler.dump.last_artifacts().texts["triton"]
+    assert compiler.counters["reduction_strategy.mixed_order"] == 2 and "for xstep in range(" in src
+    assert "(rindex).to(tl.int64)" in src  # the iota is there, computed from the whole-row rindex
+    assert compiler.counters["loop_local_iota"] == 0
+    # Looped: the same iota inside the roffset loop, from the loop-local rindex.
+    compiler.counters.clear()
+    with compiler.config.patch(reduction_strategy="looped", rblock=4, mixed_order_reductions=False):
+        assert_same(run_compiled(_row_iota_sum_and_column_sum, x), _row_iota_sum_and_column_sum(x))
+    assert "for roffset in range(" in compiler.dump.last_artifacts().texts["triton"]
+    assert compiler.counters["loop_local_iota"] == 1

@@ -78,5 +78,5 @@ def test_mixed_order_column_sums_of_many_equal_rows_stay_accurate():
     x = v.expand(3626, 17)
     got = run_compiled(row_and_column_reductions, x)[2].double().cpu()
     truth = x.double().sum(0).cpu()
-    assert compiler.counters["reduction_strategy.mixed_order"] == 1
+    assert compiler.counters["reduction_strategy.mixed_order"] == 5  # every reduction, rows and columns
     assert float(((got - truth).abs() / truth.abs()).max()) < 1e-5

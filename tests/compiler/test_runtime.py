@@ -1,10 +1,12 @@
 """Running compiled graphs: the three execution modes, buffers, extern calls, output layouts."""
 import os
+from unittest import mock
 
 import pytest
 import torch
 
 import compiler
+from harness import device
 from compiler.exc import CompilerError, KernelCompileError
 from compiler.runtime import load_module
 from tests.compiler.util import assert_same, check, run_compiled
@@ -83,3 +85,37 @@ def test_plan_frees_intermediates():
     check(lambda x: (x.sum(1, keepdim=True) * x).t().contiguous().sum(1), x)
     plan = compiler.dump.last_artifacts().texts["plan"]
     assert "launch" in plan
+
+
+def _kernel_class():
+    """The class whose ``run`` every ``kernel[grid](...)`` launch goes through on this device."""
+    if device.is_interpreter():
+        from triton.runtime.interpreter import InterpretedFunction
+        return InterpretedFunction
+    from triton.runtime.jit import JITFunction
+    return JITFunction
+
+
+@pytest.mark.parametrize("fp_fusion", [False, True])
+def test_fp_fusion_knob_reaches_every_launch_generated_and_gemm_template(fp_fusion):
+    cls = _kernel_class()
+    real, seen = cls.run, []
+
+    def spy(self, *args, **kwargs):
+        seen.append((self.__name__ if hasattr(self, "__name__") else self.fn.__name__,
+                     kwargs.get("enable_fp_fusion", "not passed")))
+        return real(self, *args, **kwargs)
+    x, w = torch.randn(9, 41), torch.randn(41, 24)
+    with mock.patch.object(cls, "run", spy), compiler.config.patch(fp_fusion=fp_fusion):
+        check(lambda x, w: (torch.softmax(x, -1), torch.relu(x @ w)), x, w, rtol=1e-4, atol=1e-4)
+    assert compiler.counters["gemm_template.mm"] == 1  # the template's launch is among those seen
+    names = [n for n, _ in seen]
+    assert any("gemm" in n or "mm" in n for n in names) and len(seen) >= 2, names
+    assert {flag for _, flag in seen} == {fp_fusion}, seen
+
+
+def test_fp_fusion_is_off_by_default_and_part_of_the_compile_cache_key():
+    assert compiler.config.fp_fusion is False
+    key = compiler.config.cache_key()
+    with compiler.config.patch(fp_fusion=True):
+        assert compiler.config.cache_key() != key

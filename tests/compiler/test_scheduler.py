@@ -220,7 +220,7 @@ def test_mixed_order_layer_norm_matches_eager(m, n, dtype):
     assert_oracle(got, eager, truth)
     if m == 1:  # one row: dW and dB are no reductions at all
         return
-    assert compiler.counters["reduction_strategy.mixed_order"] == 1
+    assert compiler.counters["reduction_strategy.mixed_order"] == 4  # two row sums (dx), dW, dB
     src = compiler.dump.last_artifacts().texts["triton"]
     partial = next(k for k in kernel_sources(src) if "_partial(" in k)
     assert "for xstep in range(" in partial and "tl.sum(" in partial and ", 0)[None, :]" in partial

@@ -1,11 +1,18 @@
 """The bundled compiler subjects run under the harness and pass a few examples each."""
 import glob
+import json
 import os
+from unittest import mock
 
 import pytest
+import torch
 
+import compiler
 import compiler.subjects  # noqa: F401  (registers the subjects)
-from compiler.subjects import run_compiled
+from compiler import lowering
+from compiler.codegen.triton_ops import TritonOps
+from compiler.fuzz import Program, Step
+from compiler.subjects import graph_fuzz, run_compiled
 from harness import explore, registry, subject, tensor
 
 SUBJECTS = sorted(name for name in registry() if name.startswith("compiler."))  # before the planted one
@@ -49,3 +56,60 @@ def test_a_failing_compiled_subject_dumps_the_compiler_artifacts(tmp_path, in_pr
     assert triton_src and "counters.json" in files
     with open(os.path.join(graphs[-1], triton_src[0])) as f:
         assert "@triton.jit" in f.read()
+    # The compiled program does what its function says (x.sin() + 2): no compiler stage is blamed.
+    assert not glob.glob(os.path.join(res.dump, "compiler", "*", "*_triage.txt"))
+
+
+# ------------------------------------------------------------ which stage is at fault (triage)
+
+def _neg_then_double(x):
+    return (-x) * 2 + 1
+
+
+@subject(name="tests.compiler.planted_neg", reference=_neg_then_double,
+         inputs={"x": tensor(("N",), dtypes=("float32",), values=("normal",))}, dims={"N": (1, 64)})
+def _planted_neg(x):
+    return run_compiled(_neg_then_double, x)
+
+
+def _triton_neg_emits_its_operand():
+    return mock.patch.object(TritonOps, "neg", lambda self, x: self._unary("{x}", x))
+
+
+def _neg_lowered_to_its_input():
+    return mock.patch.dict(lowering.lowerings, {torch.ops.aten.neg.default: lambda x: x})
+
+
+def test_a_codegen_bug_found_by_the_harness_is_dumped_with_its_stage(tmp_path, in_process):
+    with _triton_neg_emits_its_operand():
+        res = explore(registry()["tests.compiler.planted_neg"], seed=3, out_dir=str(tmp_path), database=False,
+                      executor=in_process, budget_s=30, max_examples=5)
+    assert res.status == "fail" and res.failure_class == "mismatch"
+    graphs = sorted(glob.glob(os.path.join(res.dump, "compiler", "*")))
+    triaged = glob.glob(os.path.join(res.dump, "compiler", "*", "*_triage.txt"))
+    # The dump holds the recent compilations; the newest is the failing example's, and it is placed.
+    assert triaged and os.path.dirname(max(triaged)) == graphs[-1]
+    for path in triaged:
+        with open(path) as f:
+            text = f.read()
+        assert text.startswith("mismatch stage: codegen") and "execution=ir_unfused: right" in text
+        with open(os.path.join(os.path.dirname(path), "counters.json")) as f:
+            assert json.load(f)["mismatch_stage.codegen"] == 1
+
+
+def test_a_subject_records_a_lowering_bug_as_lowering():
+    x = torch.randn(41)
+    run_compiled(_neg_then_double, x)
+    assert compiler.dump.last_artifacts().stage is None  # correct: nothing recorded
+    with _neg_lowered_to_its_input():
+        run_compiled(_neg_then_double, x)
+    art = compiler.dump.last_artifacts()
+    assert art.stage == "lowering" and "execution=ir_unfused: wrong" in art.texts["triage"]
+
+
+def test_the_graph_fuzz_subject_records_the_stage():
+    program = Program(((3, 5),), (Step("neg", (0,)), Step("amax", (1,), (("dim", 1), ("keepdim", True)))), (2,))
+    x = torch.randn(compiler.subjects.FUZZ_NUMEL)
+    with _triton_neg_emits_its_operand():
+        graph_fuzz(program.to_json(), x)
+    assert compiler.dump.last_artifacts().stage == "codegen"

@@ -4,7 +4,7 @@ import torch
 
 import compiler
 from compiler import workloads
-from tests.compiler.util import assert_oracle, seeded_randn
+from tests.compiler.util import assert_oracle, reaches_compiler, seeded_randn
 
 
 def _judge(fn, *args, grads=False):
@@ -25,7 +25,8 @@ def _judge(fn, *args, grads=False):
     truth = run(fn, [copy(a, torch.float64 if a.dtype.is_floating_point else None) if isinstance(a, torch.Tensor)
                      else a for a in args])
     torch._dynamo.reset()
-    got = run(compiler.compile(fn), [copy(a) for a in args])
+    with reaches_compiler(2 if grads else 1):  # forward and backward graphs
+        got = run(compiler.compile(fn), [copy(a) for a in args])
     assert_oracle(got, eager, truth)
 
 

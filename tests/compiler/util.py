@@ -1,6 +1,7 @@
 """Helpers shared by the compiler tests: compile-and-compare, golden files."""
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from typing import Any, Callable
@@ -35,13 +36,31 @@ def assert_same(got: Any, want: Any, *, rtol: float = 1e-5, atol: float = 1e-5) 
         torch.testing.assert_close(g, w, rtol=rtol, atol=atol, equal_nan=True, msg=lambda m: f"output {i}: {m}")
 
 
+@contextlib.contextmanager
+def reaches_compiler(graphs: int = 1):
+    """Fail unless at least ``graphs`` graphs reach the compiler inside the block.
+
+    Dynamo runs a function eagerly without a word when it cannot trace it (or has given up on
+    it): a compile-and-compare test would then compare eager with eager and pass.
+    """
+    before = compiler.counters["graphs_compiled"]
+    yield
+    got = compiler.counters["graphs_compiled"] - before
+    assert got >= graphs, (f"{graphs} graph(s) should have reached the compiler, {got} did: dynamo ran the "
+                           f"function eagerly, so the result says nothing about the compiler")
+
+
 def run_compiled(fn: Callable, *args: Any, **compile_kwargs: Any) -> Any:
+    """``fn(*args)`` compiled afresh; fails if no graph reached the compiler."""
     torch._dynamo.reset()
-    return compiler.compile(fn, **compile_kwargs)(*args)
+    with reaches_compiler():
+        return compiler.compile(fn, **compile_kwargs)(*args)
 
 
 def check(fn: Callable, *args: Any, rtol: float = 1e-5, atol: float = 1e-5, **compile_kwargs: Any) -> Any:
-    """Compile ``fn``, run it on ``args`` and compare with eager; returns the compiled output."""
+    """Compile ``fn``, run it on ``args`` and compare with eager; returns the compiled output.
+
+    Fails if no graph reached the compiler (``run_compiled``)."""
     want = fn(*args)
     got = run_compiled(fn, *args, **compile_kwargs)
     assert_same(got, want, rtol=rtol, atol=atol)
@@ -61,16 +80,21 @@ def normalize(source: str) -> str:
 
 
 def assert_golden(name: str, text: str) -> None:
-    """Compare with tests/compiler/golden/<name>; EXPECTTEST_ACCEPT=1 rewrites the file."""
+    """Compare with tests/compiler/golden/<name>; EXPECTTEST_ACCEPT=1 writes (or rewrites) the file.
+
+    A missing golden file is a failure, never silently created: a test that writes its own
+    expectation and passes proves nothing.
+    """
     path = os.path.join(GOLDEN_DIR, name)
     text = normalize(text)
-    if os.environ.get("EXPECTTEST_ACCEPT", "0") not in ("", "0") or not os.path.exists(path):
-        if not os.path.exists(path) and os.environ.get("CI"):
-            raise AssertionError(f"golden file {path} is missing; run with EXPECTTEST_ACCEPT=1 to create it")
+    if os.environ.get("EXPECTTEST_ACCEPT", "0") not in ("", "0"):
         os.makedirs(GOLDEN_DIR, exist_ok=True)
         with open(path, "w") as f:
             f.write(text)
         return
+    if not os.path.exists(path):
+        raise AssertionError(f"golden file {path} is missing; run this test with EXPECTTEST_ACCEPT=1 to create "
+                             f"it, check the generated source in it, and commit it")
     with open(path) as f:
         expected = f.read()
     assert text == expected, (f"generated source differs from {path}; if the change is intended, rerun with "
