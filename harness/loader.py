@@ -51,7 +51,8 @@ def load_file(path: str) -> ModuleType:
 
 
 def _package_module(path: str) -> str | None:
-    """``pkg.sub.mod`` when ``path`` sits in a package whose top folder is on ``sys.path``, else None."""
+    """``pkg.sub.mod`` when ``path`` sits in a package that imports as ``pkg`` from this very folder -- its top
+    folder is on ``sys.path``, or an installed (e.g. editable) package resolves to it -- else None."""
     folder, parts = os.path.dirname(path), [os.path.splitext(os.path.basename(path))[0]]
     while os.path.exists(os.path.join(folder, "__init__.py")):
         parts.insert(0, os.path.basename(folder))
@@ -59,7 +60,15 @@ def _package_module(path: str) -> str | None:
     if len(parts) == 1:
         return None
     roots = {os.path.abspath(p or os.getcwd()) for p in sys.path}
-    return ".".join(parts) if folder in roots else None
+    if folder in roots:
+        return ".".join(parts)
+    try:
+        spec = importlib.util.find_spec(parts[0])
+    except (ImportError, ValueError):
+        return None
+    here = os.path.realpath(os.path.join(folder, parts[0]))
+    locations = spec.submodule_search_locations if spec is not None else None
+    return ".".join(parts) if locations and here in {os.path.realpath(p) for p in locations} else None
 
 
 def subjects_in(module: ModuleType) -> list[Subject]:
