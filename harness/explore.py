@@ -1,10 +1,18 @@
-"""Fuzz one subject with Hypothesis under a wall-clock budget; shrink and dump the first finding.
+"""Fuzz one subject with Hypothesis under a wall-clock budget; shrink and dump one finding.
 
 Hypothesis drives generation, replay of saved failures (its example database
 lives under the output directory) and shrinking; every example executes through
 an :mod:`executor` (a worker process by default).  The budget bounds the whole
-exploration: when it runs out during generation the subject passes; when it
-runs out while shrinking, the smallest failing case seen so far is reported.
+exploration: when it runs out during generation the subject passes.
+
+Which failure is reported (:class:`Failures`): Hypothesis stops generating at
+the first failure and shrinks it, and a shrink may *slip* into another failure
+class (a ``nonfinite`` case with an inf sprinkled in shrinks into the plain
+``mismatch`` underneath).  The finding is the failure Hypothesis finally raises,
+its shrunk one; when the budget (or a crash or hang) ends the search first, it
+is the smallest failing case seen (:func:`~harness.strategies.example_cost`)
+over every class.  One exploration reports one finding, whatever the classes it
+passed through.
 """
 from __future__ import annotations
 
@@ -26,7 +34,7 @@ from .dump import write_dump
 from .executor import Executor, make_executor
 from .loader import ref
 from .runner import Verdict, enabled_hazards
-from .strategies import cases
+from .strategies import cases, example_cost
 
 if TYPE_CHECKING:
     from .huge import HugePlan
@@ -37,14 +45,23 @@ class _BudgetSpent(BaseException):
 
 
 class Finding(Exception):
-    """Raised inside the Hypothesis test when an example fails (one subclass per failure class)."""
+    """Raised inside the Hypothesis test when an example fails (one subclass per failure class).
+
+    Carries the failing ``case`` and its ``verdict``, so the exception Hypothesis raises at the end (the
+    replay of its shrunk failure) says which example that was.
+    """
+
+    def __init__(self, case: Case, verdict: Verdict):
+        super().__init__(verdict.message)
+        self.case, self.verdict = case, verdict
 
 
 _FINDING_TYPES: dict[str, type] = {}
 
 
 def _finding_type(klass: str) -> type:
-    # Hypothesis tells bugs apart by exception type: one type per class keeps shrinking on the same bug.
+    # Hypothesis tells failures apart by exception type (one saved example each); with
+    # report_multiple_bugs=False its shrinker may still slip from one type to another (see Failures).
     if klass not in _FINDING_TYPES:
         _FINDING_TYPES[klass] = type(f"Finding_{klass}", (Finding,), {})
     return _FINDING_TYPES[klass]
@@ -72,12 +89,45 @@ class SubjectResult:
         return f"FAIL  {self.subject}  {self.failure_class}: {self.message}  ({stats})\n      dump: {self.dump}"
 
 
+class Failures:
+    """The failing examples of one exploration, per failure class, and the one to report.
+
+    ``add`` keeps the smallest failing case of each class (by
+    :func:`~harness.strategies.example_cost`; on a tie the later one, which
+    Hypothesis's shrinker judged simpler).  ``report`` gives the failure
+    Hypothesis raised at the end (``raised``), else the one that stopped the
+    search (a crash or hang: ``stopped_by``), else the smallest over all classes.
+    """
+
+    def __init__(self):
+        self.smallest_by_class: dict[str, tuple[tuple[int, int], Case, Verdict]] = {}
+        self.count: Counter = Counter()
+        self.raised: tuple[Case, Verdict] | None = None
+        self.stopped_by: tuple[Case, Verdict] | None = None
+
+    def add(self, case: Case, verdict: Verdict) -> None:
+        klass = verdict.failure_class or "unknown"
+        self.count[klass] += 1
+        key = (example_cost(case), -sum(self.count.values()))
+        best = self.smallest_by_class.get(klass)
+        if best is None or key < best[0]:
+            self.smallest_by_class[klass] = (key, case, verdict)
+
+    def smallest(self) -> tuple[Case, Verdict] | None:
+        if not self.smallest_by_class:
+            return None
+        _, case, verdict = min(self.smallest_by_class.values(), key=lambda entry: entry[0])
+        return case, verdict
+
+    def report(self) -> tuple[Case, Verdict] | None:
+        return self.raised or self.stopped_by or self.smallest()
+
+
 class _State:
     def __init__(self):
         self.examples = 0
         self.skipped = 0
-        self.failure: tuple[Case, Verdict] | None = None
-        self.failure_class: str | None = None
+        self.failures = Failures()
         self.coverage: dict[str, Counter] = {"shape": Counter(), "values": Counter(), "dtype": Counter(),
                                              "layout": Counter()}
 
@@ -117,7 +167,32 @@ def explore(subject: Subject, *, budget_s: float | None = None, max_examples: in
     executor.prepare(subject_ref)             # worker start-up and imports are not the subject's budget
     state = _State()
     start = time.monotonic()
-    deadline = start + budget_s
+    probe = _probe(state, executor, subject_ref, hazards, start + budget_s, budget_s, on_example)
+    try:
+        _search(_hypothesis_test(subject, probe, max_examples=max_examples, seed=seed, out_dir=out_dir,
+                                 database=database, huge=huge), state.failures)
+    finally:
+        if own_executor:
+            executor.close()
+    result = SubjectResult(subject.name, "pass", state.examples, state.skipped, time.monotonic() - start,
+                           coverage={k: dict(v) for k, v in state.coverage.items()})
+    failure = state.failures.report()
+    if failure is not None:
+        case, verdict = failure
+        counters["findings"] += 1
+        result.status = "fail"
+        result.failure_class = verdict.failure_class
+        result.message = verdict.message
+        result.signature = verdict.signature(subject.name)
+        result.case, result.verdict = case, verdict
+        result.dump = write_dump(out_dir, subject, subject_ref, case, verdict, seed=seed, hazards=hazards)
+        verdict.dump = result.dump
+    return result
+
+
+def _probe(state: _State, executor: Executor, subject_ref: dict, hazards: frozenset, deadline: float,
+           budget_s: float, on_example: Callable[[Case, Verdict], None] | None) -> Callable[[Case], None]:
+    """The body of the Hypothesis test: run one example, record it, raise :class:`Finding` when it fails."""
 
     def probe(case: Case) -> None:
         remaining = deadline - time.monotonic()
@@ -135,14 +210,17 @@ def explore(subject: Subject, *, budget_s: float | None = None, max_examples: in
             state.skipped += 1
             reject()
         if verdict.status == "fail":
-            if state.failure_class is None:
-                state.failure_class = verdict.failure_class
-            if verdict.failure_class == state.failure_class:
-                state.failure = (case, verdict)      # Hypothesis only tries simpler cases: latest is smallest
+            state.failures.add(case, verdict)
             if verdict.failure_class in ("hang", "crash"):
+                state.failures.stopped_by = (case, verdict)
                 raise _BudgetSpent()                 # each shrink attempt would cost a timeout / a new worker
-            raise _finding_type(verdict.failure_class)(verdict.message)
+            raise _finding_type(verdict.failure_class)(case, verdict)
 
+    return probe
+
+
+def _hypothesis_test(subject: Subject, probe: Callable[[Case], None], *, max_examples: int, seed: int | None,
+                     out_dir: str, database: bool, huge: "HugePlan | None") -> Callable[[], None]:
     db = DirectoryBasedExampleDatabase(os.path.join(out_dir, ".hypothesis")) if database else None
     test = settings(max_examples=max_examples, deadline=None, database=db, derandomize=False,
                     suppress_health_check=list(HealthCheck), report_multiple_bugs=False, print_blob=False,
@@ -151,30 +229,19 @@ def explore(subject: Subject, *, budget_s: float | None = None, max_examples: in
         given(cases(subject, huge=huge))(probe))
     mode = ":huge" if huge is not None else ""     # huge failures replay only in huge mode
     test._hypothesis_internal_database_key = f"tritondiff:{subject.name}:{subject.file}{mode}".encode()
-    if seed is not None:
-        test = hypothesis_seed(seed)(test)
+    return hypothesis_seed(seed)(test) if seed is not None else test
+
+
+def _search(test: Callable[[], None], failures: Failures) -> None:
+    """Run the Hypothesis test; note the failure it raises at the end (its shrunk one) in ``failures``."""
     try:
         test()
-    except (_BudgetSpent, Finding):
+    except Finding as e:
+        failures.raised = (e.case, e.verdict)
+    except _BudgetSpent:
         pass
     except Exception:
         # e.g. Hypothesis's FlakyFailure when a replay fails differently (a crash that replays as a
-        # hang on a loaded machine): the failure already recorded stands; anything else is ours.
-        if state.failure is None:
+        # hang on a loaded machine): the failures already recorded stand; anything else is ours.
+        if failures.smallest() is None:
             raise
-    finally:
-        if own_executor:
-            executor.close()
-    result = SubjectResult(subject.name, "pass", state.examples, state.skipped, time.monotonic() - start,
-                           coverage={k: dict(v) for k, v in state.coverage.items()})
-    if state.failure is not None:
-        case, verdict = state.failure
-        counters["findings"] += 1
-        result.status = "fail"
-        result.failure_class = verdict.failure_class
-        result.message = verdict.message
-        result.signature = verdict.signature(subject.name)
-        result.case, result.verdict = case, verdict
-        result.dump = write_dump(out_dir, subject, subject_ref, case, verdict, seed=seed, hazards=hazards)
-        verdict.dump = result.dump
-    return result
