@@ -97,6 +97,9 @@ class Failures:
     Hypothesis's shrinker judged simpler).  ``report`` gives the failure
     Hypothesis raised at the end (``raised``), else the one that stopped the
     search (a crash or hang: ``stopped_by``), else the smallest over all classes.
+    ``known`` answers a case already seen failing: Hypothesis replays a failure
+    when its shrinking starts and once more at the end, and a multi-million
+    element example costs ~17 s in the interpreter each time.
     """
 
     def __init__(self):
@@ -104,6 +107,7 @@ class Failures:
         self.count: Counter = Counter()
         self.raised: tuple[Case, Verdict] | None = None
         self.stopped_by: tuple[Case, Verdict] | None = None
+        self._verdicts: dict[str, Verdict] = {}
 
     def add(self, case: Case, verdict: Verdict) -> None:
         klass = verdict.failure_class or "unknown"
@@ -112,6 +116,11 @@ class Failures:
         best = self.smallest_by_class.get(klass)
         if best is None or key < best[0]:
             self.smallest_by_class[klass] = (key, case, verdict)
+        self._verdicts[case.dumps()] = verdict
+
+    def known(self, case: Case) -> Verdict | None:
+        """The verdict of ``case`` when it already failed in this exploration."""
+        return self._verdicts.get(case.dumps())
 
     def smallest(self) -> tuple[Case, Verdict] | None:
         if not self.smallest_by_class:
@@ -198,22 +207,26 @@ def _probe(state: _State, executor: Executor, subject_ref: dict, hazards: frozen
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise _BudgetSpent()
-        # a long example may overrun the budget by at most 20%; then it is cut short, not judged
-        verdict = executor.run(subject_ref, case, hazards, timeout_s=remaining + 0.2 * budget_s)
-        if verdict.status == "budget":
-            raise _BudgetSpent()
-        state.examples += 1
-        state.observe(case)
-        if on_example is not None:
-            on_example(case, verdict)
-        if verdict.status == "skip":
-            state.skipped += 1
-            reject()
+        verdict = state.failures.known(case)         # Hypothesis replaying a failure: judged already
+        if verdict is None:
+            # a long example may overrun the budget by at most 20%; then it is cut short, not judged
+            verdict = executor.run(subject_ref, case, hazards, timeout_s=remaining + 0.2 * budget_s)
+            if verdict.status == "budget":
+                raise _BudgetSpent()
+            state.examples += 1
+            state.observe(case)
+            if on_example is not None:
+                on_example(case, verdict)
+            if verdict.status == "skip":
+                state.skipped += 1
+                reject()
+            if verdict.status == "fail":
+                state.failures.add(case, verdict)
+                if verdict.failure_class in ("hang", "crash"):
+                    state.failures.stopped_by = (case, verdict)
+                    raise _BudgetSpent()             # each shrink attempt would cost a timeout / a new worker
         if verdict.status == "fail":
-            state.failures.add(case, verdict)
-            if verdict.failure_class in ("hang", "crash"):
-                state.failures.stopped_by = (case, verdict)
-                raise _BudgetSpent()                 # each shrink attempt would cost a timeout / a new worker
+            # one raise site for a first run and a replay: Hypothesis tells failures apart by where they rise
             raise _finding_type(verdict.failure_class)(case, verdict)
 
     return probe

@@ -97,3 +97,15 @@ def test_equal_cost_prefers_the_later_failure_and_raised_or_stopping_failures_wi
     assert f.report()[1].failure_class == "crash"
     f.raised = (_case(9), _fail("nonfinite"))              # Hypothesis's own final, shrunk failure wins
     assert f.report()[0].dims["N"] == 9
+
+
+def test_a_failing_case_runs_once_though_hypothesis_replays_it(tmp_path):
+    # Hypothesis replays a failure when shrinking starts and again at the end; at ~17 s per
+    # multi-million-element example in the interpreter, those replays come from the verdicts already had.
+    model = BlockwiseModel()
+    res = explore(blockwise_norm_model, budget_s=600, max_examples=500, seed=0, database=False,
+                  out_dir=str(tmp_path), executor=model)
+    assert res.status == "fail"
+    failing = [case.dumps() for case, v in model.runs if v.status == "fail"]
+    assert failing and len(failing) == len(set(failing))
+    assert res.case.dumps() in failing and res.examples == len(model.runs)
