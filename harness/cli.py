@@ -58,7 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--subject", action="append", help="only this subject (repeatable)")
     check.add_argument("--budget", type=_budget, default=None, help="wall time per subject (default 90s)")
     check.add_argument("--max-examples", type=_positive_int, default=10_000)
-    check.add_argument("--seed", type=int, default=None)
+    check.add_argument("--seed", type=int, default=None,
+                       help="Hypothesis seed (default: a random one, printed per subject and kept in summary.json)")
     check.add_argument("--out", default=None, help="dump directory (default ./tritondiff-out)")
     check.add_argument("--disable", type=_disable, default=frozenset(),
                        help="comma-separated hazard hunters to switch off")

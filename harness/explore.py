@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import secrets
 import time
 from collections import Counter
 from typing import TYPE_CHECKING, Callable
@@ -74,6 +75,7 @@ class SubjectResult:
     examples: int = 0
     skipped: int = 0
     seconds: float = 0.0
+    seed: int | None = None           # Hypothesis's seed (drawn when none was given): --seed N replays the run
     failure_class: str | None = None
     message: str = ""
     signature: str | None = None
@@ -83,7 +85,7 @@ class SubjectResult:
     coverage: dict = dataclasses.field(default_factory=dict)
 
     def line(self) -> str:
-        stats = f"{self.examples} examples, {self.skipped} skipped, {self.seconds:.1f} s"
+        stats = f"{self.examples} examples, {self.skipped} skipped, {self.seconds:.1f} s, seed {self.seed}"
         if self.status == "pass":
             return f"pass  {self.subject}  ({stats})"
         return f"FAIL  {self.subject}  {self.failure_class}: {self.message}  ({stats})\n      dump: {self.dump}"
@@ -148,6 +150,11 @@ class _State:
             self.coverage["layout"][t.layout] += 1
 
 
+def new_seed() -> int:
+    """A fresh Hypothesis seed for a run given none (recorded, so ``--seed`` can replay the run)."""
+    return secrets.randbits(31)
+
+
 def explore(subject: Subject, *, budget_s: float | None = None, max_examples: int = 10_000,
             seed: int | None = None, out_dir: str | None = None, disabled: frozenset = frozenset(),
             executor: Executor | None = None, database: bool = True,
@@ -155,6 +162,8 @@ def explore(subject: Subject, *, budget_s: float | None = None, max_examples: in
             huge: "HugePlan | None" = None) -> SubjectResult:
     """Search ``subject``'s input space for a failure; shrink it and write its dump.
 
+    ``seed`` seeds Hypothesis; without one a fresh seed is drawn
+    (:func:`new_seed`) and recorded in the result and the dump's ``summary.json``.
     ``huge`` (a :class:`harness.huge.HugePlan`) draws the subject's size dim past
     2^31 elements; with ``config.huge_shapes`` on and no plan, one is made from
     the free GPU memory now.  Huge mode runs on CUDA only
@@ -169,6 +178,7 @@ def explore(subject: Subject, *, budget_s: float | None = None, max_examples: in
         timeout_s = max(config.example_timeout_s, huge_shapes.EXAMPLE_TIMEOUT_S)
     budget_s = config.budget_s if budget_s is None else budget_s
     out_dir = out_dir or config.out_dir
+    seed = new_seed() if seed is None else seed
     hazards = enabled_hazards(subject, disabled)
     own_executor = executor is None
     executor = executor or make_executor(hazards, timeout_s)
@@ -184,7 +194,7 @@ def explore(subject: Subject, *, budget_s: float | None = None, max_examples: in
         if own_executor:
             executor.close()
     result = SubjectResult(subject.name, "pass", state.examples, state.skipped, time.monotonic() - start,
-                           coverage={k: dict(v) for k, v in state.coverage.items()})
+                           seed=seed, coverage={k: dict(v) for k, v in state.coverage.items()})
     failure = state.failures.report()
     if failure is not None:
         case, verdict = failure
@@ -232,7 +242,7 @@ def _probe(state: _State, executor: Executor, subject_ref: dict, hazards: frozen
     return probe
 
 
-def _hypothesis_test(subject: Subject, probe: Callable[[Case], None], *, max_examples: int, seed: int | None,
+def _hypothesis_test(subject: Subject, probe: Callable[[Case], None], *, max_examples: int, seed: int,
                      out_dir: str, database: bool, huge: "HugePlan | None") -> Callable[[], None]:
     db = DirectoryBasedExampleDatabase(os.path.join(out_dir, ".hypothesis")) if database else None
     test = settings(max_examples=max_examples, deadline=None, database=db, derandomize=False,
@@ -242,7 +252,7 @@ def _hypothesis_test(subject: Subject, probe: Callable[[Case], None], *, max_exa
         given(cases(subject, huge=huge))(probe))
     mode = ":huge" if huge is not None else ""     # huge failures replay only in huge mode
     test._hypothesis_internal_database_key = f"tritondiff:{subject.name}:{subject.file}{mode}".encode()
-    return hypothesis_seed(seed)(test) if seed is not None else test
+    return hypothesis_seed(seed)(test)
 
 
 def _search(test: Callable[[], None], failures: Failures) -> None:

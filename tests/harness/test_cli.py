@@ -26,6 +26,7 @@ def test_seed_blockwise_norm_fails_and_its_dump_replays(tmp_path):
     summary = json.load(open(os.path.join(dump, "summary.json")))
     assert summary["failure_class"] == "mismatch"
     assert summary["inputs"]["x"]["shape"] == [1025]          # shrunk to one element past one block
+    assert summary["seed"] == 1 and "seed 1)" in line
     assert summary["versions"]["torch"] and summary["versions"]["triton"]
     assert os.listdir(os.path.join(dump, "kernels"))          # kernel source captured
     assert os.path.exists(os.path.join(dump, "inputs.pt"))
@@ -43,7 +44,7 @@ def _check_blockwise(tmp_path, *seed):
 
 def _assert_minimal_mismatch(line, summary):
     x = summary["inputs"]["x"]
-    why = f"{line}\n{x}"
+    why = f"{line}\n{x} (Hypothesis seed {summary['seed']})"
     # the bug shows from one element past a block: Hypothesis's shrink ends on float32[1025] normal values;
     # the first failure seen is often another class (nonfinite: an inf sprinkled in, a float16 norm that
     # overflows) or millions of elements, and must not be what is reported
@@ -52,7 +53,9 @@ def _assert_minimal_mismatch(line, summary):
 
 
 def test_seed_blockwise_norm_without_a_seed_reports_the_shrunk_mismatch(tmp_path):
-    _assert_minimal_mismatch(*_check_blockwise(tmp_path))
+    line, summary = _check_blockwise(tmp_path)
+    assert isinstance(summary["seed"], int) and f"seed {summary['seed']})" in line   # drawn, kept: --seed replays
+    _assert_minimal_mismatch(line, summary)
 
 
 @pytest.mark.slow

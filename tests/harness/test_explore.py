@@ -109,3 +109,26 @@ def test_a_failing_case_runs_once_though_hypothesis_replays_it(tmp_path):
     failing = [case.dumps() for case, v in model.runs if v.status == "fail"]
     assert failing and len(failing) == len(set(failing))
     assert res.case.dumps() in failing and res.examples == len(model.runs)
+
+
+def test_a_run_without_a_seed_draws_one_records_it_and_replays_with_it(tmp_path):
+    import json
+    import os
+
+    first = BlockwiseModel()
+    res = explore(blockwise_norm_model, budget_s=600, max_examples=500, database=False,
+                  out_dir=str(tmp_path / "a"), executor=first)
+    assert isinstance(res.seed, int) and f"seed {res.seed}" in res.line()
+    summary = json.load(open(os.path.join(res.dump, "summary.json")))
+    assert summary["seed"] == res.seed
+    x, drawn = summary["inputs"]["x"], res.case.tensors["x"]
+    assert (x["seed"], x["values"], x["layout"], x["layout_param"], x["nonfinite"]) == \
+        (drawn.seed, drawn.values, drawn.layout, drawn.layout_param, drawn.nonfinite)
+    again = BlockwiseModel()                   # the recorded seed replays the very same examples
+    replay = explore(blockwise_norm_model, budget_s=600, max_examples=500, seed=res.seed, database=False,
+                     out_dir=str(tmp_path / "b"), executor=again)
+    assert [c.dumps() for c, _ in again.runs] == [c.dumps() for c, _ in first.runs]
+    assert replay.case == res.case
+    other = explore(blockwise_norm_model, budget_s=600, max_examples=500, database=False,
+                    out_dir=str(tmp_path / "c"), executor=BlockwiseModel())
+    assert other.seed != res.seed              # drawn afresh (31 random bits) for every run
