@@ -2,14 +2,15 @@
 
 Exit codes: 0 all subjects pass (or the replayed failure is gone), 1 a subject
 fails (or still fails), 2 usage error (missing file, import error, no
-subjects, bad flag) reported in one line, never a traceback.
+subjects, bad flag) or a harness error (the worker cannot load the subject,
+...), reported in one line, never a traceback.
 """
 from __future__ import annotations
 
 import argparse
 import sys
 
-from .exc import UsageError
+from .exc import HarnessError, UsageError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -114,9 +115,25 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         print(str(e).splitlines()[0] if str(e) else "tritondiff: usage error", file=sys.stderr)
         return 2
+    except HarnessError as e:               # not the subject's failure (exit 1): the harness could not run it
+        print(f"tritondiff: {_one_line(e)}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("tritondiff: interrupted", file=sys.stderr)
         return 130
+
+
+def _one_line(error: HarnessError) -> str:
+    """The first line of ``error``; when it only introduces a traceback ("...:"), with the traceback's
+    last line (the exception that says what went wrong)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    if not lines:
+        return type(error).__name__
+    first = lines[0]
+    if first.endswith(":") and len(lines) > 1:
+        cause = next((line for line in reversed(lines[1:]) if not line.startswith("---")), "")
+        first = f"{first} {cause}".rstrip()
+    return first
 
 
 def _check(args) -> int:

@@ -95,3 +95,45 @@ def test_import_error_and_empty_file_exit_2(tmp_path):
     empty.write_text("x = 1\n")
     res = _run("check", str(empty))
     assert res.returncode == 2 and "no @subject functions" in res.stderr
+
+
+WORKER_IMPORT_FAILS = '''
+import os
+
+from harness import subject, tensor
+
+MARK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "imported_once")
+if os.path.exists(MARK):     # the second import, inside the worker process, fails
+    raise RuntimeError("cannot open the device twice")
+open(MARK, "w").close()
+
+
+@subject(reference=lambda x: x + 1, inputs={"x": tensor(("N",))}, dims={"N": (1, 8)})
+def plus_one(x):
+    return x + 1
+'''
+
+
+def test_a_harness_error_exits_2_with_one_line_naming_it(tmp_path):
+    # the file imports here but not in the worker: the harness cannot run the subject, which is neither a
+    # pass nor a failing subject (exit 1), and was a 39-line traceback
+    subjects = tmp_path / "worker_import_fails.py"
+    subjects.write_text(WORKER_IMPORT_FAILS)
+    res = _run("check", str(subjects), "--budget", "20", "--out", str(tmp_path / "out"))
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert res.stderr.strip().splitlines() == [
+        "tritondiff: the worker could not load subject 'plus_one': harness.exc.UsageError: "
+        f"{subjects}: import failed: RuntimeError: cannot open the device twice"], res.stderr
+    assert res.stdout == ""
+
+
+def test_harness_error_lines_keep_the_cause_of_a_traceback():
+    from harness.cli import _one_line
+    from harness.exc import HarnessError, WorkerStartupError
+
+    assert _one_line(HarnessError("the worker could not load subject 's':\nTraceback (most recent call last):\n"
+                                  "  File \"x.py\", line 1\nValueError: bad\n")) == \
+        "the worker could not load subject 's': ValueError: bad"
+    assert _one_line(WorkerStartupError("worker died at start-up", log_tail="Traceback ...\nOSError: x")) == \
+        "worker died at start-up"
+    assert _one_line(HarnessError("")) == "HarnessError"
