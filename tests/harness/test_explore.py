@@ -1,6 +1,9 @@
 """explore: which failure is reported (the shrunk one, over every class), exceptions and skips."""
 from __future__ import annotations
 
+import json
+import os
+
 import torch
 
 from harness import subject, tensor
@@ -112,9 +115,6 @@ def test_a_failing_case_runs_once_though_hypothesis_replays_it(tmp_path):
 
 
 def test_a_run_without_a_seed_draws_one_records_it_and_replays_with_it(tmp_path):
-    import json
-    import os
-
     first = BlockwiseModel()
     res = explore(blockwise_norm_model, budget_s=600, max_examples=500, database=False,
                   out_dir=str(tmp_path / "a"), executor=first)
@@ -132,3 +132,49 @@ def test_a_run_without_a_seed_draws_one_records_it_and_replays_with_it(tmp_path)
     other = explore(blockwise_norm_model, budget_s=600, max_examples=500, database=False,
                     out_dir=str(tmp_path / "c"), executor=BlockwiseModel())
     assert other.seed != res.seed              # drawn afresh (31 random bits) for every run
+
+
+SMALL = dict(inputs={"x": tensor(("N",), dtypes=("float32",), values=("normal",), nonfinite=False)}, dims={"N": (1, 64)})
+
+
+@subject(reference=lambda x: x * 2, **SMALL)
+def raises_past_eight(x):
+    if x.numel() > 8:
+        raise RuntimeError("planted: the launch grid assumes N <= 8")
+    return x * 2
+
+
+def _reference_rejects_odd_lengths(x):
+    if x.numel() % 2:
+        raise ValueError("odd lengths are outside the domain")
+    return x * 2
+
+
+@subject(reference=_reference_rejects_odd_lengths, **SMALL)
+def wrong_on_odd_lengths(x):
+    return x * 2 if x.numel() % 2 == 0 else torch.zeros_like(x)     # judged only inside the domain
+
+
+def test_a_subject_raising_where_the_reference_does_not_is_an_exception_finding_with_its_traceback(
+        tmp_path, in_process):
+    res = explore(raises_past_eight, budget_s=120, max_examples=200, seed=5, database=False,
+                  out_dir=str(tmp_path), executor=in_process)
+    assert (res.status, res.failure_class) == ("fail", "exception")
+    assert res.case.dims["N"] == 9                                     # shrunk to the first length that raises
+    assert "planted: the launch grid assumes N <= 8" in res.message
+    with open(os.path.join(res.dump, "traceback.txt")) as f:
+        tb = f.read()
+    assert "RuntimeError: planted: the launch grid assumes N <= 8" in tb and "raises_past_eight" in tb
+    assert json.load(open(os.path.join(res.dump, "summary.json")))["failure_class"] == "exception"
+
+
+def test_inputs_the_reference_rejects_are_skipped_and_counted_not_failures(tmp_path, in_process):
+    seen = []
+    res = explore(wrong_on_odd_lengths, budget_s=120, max_examples=60, seed=5, database=False,
+                  out_dir=str(tmp_path), executor=in_process,
+                  on_example=lambda case, verdict: seen.append((case.dims["N"], verdict.status)))
+    assert res.status == "pass" and res.dump is None
+    odd = [n for n, status in seen if n % 2]
+    assert odd and all(status == "skip" for n, status in seen if n % 2)   # garbage there was never judged
+    assert all(status == "pass" for n, status in seen if n % 2 == 0)
+    assert res.skipped == len(odd) and res.examples == len(seen)
