@@ -109,9 +109,8 @@ def resolve_targets(targets: Sequence[str]) -> list[Subject]:
             pool = bundled() if pool is None else pool
             found = [s for n, s in pool.items() if fnmatch.fnmatchcase(n, target)]
             if not found:
-                known = ", ".join(sorted(pool)[:12]) if pool else "there are no bundled subjects yet"
                 raise UsageError(f"unknown target {target!r}: not a subject file and no bundled subject matches "
-                                 f"it (bundled: {known})")
+                                 f"it ({_known_names(target, pool)})")
         out.extend(found)
     if not targets:
         out = list(bundled().values())
@@ -125,6 +124,42 @@ def resolve_targets(targets: Sequence[str]) -> list[Subject]:
             raise UsageError(f"two different subjects are named {s.name!r} ({other.file or other.module} and "
                              f"{s.file or s.module}); findings are keyed by name, so rename one")
     return list(unique.values())
+
+
+def name_groups(names) -> dict[str, list[str]]:
+    """Subject names grouped by their first dotted part (``kernels.nrm2`` under ``kernels.*``), sorted;
+    names without a dot (subjects of a file) under ``(no prefix)``."""
+    groups: dict[str, list[str]] = {}
+    for name in sorted(names):
+        head, dot, _ = name.partition(".")
+        groups.setdefault(f"{head}.*" if dot else "(no prefix)", []).append(name)
+    return groups
+
+
+def format_name_groups(names, *, width: int = 100) -> str:
+    """One paragraph per prefix group: ``kernels.* (13): layer_norm, layer_norm_backward, ...``."""
+    import textwrap
+
+    out = []
+    for group, members in name_groups(names).items():
+        cut = len(group) - 1 if group.endswith(".*") else 0          # "kernels.nrm2" -> "nrm2"
+        body = ", ".join(m[cut:] for m in members)
+        out.append(textwrap.fill(f"{group} ({len(members)}): {body}", width=width, subsequent_indent="    ",
+                                 break_on_hyphens=False))
+    return "\n".join(out)
+
+
+def _known_names(target: str, pool: dict) -> str:
+    """One line about the bundled names, for an unknown target: the groups with their sizes, near matches."""
+    import difflib
+
+    if not pool:
+        return "there are no bundled subjects yet"
+    groups = ", ".join(f"{g} ({len(m)})" for g, m in name_groups(pool).items())
+    near = [n for n in sorted(pool) if n.endswith("." + target)]
+    near += [n for n in difflib.get_close_matches(target, list(pool), n=3, cutoff=0.6) if n not in near]
+    hint = f"; did you mean {' or '.join(near[:3])}?" if near else ";"
+    return f"bundled: {groups}{hint} tritondiff fuzz --list names them all"
 
 
 def default_workers() -> int:
@@ -661,9 +696,11 @@ class CampaignResult:
     findings: list[dict]              # seen in this run: signature, class, subject, new, message
     errors: list[str]
     seed: int
+    workers: int = 1                  # lanes of this run
 
     @property
     def examples_per_s(self) -> float:
+        """Examples per second of wall time (all lanes together)."""
         return self.examples / self.seconds if self.seconds > 0 else 0.0
 
     @property
@@ -860,7 +897,7 @@ def run_campaign(targets: Sequence[str] = (), *, budget_s: float | None = None, 
                          "more budget or fewer targets")
         result = CampaignResult(campaign.id, status, db.path, runner.seconds, runner.spent_before + runner.seconds,
                                 campaign.budget_s, runner.examples, list(runner.findings.values()), runner.errors,
-                                campaign.seed)
+                                campaign.seed, workers)
         _summary(display, result, db)
     finally:
         db.close()
@@ -912,7 +949,8 @@ def _resume(db: Store, targets, seed, budget_s, workers):
 def _summary(display: _Display, result: CampaignResult, db: Store) -> None:
     new = [f for f in result.findings if f["new"]]
     display.line(f"campaign {result.campaign_id} {result.status}: {result.examples} examples in "
-                 f"{result.seconds:.1f} s ({result.examples_per_s:.2f} examples/s); "
+                 f"{result.seconds:.1f} s wall ({result.examples_per_s:.2f} examples/s over {result.workers} "
+                 f"worker(s)); "
                  f"{_clock(result.spent_s)} of {_clock(result.budget_s)} spent; findings: {len(new)} new, "
                  f"{len(result.findings) - len(new)} seen again")
     for f in result.findings:

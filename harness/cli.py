@@ -57,7 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="fuzz the subjects of one Python file")
     check.add_argument("file", help="a Python file declaring @subject functions")
     check.add_argument("--subject", action="append", help="only this subject (repeatable)")
-    check.add_argument("--budget", type=_budget, default=None, help="wall time per subject (default 90s)")
+    check.add_argument("--budget", type=_budget, default=None,
+                       help="wall time per subject (default 90s); an example still running when it ends may "
+                            "overrun it by up to 20%% before it is cut short")
     check.add_argument("--max-examples", type=_positive_int, default=10_000)
     check.add_argument("--seed", type=int, default=None,
                        help="Hypothesis seed (default: a random one, printed per subject and kept in summary.json)")
@@ -71,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="subject files (file.py or file.py::name), bundled subject names or globs; "
                            "none: every bundled subject")
     fuzz.add_argument("--budget", type=_budget, default=None,
-                      help="total wall time of the campaign (default 10m; with --resume: keep the stored one)")
+                      help="total wall time of the campaign (default 10m; with --resume: keep the stored one); "
+                           "a long example may overrun its task's share by up to 20%% before it is cut short")
     fuzz.add_argument("--workers", type=_positive_int, default=None,
                       help="parallel lanes (default: one per GPU on CUDA, one per CPU core otherwise)")
     fuzz.add_argument("--seed", type=int, default=None, help="campaign seed (default: random, printed)")
@@ -80,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     fuzz.add_argument("--report", default=None, metavar="DIR", help="write the report to DIR when the run ends")
     fuzz.add_argument("--disable", type=_disable, default=frozenset(),
                       help="comma-separated hazard hunters to switch off")
+    fuzz.add_argument("--list", action="store_true",
+                      help="print the subjects the targets name (none: every bundled subject), grouped by prefix, "
+                           "and exit")
     fuzz.add_argument("--huge", action="store_true",
                       help="CUDA only: draw the 1-D subjects just past 2^31 elements, within free GPU memory "
                            "(the other targets are skipped, with the reason)")
@@ -175,7 +181,11 @@ def _sanitize(dump_dir: str) -> None:
 def _fuzz(args) -> int:
     import signal
 
-    from .campaign import run_campaign
+    from .campaign import format_name_groups, resolve_targets, run_campaign
+
+    if args.list:
+        print(format_name_groups(s.name for s in resolve_targets(args.targets)))
+        return 0
 
     def _terminate(signum, frame):           # SIGTERM stops as cleanly as Ctrl-C
         raise KeyboardInterrupt
