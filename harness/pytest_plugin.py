@@ -113,7 +113,7 @@ class TritondiffFixture:
     def check(self, subject, **overrides):
         """Fuzz ``subject`` (a Subject or a registered name); fail the test on a finding."""
         from harness.api import registry
-        from harness.campaign import CoverageTally
+        from harness.lanes import CoverageTally
         from harness.config import config
         from harness.explore import explore
         from harness.loader import bundled

@@ -16,8 +16,7 @@ import types
 import pytest
 
 from harness import campaign as campaign_mod
-from harness.campaign import CoverageTally, _Display, _Scheduler, resolve_targets, run_campaign, task_seed
-from harness.case import Case, TensorCase
+from harness.campaign import _Display, _Scheduler, resolve_targets, run_campaign, task_seed
 from harness.cli import main
 from harness.exc import UsageError
 from harness.store import Store
@@ -389,19 +388,6 @@ def test_scheduler_skips_closed_subjects_and_stops_when_nothing_is_left(tmp_path
     assert (task.status, task.outcome) == ("done", "skipped")
     sched2, store2 = _scheduler(tmp_path / "x", ["b"], lanes=1, budget=0.5)
     assert sched2.next(0, store2) is None                                 # less than a minimal task left
-
-
-def test_coverage_tally_counts_per_axis():
-    tally = CoverageTally()
-    t = TensorCase((0,), "float16", "contiguous", 0, "zeros", 1, "")
-    u = TensorCase((5000,), "float32", "strided", 2, "normal", 1, "nan")
-    tally.observe(Case({"N": 0}, {"x": t, "y": u}, {}))
-    examples, skipped, cov = tally.take()
-    assert (examples, skipped) == (1, 0)
-    assert cov == {"shape": {"empty": 1, "<2^16": 1}, "values": {"zeros": 1, "normal": 1},
-                   "nonfinite": {"none": 1, "nan": 1}, "dtype": {"float16": 1, "float32": 1},
-                   "layout": {"contiguous": 1, "strided": 1}}
-    assert tally.take() == (0, 0, {})
 
 
 class _Tty(io.StringIO):

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from harness import device as harness_device
-from harness.campaign import warm_up
+from harness.lanes import warm_up
 from harness.store import Store
 
 pytest_plugins = ["pytester"]
