@@ -2,14 +2,15 @@
 
 Exit codes: 0 all subjects pass (or the replayed failure is gone), 1 a subject
 fails (or still fails), 2 usage error (missing file, import error, no
-subjects, bad flag) reported in one line, never a traceback.
+subjects, bad flag) or a harness error (the worker cannot load the subject,
+...), reported in one line, never a traceback.
 """
 from __future__ import annotations
 
 import argparse
 import sys
 
-from .exc import UsageError
+from .exc import HarnessError, UsageError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -56,9 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="fuzz the subjects of one Python file")
     check.add_argument("file", help="a Python file declaring @subject functions")
     check.add_argument("--subject", action="append", help="only this subject (repeatable)")
-    check.add_argument("--budget", type=_budget, default=None, help="wall time per subject (default 90s)")
+    check.add_argument("--budget", type=_budget, default=None,
+                       help="wall time per subject (default 90s); an example still running when it ends may "
+                            "overrun it by up to 20%% before it is cut short")
     check.add_argument("--max-examples", type=_positive_int, default=10_000)
-    check.add_argument("--seed", type=int, default=None)
+    check.add_argument("--seed", type=int, default=None,
+                       help="Hypothesis seed (default: a random one, printed per subject and kept in summary.json)")
     check.add_argument("--out", default=None, help="dump directory (default ./tritondiff-out)")
     check.add_argument("--disable", type=_disable, default=frozenset(),
                        help="comma-separated hazard hunters to switch off")
@@ -69,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="subject files (file.py or file.py::name), bundled subject names or globs; "
                            "none: every bundled subject")
     fuzz.add_argument("--budget", type=_budget, default=None,
-                      help="total wall time of the campaign (default 10m; with --resume: keep the stored one)")
+                      help="total wall time of the campaign (default 10m; with --resume: keep the stored one); "
+                           "a long example may overrun its task's share by up to 20%% before it is cut short")
     fuzz.add_argument("--workers", type=_positive_int, default=None,
                       help="parallel lanes (default: one per GPU on CUDA, one per CPU core otherwise)")
     fuzz.add_argument("--seed", type=int, default=None, help="campaign seed (default: random, printed)")
@@ -78,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     fuzz.add_argument("--report", default=None, metavar="DIR", help="write the report to DIR when the run ends")
     fuzz.add_argument("--disable", type=_disable, default=frozenset(),
                       help="comma-separated hazard hunters to switch off")
+    fuzz.add_argument("--list", action="store_true",
+                      help="print the subjects the targets name (none: every bundled subject), grouped by prefix, "
+                           "and exit")
     fuzz.add_argument("--huge", action="store_true",
                       help="CUDA only: draw the 1-D subjects just past 2^31 elements, within free GPU memory "
                            "(the other targets are skipped, with the reason)")
@@ -113,9 +121,25 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as e:
         print(str(e).splitlines()[0] if str(e) else "tritondiff: usage error", file=sys.stderr)
         return 2
+    except HarnessError as e:               # not the subject's failure (exit 1): the harness could not run it
+        print(f"tritondiff: {_one_line(e)}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("tritondiff: interrupted", file=sys.stderr)
         return 130
+
+
+def _one_line(error: HarnessError) -> str:
+    """The first line of ``error``; when it only introduces a traceback ("...:"), with the traceback's
+    last line (the exception that says what went wrong)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    if not lines:
+        return type(error).__name__
+    first = lines[0]
+    if first.endswith(":") and len(lines) > 1:
+        cause = next((line for line in reversed(lines[1:]) if not line.startswith("---")), "")
+        first = f"{first} {cause}".rstrip()
+    return first
 
 
 def _check(args) -> int:
@@ -157,7 +181,11 @@ def _sanitize(dump_dir: str) -> None:
 def _fuzz(args) -> int:
     import signal
 
-    from .campaign import run_campaign
+    from .campaign import format_name_groups, resolve_targets, run_campaign
+
+    if args.list:
+        print(format_name_groups(s.name for s in resolve_targets(args.targets)))
+        return 0
 
     def _terminate(signum, frame):           # SIGTERM stops as cleanly as Ctrl-C
         raise KeyboardInterrupt

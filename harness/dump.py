@@ -91,9 +91,15 @@ def write_dump(root: str, subject: Subject, subject_ref: dict, case: Case, verdi
 
 
 def _describe_input(tc) -> dict:
+    """One input as drawn: memory layout (and its parameter), value family and the seed of its values,
+    so the summary alone says how to rebuild it (case.json holds the same, for tools)."""
     strides, storage_offset = layout_of(tc)
-    return {"shape": list(tc.shape), "stride": list(strides), "dtype": f"torch.{tc.dtype}",
-            "storage_offset": storage_offset, "layout": tc.layout, "values": tc.values, "nonfinite": tc.nonfinite}
+    out = {"shape": list(tc.shape), "stride": list(strides), "dtype": f"torch.{tc.dtype}",
+           "storage_offset": storage_offset, "layout": tc.layout, "layout_param": tc.layout_param,
+           "values": tc.values, "seed": tc.seed, "nonfinite": tc.nonfinite}
+    if tc.low is not None or tc.high is not None:
+        out["range"] = [tc.low, tc.high]
+    return out
 
 
 def _write_compiler_artifacts(path: str) -> None:

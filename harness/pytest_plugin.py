@@ -23,6 +23,13 @@ under its own directory, seeds are stable per test node (a crc32 of its node
 id), and ``--tritondiff-store`` records every finding and per-subject
 statistics in a SQLite findings store that all workers share (WAL, one
 transaction per write; a finding counts once per test run and node).
+
+Registered through the ``pytest11`` entry point, this module loads in every
+pytest run where tritondiff is installed, so it only declares its options,
+marker and fixture there.  Its hooks (:class:`_Active`) are registered only
+when the run asks for tritondiff: a ``--tritondiff-*`` option or a
+``TRITONDIFF_*`` environment variable (at configure time), or a collected
+test that carries the marker or requests the fixture.
 """
 from __future__ import annotations
 
@@ -60,8 +67,31 @@ def pytest_addoption(parser):
                     help="record findings and per-subject statistics in this SQLite findings store")
 
 
+#: the name the active part of the plugin is registered under (see _activate)
+ACTIVE = "tritondiff-active"
+_OPTIONS = ("--tritondiff-profile", "--tritondiff-out", "--tritondiff-store")
+
+
 def pytest_configure(config):
+    # declared in every run, so --strict-markers accepts the marker wherever it appears
     config.addinivalue_line("markers", "tritondiff(name): fuzz the named tritondiff subject as this test")
+    if any(config.getoption(o) is not None for o in _OPTIONS) or any(k.startswith("TRITONDIFF_") for k in os.environ):
+        _activate(config)
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.pluginmanager.get_plugin(ACTIVE) is None and any(_uses_tritondiff(item) for item in items):
+        _activate(config)
+
+
+def _uses_tritondiff(item) -> bool:
+    return item.get_closest_marker("tritondiff") is not None or "tritondiff" in getattr(item, "fixturenames", ())
+
+
+def _activate(config) -> None:
+    """Register the plugin's hooks for this run (idempotent); checks the profile first."""
+    if config.pluginmanager.get_plugin(ACTIVE) is not None:
+        return
     # One id per test run, shared by every xdist worker (a finding counts once per run and node).
     workerinput = getattr(config, "workerinput", None)
     config._tritondiff_run = (workerinput or {}).get("testrunuid") or uuid.uuid4().hex
@@ -73,6 +103,7 @@ def pytest_configure(config):
             require_cuda("the gpu_huge profile's huge shapes")
         except HugeShapesUnavailable as e:
             raise pytest.UsageError(str(e)) from None
+    config.pluginmanager.register(_Active(), ACTIVE)
 
 
 def _profile(config) -> Profile:
@@ -100,6 +131,7 @@ class TritondiffFixture:
     """What the ``tritondiff`` fixture returns."""
 
     def __init__(self, request):
+        _activate(request.config)            # also when requested dynamically (request.getfixturevalue)
         self.request = request
         self.profile = _profile(request.config)
         self.out_dir = _out_dir(request.config)
@@ -113,9 +145,9 @@ class TritondiffFixture:
     def check(self, subject, **overrides):
         """Fuzz ``subject`` (a Subject or a registered name); fail the test on a finding."""
         from harness.api import registry
-        from harness.campaign import CoverageTally
         from harness.config import config
         from harness.explore import explore
+        from harness.lanes import CoverageTally
         from harness.loader import bundled
 
         if isinstance(subject, str):
@@ -181,13 +213,16 @@ def tritondiff(request):
     return TritondiffFixture(request)
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_pyfunc_call(pyfuncitem):
-    marker = pyfuncitem.get_closest_marker("tritondiff")
-    if marker is None:
-        return None
-    if not marker.args:
-        raise pytest.UsageError("@pytest.mark.tritondiff needs a subject name")
-    fixture = TritondiffFixture(pyfuncitem._request)
-    fixture.check(marker.args[0], **marker.kwargs)
-    return True
+class _Active:
+    """The hooks of an enabled run (registered by :func:`_activate`)."""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_pyfunc_call(self, pyfuncitem):
+        marker = pyfuncitem.get_closest_marker("tritondiff")
+        if marker is None:
+            return None
+        if not marker.args:
+            raise pytest.UsageError("@pytest.mark.tritondiff needs a subject name")
+        fixture = TritondiffFixture(pyfuncitem._request)
+        fixture.check(marker.args[0], **marker.kwargs)
+        return True

@@ -6,7 +6,8 @@ facts, built once by :func:`build`:
 
 * the campaigns (budget, time spent, status, seed);
 * findings by class and by subject;
-* per subject: examples, seconds, examples/s, and the coverage actually
+* examples per second over the campaigns' wall time and per worker (lane);
+* per subject: examples, worker-seconds, examples/s per worker, and the coverage actually
   exercised -- shape buckets and value families with zero counts shown, so
   gaps are visible -- plus non-finite sprinkles, dtypes and layouts;
 * per finding: signature, count, first/last seen, the smallest case, its dump
@@ -62,7 +63,7 @@ def build(store_path: str) -> dict:
         subjects.append({
             "subject": s["subject"], "examples": s["examples"], "skipped": s["skipped"],
             "seconds": round(s["seconds"], 3),
-            "examples_per_s": round(s["examples"] / s["seconds"], 3) if s["seconds"] > 0 else 0.0,
+            "examples_per_s": _rate(s["examples"], s["seconds"]),
             "findings": sum(by_subject.get(s["subject"], {}).values()),
             "coverage": {
                 "shape": _ordered(cov.get("shape", {}), SHAPE_BUCKETS),
@@ -73,13 +74,15 @@ def build(store_path: str) -> dict:
             },
         })
     examples = sum(s["examples"] for s in subjects)
-    seconds = sum(s["seconds"] for s in subjects)
+    worker_s = sum(s["seconds"] for s in subjects)         # lanes run in parallel: this exceeds the wall time
+    wall_s = sum(c["spent_s"] for c in campaigns)
     return {
         "store": path,
         "generated": _iso(_dt.datetime.now(_dt.timezone.utc).timestamp()),
         "totals": {"findings": len(findings), "sightings": sum(f["count"] for f in findings),
-                   "subjects": len(subjects), "examples": examples, "seconds": round(seconds, 3),
-                   "examples_per_s": round(examples / seconds, 3) if seconds > 0 else 0.0},
+                   "subjects": len(subjects), "examples": examples,
+                   "wall_seconds": round(wall_s, 3), "examples_per_wall_s": _rate(examples, wall_s),
+                   "worker_seconds": round(worker_s, 3), "examples_per_worker_s": _rate(examples, worker_s)},
         "campaigns": campaigns,
         "by_class": dict(sorted(by_class.items())),
         "by_subject": {k: dict(sorted(v.items())) for k, v in sorted(by_subject.items())},
@@ -87,6 +90,17 @@ def build(store_path: str) -> dict:
         "findings": findings,
         "superseded": sorted(superseded, key=lambda f: f["signature"]),
     }
+
+
+def _rate(examples: int, seconds: float) -> float:
+    return round(examples / seconds, 3) if seconds > 0 else 0.0
+
+
+def throughput(totals: dict) -> str:
+    """The totals' examples per second, both ways: over the campaigns' wall time, and per worker (lane)."""
+    t = totals
+    return (f"{t['examples']} examples: {t['examples_per_wall_s']:.2f}/s over {t['wall_seconds']:.1f} s of campaign "
+            f"wall time, {t['examples_per_worker_s']:.2f}/s per worker over {t['worker_seconds']:.1f} worker-seconds")
 
 
 def _ordered(tally: dict, order: tuple) -> dict:
@@ -225,7 +239,7 @@ def render_markdown(data: dict) -> str:
     lines = [f"# tritondiff report", "",
              f"Store `{data['store']}`, generated {data['generated']}.", "",
              f"**{t['findings']} finding(s)** ({t['sightings']} sighting(s)) over {t['subjects']} subject(s); "
-             f"{t['examples']} examples in {t['seconds']:.1f} s ({t['examples_per_s']:.2f} examples/s).", ""]
+             f"{throughput(t)}.", ""]
     if data["campaigns"]:
         lines += ["## Campaigns", "", "| id | status | created | budget s | spent s | seed | lanes | targets |",
                   "|---|---|---|---|---|---|---|---|"]
@@ -246,7 +260,8 @@ def render_markdown(data: dict) -> str:
         for subj, row in data["by_subject"].items():
             lines.append(f"| {_md(subj)} | " + " | ".join(str(row.get(c, 0)) for c in classes) + " |")
         lines.append("")
-    lines += ["## Subjects", "", "| subject | examples | skipped | seconds | examples/s | findings |",
+    lines += ["## Subjects", "", "Seconds are worker-seconds: the time lanes spent on the subject.", "",
+              "| subject | examples | skipped | worker s | examples/s per worker | findings |",
               "|---|---|---|---|---|---|"]
     for s in data["subjects"]:
         lines.append(f"| {_md(s['subject'])} | {s['examples']} | {s['skipped']} | {s['seconds']:.1f} | "
@@ -318,7 +333,7 @@ def render_html(data: dict) -> str:
            f"<style>{_CSS}</style></head><body>", "<h1>tritondiff report</h1>",
            f"<p>Store <code>{e(data['store'])}</code>, generated {e(data['generated'])}.</p>",
            f"<p><b>{t['findings']} finding(s)</b> ({t['sightings']} sighting(s)) over {t['subjects']} subject(s); "
-           f"{t['examples']} examples in {t['seconds']:.1f} s ({t['examples_per_s']:.2f} examples/s).</p>"]
+           f"{e(throughput(t))}.</p>"]
     if data["campaigns"]:
         out.append(_table(["id", "status", "created", "budget s", "spent s", "seed", "lanes", "targets"],
                           [[c["id"], c["status"], c["created"], f"{c['budget_s']:.0f}", f"{c['spent_s']:.0f}",
@@ -332,7 +347,7 @@ def render_html(data: dict) -> str:
         out.append(_table(["subject"] + classes, [[s] + [row.get(c, 0) for c in classes]
                                                  for s, row in data["by_subject"].items()],
                           title="Findings by subject"))
-    out.append(_table(["subject", "examples", "skipped", "seconds", "examples/s", "findings"],
+    out.append(_table(["subject", "examples", "skipped", "worker s", "examples/s per worker", "findings"],
                       [[s["subject"], s["examples"], s["skipped"], f"{s['seconds']:.1f}",
                         f"{s['examples_per_s']:.2f}", s["findings"]] for s in data["subjects"]], title="Subjects"))
     out.append("<h2>Coverage exercised</h2><p>Counts of tensors drawn per category; "

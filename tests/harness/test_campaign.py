@@ -4,6 +4,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -15,8 +16,7 @@ import types
 import pytest
 
 from harness import campaign as campaign_mod
-from harness.campaign import CoverageTally, _Display, _Scheduler, resolve_targets, run_campaign, task_seed
-from harness.case import Case, TensorCase
+from harness.campaign import _Display, _Scheduler, resolve_targets, run_campaign, task_seed
 from harness.cli import main
 from harness.exc import UsageError
 from harness.store import Store
@@ -327,8 +327,10 @@ def test_targets_files_names_and_globs(planted, monkeypatch):
     assert len(resolve_targets([planted, f"{planted}::doubles"])) == 4          # de-duplicated
     with pytest.raises(UsageError, match="no subject matches 'nope'"):
         resolve_targets([f"{planted}::nope"])
-    with pytest.raises(UsageError, match="bundled: k.norm, k.nrm2"):
+    with pytest.raises(UsageError, match=r"bundled: k\.\* \(2\); tritondiff fuzz --list names them all"):
         resolve_targets(["zzz*"])
+    with pytest.raises(UsageError, match=r"did you mean k\.nrm2 or k\.norm\?"):
+        resolve_targets(["nrm2"])
     with pytest.raises(UsageError, match="list of strings"):
         resolve_targets(planted)
 
@@ -388,19 +390,6 @@ def test_scheduler_skips_closed_subjects_and_stops_when_nothing_is_left(tmp_path
     assert sched2.next(0, store2) is None                                 # less than a minimal task left
 
 
-def test_coverage_tally_counts_per_axis():
-    tally = CoverageTally()
-    t = TensorCase((0,), "float16", "contiguous", 0, "zeros", 1, "")
-    u = TensorCase((5000,), "float32", "strided", 2, "normal", 1, "nan")
-    tally.observe(Case({"N": 0}, {"x": t, "y": u}, {}))
-    examples, skipped, cov = tally.take()
-    assert (examples, skipped) == (1, 0)
-    assert cov == {"shape": {"empty": 1, "<2^16": 1}, "values": {"zeros": 1, "normal": 1},
-                   "nonfinite": {"none": 1, "nan": 1}, "dtype": {"float16": 1, "float32": 1},
-                   "layout": {"contiguous": 1, "strided": 1}}
-    assert tally.take() == (0, 0, {})
-
-
 class _Tty(io.StringIO):
     def isatty(self):
         return True
@@ -428,6 +417,39 @@ def test_status_line_shows_rate_findings_and_current_subjects():
                                  findings={"a": {"new": True}, "b": {"new": False}, "c": {"new": True}})
     text = campaign_mod._Campaign._status_text(camp, lanes, 21.0)
     assert text == "[1:21/10:00] 42 examples (2.00/s) | findings: 2 new, 1 seen | L0 kernels.nrm2#2"
+
+
+def test_unknown_target_names_every_bundled_group_in_one_line(capsys):
+    # the line used to list the first 12 sorted names: all compiler.*, never a kernel
+    assert main(["fuzz", "nrm2", "--budget", "5"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    groups = dict(re.findall(r"(\w+)\.\* \((\d+)\)", line))
+    assert set(groups) == {"compiler", "kernels"} and all(int(n) >= 5 for n in groups.values()), line
+    assert "did you mean compiler.nrm2 or kernels.nrm2?" in line and "tritondiff fuzz --list" in line
+
+
+def test_fuzz_list_prints_the_targets_grouped_by_prefix_and_runs_nothing(planted, tmp_path, capsys):
+    store = tmp_path / "f.db"
+    assert main(["fuzz", "--list", "--store", str(store)]) == 0
+    out = capsys.readouterr().out
+    heads = [line.split(" (")[0] for line in out.splitlines() if not line.startswith(" ")]
+    assert heads == ["compiler.*", "kernels.*"]
+    assert re.search(r"^kernels\.\* \(\d+\): .*\bnrm2\b", out, re.M | re.S) and "kernels.nrm2" not in out
+    assert all(len(line) <= 100 for line in out.splitlines())
+    assert main(["fuzz", "--list", "kernels.nrm2*", planted]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "(no prefix) (4): doubles, hangs, segfaults, wrong_tail", "kernels.* (3): nrm2, nrm2_2d, nrm2_backward"]
+    assert not store.exists()                        # listing opens no store and fuzzes nothing
+    assert main(["fuzz", "--list", "zzz*"]) == 2
+
+
+def test_budget_help_says_a_long_example_may_overrun_by_20_percent(capsys):
+    from harness.cli import build_parser
+
+    for command in ("check", "fuzz"):
+        sub = build_parser()._subparsers._group_actions[0].choices[command]
+        budget = next(a for a in sub._actions if "--budget" in a.option_strings)
+        assert "overrun" in budget.help and "20%" in budget.help % {}
 
 
 def test_no_targets_means_every_subject_of_the_bundled_modules(tmp_path, monkeypatch):

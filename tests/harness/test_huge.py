@@ -207,7 +207,8 @@ def test_a_huge_dump_keeps_case_json_and_leaves_inputs_pt_out(tmp_path):
     assert not os.path.exists(os.path.join(path, "inputs.pt"))
     summary = json.load(open(os.path.join(path, "summary.json")))
     assert summary["inputs"]["x"] == {"shape": [n], "stride": [1], "dtype": "torch.float32", "storage_offset": 256 + 4,
-                                      "layout": "offset", "values": "normal", "nonfinite": ""}
+                                      "layout": "offset", "layout_param": 3, "values": "normal", "seed": 5,
+                                      "nonfinite": ""}
     assert summary["inputs_pt"].startswith("left out: the inputs are 8.0 GiB")
     assert Case.from_json(json.load(open(os.path.join(path, "case.json")))) == case
     assert INPUTS_PT_MAX_BYTES < 4 * n

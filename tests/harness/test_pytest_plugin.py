@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from harness import device as harness_device
-from harness.campaign import warm_up
+from harness.lanes import warm_up
 from harness.store import Store
 
 pytest_plugins = ["pytester"]
@@ -108,6 +108,44 @@ def test_xdist_workers_share_the_store_and_keep_their_own_dumps(pytester, tmp_pa
     with Store(store, create=False) as s:
         (finding,) = s.findings()
     assert os.path.basename(os.path.dirname(os.path.dirname(finding["dump"]))) in ("gw0", "gw1")
+
+
+# ---------------------------------------------------------------------------------------------- only when enabled
+
+_PROBE_RUN = '''
+import pytest
+
+
+def _hook_plugins(config):
+    return [impl.plugin_name for impl in config.hook.pytest_pyfunc_call.get_hookimpls()]
+
+
+def test_state(pytestconfig):
+    active = pytestconfig.pluginmanager.get_plugin("tritondiff-active") is not None
+    assert active == hasattr(pytestconfig, "_tritondiff_run") == ("tritondiff-active" in _hook_plugins(pytestconfig))
+    print("TRITONDIFF_ACTIVE", active)
+'''
+
+
+@pytest.mark.parametrize("extra, args, env, active", [
+    ("", (), {}, False),                                                        # a plain run elsewhere: inert
+    ("", ("--tritondiff-out", "somewhere"), {}, True),
+    ("", (), {"TRITONDIFF_PROFILE": "ci"}, True),
+    ("\n\ndef test_fixture(tritondiff):\n    assert tritondiff.profile.name == 'ci'\n", (), {}, True),
+    ("\n\n@pytest.mark.tritondiff('no_such_subject')\ndef test_marked():\n    pass\n", (), {}, True),
+], ids=["plain", "option", "env", "fixture", "marker"])
+def test_hooks_are_registered_only_when_the_run_asks_for_tritondiff(pytester, monkeypatch, extra, args, env, active):
+    for key in [k for k in os.environ if k.startswith("TRITONDIFF_")]:
+        monkeypatch.delenv(key)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    pytester.makepyfile(test_probe=_PROBE_RUN + extra)
+    res = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s", *args, timeout=120)
+    res.stdout.fnmatch_lines([f"*TRITONDIFF_ACTIVE {active}*"])
+    if "mark.tritondiff" in extra:          # the marker's hook ran: it looked the subject up
+        res.stdout.fnmatch_lines(["*no tritondiff subject named 'no_such_subject'*"])
+    else:
+        assert res.ret == 0, res.stdout.str() + res.stderr.str()
 
 
 # ---------------------------------------------------------------------------------------------- import cost

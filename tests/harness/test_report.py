@@ -56,8 +56,10 @@ def store_path(tmp_path):
 
 def test_build_summarises_findings_stats_and_campaigns(store_path):
     data = build(store_path)
-    assert data["totals"] == {"findings": 2, "sightings": 3, "subjects": 2, "examples": 93, "seconds": 36.0,
-                              "examples_per_s": round(93 / 36, 3)}
+    # 2 lanes: 36 worker-seconds of examples; the campaign's wall time (601.5 s) is a different clock
+    assert data["totals"] == {"findings": 2, "sightings": 3, "subjects": 2, "examples": 93,
+                              "wall_seconds": 601.5, "examples_per_wall_s": round(93 / 601.5, 3),
+                              "worker_seconds": 36.0, "examples_per_worker_s": round(93 / 36, 3)}
     assert data["by_class"] == {"crash": 1, "mismatch": 1}
     assert data["by_subject"] == {"row_sum": {"mismatch": 1}, "wild": {"crash": 1}}
     (camp,) = data["campaigns"]
@@ -109,6 +111,10 @@ def test_markdown_html_json_files(store_path, tmp_path):
     md = open(paths["markdown"]).read()
     assert "| crash | 1 |" in md and "| mismatch | 1 |" in md
     assert "| row_sum | 90 | 10 | 30.0 | 3.00 | 1 |" in md
+    assert "| subject | examples | skipped | worker s | examples/s per worker | findings |" in md
+    rates = ("93 examples: 0.15/s over 601.5 s of campaign wall time, 2.58/s per worker over 36.0 "
+             "worker-seconds")
+    assert rates in md
     assert "`" + text_strip({"numel": N, "region": [4096, N], "first_flat_indices": [4096, 4100, 4230]}) + "`" in md
     assert "no element-wise picture (crash)" in md
     assert r"| `row_sum\|mismatch\|out1:scattered` | `row_sum\|mismatch\|out1:tail` |" in md
@@ -117,6 +123,7 @@ def test_markdown_html_json_files(store_path, tmp_path):
     for external in ("<script", "<link", "src=", "http://", "https://", "@import", "url("):
         assert external not in page                  # self-contained: inline CSS and SVG only
     assert 'class="zero"' in page                    # coverage gaps are highlighted
+    assert rates in page and "<th>examples/s per worker</th>" in page
     data = json.loads(open(paths["json"]).read(), parse_constant=lambda c: pytest.fail(f"non-strict JSON {c}"))
     assert data["by_class"] == {"crash": 1, "mismatch": 1}
     assert render_markdown(data) == md                 # the JSON holds everything the pages show

@@ -2,7 +2,7 @@
 import math
 
 import torch
-from hypothesis import HealthCheck, find, given, settings, strategies as st
+from hypothesis import HealthCheck, find, given, seed, settings, strategies as st
 
 from harness import subject, tensor
 from harness.case import TensorCase
@@ -45,6 +45,36 @@ def test_dims_draw_the_limit_neighbourhood_often():
 def test_shrinks_to_smallest_failing_dim():
     assert find(dim_strategy(0, 3_000_000), lambda v: v > TRITON_LIMIT) == TRITON_LIMIT + 1
     assert find(dim_strategy(0, 3_000_000), lambda v: v > 5) <= 8
+
+
+def test_shrinking_a_small_failure_never_tries_a_large_dim():
+    # A failure at a few thousand elements shrinks among small ints: no candidate past 4096 (in the
+    # interpreter a multi-million-element example costs ~17 s).  With the boundaries as the first branch,
+    # the shrinker re-read a small int as an index into them and tried 2^21 or 3,000,000.
+    small_starts = 0
+    for s in range(30):
+        tried = []
+
+        @seed(s)
+        @settings(database=None, deadline=None, max_examples=200, report_multiple_bugs=False,
+                  suppress_health_check=list(HealthCheck))
+        @given(dim_strategy(0, 3_000_000))
+        def fails_past_one_block(v):
+            tried.append(v)
+            assert v <= 1024
+
+        try:
+            fails_past_one_block()
+        except AssertionError:
+            pass
+        first = next(i for i, v in enumerate(tried) if v > 1024)
+        assert tried[-1] == 1025                              # shrunk to just past the block
+        if tried[first] <= 4096:
+            small_starts += 1
+            assert max(tried[first:]) <= 4096, f"seed {s}: {tried[first:]}"
+        if small_starts >= 4:
+            break
+    assert small_starts >= 4
 
 
 def test_memory_budget_caps_every_example():

@@ -1,0 +1,180 @@
+"""explore: which failure is reported (the shrunk one, over every class), exceptions and skips."""
+from __future__ import annotations
+
+import json
+import os
+
+import torch
+
+from harness import subject, tensor
+from harness.case import Case, TensorCase
+from harness.explore import Failures, explore
+from harness.runner import Verdict
+from harness.strategies import example_cost
+
+NORM_VALUES = ("normal", "uniform_pos", "large_offset", "zeros", "integer")
+
+
+@subject(reference=lambda x: torch.linalg.vector_norm(x), dims={"N": (0, 3_000_000)},
+         inputs={"x": tensor(("N",), dtypes=("float32", "float16"), values=NORM_VALUES)})
+def blockwise_norm_model(x):
+    raise AssertionError("judged by BlockwiseModel, never run")
+
+
+class BlockwiseModel:
+    """An executor that judges seed 001's per-block ``tl.sum`` norm from the case alone (no kernel runs).
+
+    Past one block of 1024 the kernel returns the last block's norm: a ``mismatch``; where the reference
+    overflows or a non-finite value sits in an earlier block, the output is finite where the truth is not:
+    ``nonfinite`` (a float16 ``large_offset`` norm overflows, as the real one does).
+    """
+
+    def __init__(self):
+        self.runs: list[tuple[Case, Verdict]] = []
+
+    def prepare(self, subject_ref: dict) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def run(self, subject_ref: dict, case: Case, hazards: frozenset, timeout_s: float | None = None) -> Verdict:
+        x = case.tensors["x"]
+        if x.numel <= 1024 or (x.values == "zeros" and not x.nonfinite):
+            verdict = Verdict("pass")
+        elif x.nonfinite or (x.dtype == "float16" and x.values == "large_offset"):
+            verdict = Verdict("fail", "nonfinite", "finite where the truth is not", "scalar", "first call")
+        else:
+            verdict = Verdict("fail", "mismatch", "one block's norm", "scalar", "first call")
+        self.runs.append((case, verdict))
+        return verdict
+
+
+def test_the_reported_failure_is_the_shrunk_one_even_when_another_class_came_first(tmp_path):
+    # Hypothesis shrinks the first failure and may slip into another class on the way (nonfinite ->
+    # mismatch); the finding must be where the shrink ended, not the first class's unshrunk case.
+    slipped = 0
+    for seed in range(12):
+        model = BlockwiseModel()
+        res = explore(blockwise_norm_model, budget_s=600, max_examples=500, seed=seed, database=False,
+                      out_dir=str(tmp_path / str(seed)), executor=model)
+        first = next(v.failure_class for _, v in model.runs if v.status == "fail")
+        slipped += first == "nonfinite"
+        x = res.case.tensors["x"]
+        assert (res.failure_class, x.shape, x.dtype, x.values, x.nonfinite) == \
+            ("mismatch", (1025,), "float32", "normal", ""), f"seed {seed}: {res.case.describe()}"
+        assert res.verdict.failure_class == "mismatch" and res.signature.split("|")[1] == "mismatch"
+        if slipped >= 2:
+            break
+    assert slipped >= 2, "no seed saw the nonfinite class first: the test no longer exercises a slip"
+
+
+def _case(n: int, dtype: str = "float32") -> Case:
+    return Case({"N": n}, {"x": TensorCase((n,), dtype, "contiguous", 0, "normal", 0, "")}, {})
+
+
+def _fail(klass: str) -> Verdict:
+    return Verdict("fail", klass, klass, "scalar", "first call")
+
+
+def test_failures_keep_the_smallest_case_of_every_class_and_report_the_smallest_overall():
+    f = Failures()
+    assert f.report() is None
+    f.add(_case(3897, "float16"), _fail("nonfinite"))      # first seen: the large one
+    f.add(_case(5000), _fail("mismatch"))
+    f.add(_case(1025), _fail("mismatch"))
+    f.add(_case(2000), _fail("mismatch"))                  # larger than the mismatch kept
+    assert f.count == {"nonfinite": 1, "mismatch": 3}
+    assert {k: c.dims["N"] for k, (_, c, _) in f.smallest_by_class.items()} == {"nonfinite": 3897, "mismatch": 1025}
+    case, verdict = f.report()                             # the budget ran out: smallest by example_cost
+    assert (verdict.failure_class, case.dims["N"]) == ("mismatch", 1025)
+    assert example_cost(case) == min(example_cost(_case(n)) for n in (1025, 2000, 3897))
+
+
+def test_equal_cost_prefers_the_later_failure_and_raised_or_stopping_failures_win():
+    f = Failures()
+    f.add(_case(8), _fail("nonfinite"))
+    f.add(_case(8), _fail("mismatch"))                     # same size, later: the shrinker judged it simpler
+    assert f.report()[1].failure_class == "mismatch"
+    f.stopped_by = (_case(100), _fail("crash"))            # a crash ends the search: it is the finding
+    assert f.report()[1].failure_class == "crash"
+    f.raised = (_case(9), _fail("nonfinite"))              # Hypothesis's own final, shrunk failure wins
+    assert f.report()[0].dims["N"] == 9
+
+
+def test_a_failing_case_runs_once_though_hypothesis_replays_it(tmp_path):
+    # Hypothesis replays a failure when shrinking starts and again at the end; at ~17 s per
+    # multi-million-element example in the interpreter, those replays come from the verdicts already had.
+    model = BlockwiseModel()
+    res = explore(blockwise_norm_model, budget_s=600, max_examples=500, seed=0, database=False,
+                  out_dir=str(tmp_path), executor=model)
+    assert res.status == "fail"
+    failing = [case.dumps() for case, v in model.runs if v.status == "fail"]
+    assert failing and len(failing) == len(set(failing))
+    assert res.case.dumps() in failing and res.examples == len(model.runs)
+
+
+def test_a_run_without_a_seed_draws_one_records_it_and_replays_with_it(tmp_path):
+    first = BlockwiseModel()
+    res = explore(blockwise_norm_model, budget_s=600, max_examples=500, database=False,
+                  out_dir=str(tmp_path / "a"), executor=first)
+    assert isinstance(res.seed, int) and f"seed {res.seed}" in res.line()
+    summary = json.load(open(os.path.join(res.dump, "summary.json")))
+    assert summary["seed"] == res.seed
+    x, drawn = summary["inputs"]["x"], res.case.tensors["x"]
+    assert (x["seed"], x["values"], x["layout"], x["layout_param"], x["nonfinite"]) == \
+        (drawn.seed, drawn.values, drawn.layout, drawn.layout_param, drawn.nonfinite)
+    again = BlockwiseModel()                   # the recorded seed replays the very same examples
+    replay = explore(blockwise_norm_model, budget_s=600, max_examples=500, seed=res.seed, database=False,
+                     out_dir=str(tmp_path / "b"), executor=again)
+    assert [c.dumps() for c, _ in again.runs] == [c.dumps() for c, _ in first.runs]
+    assert replay.case == res.case
+    other = explore(blockwise_norm_model, budget_s=600, max_examples=500, database=False,
+                    out_dir=str(tmp_path / "c"), executor=BlockwiseModel())
+    assert other.seed != res.seed              # drawn afresh (31 random bits) for every run
+
+
+SMALL = dict(inputs={"x": tensor(("N",), dtypes=("float32",), values=("normal",), nonfinite=False)}, dims={"N": (1, 64)})
+
+
+@subject(reference=lambda x: x * 2, **SMALL)
+def raises_past_eight(x):
+    if x.numel() > 8:
+        raise RuntimeError("planted: the launch grid assumes N <= 8")
+    return x * 2
+
+
+def _reference_rejects_odd_lengths(x):
+    if x.numel() % 2:
+        raise ValueError("odd lengths are outside the domain")
+    return x * 2
+
+
+@subject(reference=_reference_rejects_odd_lengths, **SMALL)
+def wrong_on_odd_lengths(x):
+    return x * 2 if x.numel() % 2 == 0 else torch.zeros_like(x)     # judged only inside the domain
+
+
+def test_a_subject_raising_where_the_reference_does_not_is_an_exception_finding_with_its_traceback(
+        tmp_path, in_process):
+    res = explore(raises_past_eight, budget_s=120, max_examples=200, seed=5, database=False,
+                  out_dir=str(tmp_path), executor=in_process)
+    assert (res.status, res.failure_class) == ("fail", "exception")
+    assert res.case.dims["N"] == 9                                     # shrunk to the first length that raises
+    assert "planted: the launch grid assumes N <= 8" in res.message
+    with open(os.path.join(res.dump, "traceback.txt")) as f:
+        tb = f.read()
+    assert "RuntimeError: planted: the launch grid assumes N <= 8" in tb and "raises_past_eight" in tb
+    assert json.load(open(os.path.join(res.dump, "summary.json")))["failure_class"] == "exception"
+
+
+def test_inputs_the_reference_rejects_are_skipped_and_counted_not_failures(tmp_path, in_process):
+    seen = []
+    res = explore(wrong_on_odd_lengths, budget_s=120, max_examples=60, seed=5, database=False,
+                  out_dir=str(tmp_path), executor=in_process,
+                  on_example=lambda case, verdict: seen.append((case.dims["N"], verdict.status)))
+    assert res.status == "pass" and res.dump is None
+    odd = [n for n, status in seen if n % 2]
+    assert odd and all(status == "skip" for n, status in seen if n % 2)   # garbage there was never judged
+    assert all(status == "pass" for n, status in seen if n % 2 == 0)
+    assert res.skipped == len(odd) and res.examples == len(seen)
