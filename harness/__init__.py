@@ -4,11 +4,14 @@ Public API::
 
     from harness import subject, tensor, constant, explore, counters
 
-``import harness`` decides the device (CUDA or Triton's interpreter, see
-:mod:`harness.device`) and nothing more: the public names are imported on first
-use, so the pytest plugin (``harness.pytest_plugin``, registered for every
-pytest run where tritondiff is installed) costs no torch import until a test
-asks for the harness.
+``import harness`` by itself does nothing heavy and decides nothing: the public
+names are imported on first use.  The device (CUDA or Triton's interpreter, see
+:mod:`harness.device`) is decided by the first import of ``harness.device``,
+which the API (``from harness import subject, tensor``), the kernels and the
+compiler all do before any ``@triton.jit`` function exists.  So the pytest
+plugin (``harness.pytest_plugin``, registered for every pytest run where
+tritondiff is installed) neither imports torch nor sets ``TRITON_INTERPRET``
+in test runs that never ask for the harness.
 """
 import importlib
 import sys
@@ -34,10 +37,10 @@ class _Package(types.ModuleType):
 
 sys.modules[__name__].__class__ = _Package
 
-from . import device  # noqa: E402,F401  (decides CUDA vs interpreter before any kernel exists)
-
 
 def __getattr__(name: str):
+    if name == "device":              # the submodule, imported (and the device decided) on first use
+        return importlib.import_module(".device", __name__)
     if name not in _EXPORTS:
         raise AttributeError(f"module 'harness' has no attribute {name!r}")
     value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)

@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from hypothesis.strategies import SearchStrategy
 
+from . import device  # noqa: F401  (subject files define @triton.jit kernels after importing the API)
 from .exc import InvalidSubject
 
 #: Dtypes a tensor input may be drawn in, by name.

@@ -1,6 +1,6 @@
-"""Shared fixtures.  harness is imported first: it decides CUDA vs the Triton interpreter
-before any test module imports triton."""
-import harness  # noqa: F401
+"""Shared fixtures.  harness.device is imported first: it decides CUDA vs the Triton interpreter
+before any test module defines a Triton kernel."""
+from harness import device  # noqa: F401
 import pytest
 
 from harness.executor import InProcess

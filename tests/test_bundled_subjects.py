@@ -7,7 +7,7 @@ pre-merge gate (``python -m harness.gate``), ``nightly`` for the deep run::
 """
 import pytest
 
-import harness  # noqa: F401  (device decision before any kernel module is imported)
+from harness import device  # noqa: F401  (device decision before any kernel module is imported)
 from harness.loader import bundled
 
 SUBJECTS = sorted(bundled())

@@ -8,7 +8,6 @@ import sys
 import pytest
 
 from harness import device as harness_device
-from harness.lanes import warm_up
 from harness.store import Store
 
 pytest_plugins = ["pytester"]
@@ -75,13 +74,14 @@ def _count(store: str, subject: str) -> int:
 
 
 def test_fixture_fails_on_findings_and_records_them(pytester, tmp_path):
-    # pytester's in-process runs drop the modules first imported inside them; torch._dynamo and
-    # triton must not load twice, so everything the runner imports lazily is imported out here first
-    warm_up()
+    # In a subprocess: pytester's in-process runs drop the modules first imported inside them, and a
+    # torch module that registers a TORCH_LIBRARY namespace, imported again later in this process, fails
+    # every later test that reaches it ("Only a single TORCH_LIBRARY can be used ...").
     pytester.makepyfile(test_inner=INNER)
     store, out = str(tmp_path / "f.db"), str(tmp_path / "out")
-    args = ("--tritondiff-profile", "nightly", "--tritondiff-store", store, "--tritondiff-out", out)
-    res = pytester.runpytest(*args)
+    args = ("-p", "no:cacheprovider", "--tritondiff-profile", "nightly", "--tritondiff-store", store,
+            "--tritondiff-out", out)
+    res = pytester.runpytest_subprocess(*args, timeout=300)
     res.assert_outcomes(passed=3, failed=2)
     res.stdout.fnmatch_lines(["*plugin_wrong_tail: mismatch: output 0*", "*dump: *"])
     assert _count(store, "plugin_wrong_tail") == 2               # two test nodes saw it in this run
@@ -92,7 +92,7 @@ def test_fixture_fails_on_findings_and_records_them(pytester, tmp_path):
     assert sum(stats["plugin_doubles"]["coverage"]["shape"].values()) == stats["plugin_doubles"]["examples"]
     assert finding["state"] == "minimal" and finding["case"]["dims"]["N"] == 4
     assert finding["dump"].startswith(out) and os.path.isfile(os.path.join(finding["dump"], "summary.json"))
-    res = pytester.runpytest(*args)                               # a second run: found again, counted again
+    res = pytester.runpytest_subprocess(*args, timeout=300)        # a second run: found again, counted again
     res.assert_outcomes(passed=3, failed=2)
     assert _count(store, "plugin_wrong_tail") == 4
 

@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-import harness  # noqa: F401  (device decision before any kernel module is imported)
+from harness import device  # noqa: F401  (device decision before any kernel module is imported)
 from harness.api import Subject, registry
 from harness.case import Case
 from harness.executor import Isolated

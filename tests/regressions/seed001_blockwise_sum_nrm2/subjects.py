@@ -16,7 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-import harness  # noqa: F401  (device decision before any kernel is defined)
+from harness import device  # noqa: F401  (device decision before any kernel is defined)
 from harness import subject, tensor
 
 BLOCK = 1024
