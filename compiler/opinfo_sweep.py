@@ -34,7 +34,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
 
-import harness  # noqa: F401  (device decision before triton)
+from harness import device  # noqa: F401  (device decision before triton)
 
 from . import triage
 from .backend import tritondiff_backend
