@@ -136,6 +136,7 @@ class TritondiffFixture:
         self.profile = _profile(request.config)
         self.out_dir = _out_dir(request.config)
         self.store_path = request.config.getoption("--tritondiff-store")
+        self._active = request.config.pluginmanager.get_plugin(ACTIVE)
 
     @property
     def seed(self) -> int:
@@ -163,6 +164,8 @@ class TritondiffFixture:
         if self.profile.huge and "huge" not in overrides:
             kwargs["huge"] = self._huge_plan(subject)
         kwargs.update(overrides)
+        if "executor" not in kwargs and not kwargs.get("huge"):
+            kwargs["executor"] = self._active.shared_worker(subject, kwargs.get("disabled", frozenset()))
         with config.patch(max_example_bytes=self.profile.max_example_bytes):
             result = explore(subject, **kwargs)
         if self.store_path:
@@ -214,7 +217,32 @@ def tritondiff(request):
 
 
 class _Active:
-    """The hooks of an enabled run (registered by :func:`_activate`)."""
+    """The hooks of an enabled run (registered by :func:`_activate`), and the run's one worker process.
+
+    Subjects that run isolated share one long-lived worker per pytest process (per xdist worker): it
+    loads each subject when its turn comes and is replaced after a crash, so a session of many
+    subjects pays the worker's start-up and imports (torch, triton, the kernels: seconds) once, not
+    once per subject.  Huge mode keeps its own (its hang timeout is longer).
+    """
+
+    def __init__(self):
+        self._worker = None
+
+    def shared_worker(self, subject, disabled):
+        """The shared isolated executor, or None where the subject runs in-process (isolation off)."""
+        from harness.executor import Isolated
+        from harness.runner import enabled_hazards
+
+        if "isolation" not in enabled_hazards(subject, disabled):
+            return None
+        if self._worker is None:
+            self._worker = Isolated()
+        return self._worker
+
+    def pytest_sessionfinish(self, session, exitstatus):
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_pyfunc_call(self, pyfuncitem):

@@ -186,3 +186,52 @@ def test_gpu_huge_profile_is_refused_without_cuda(pytester):
     res = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--tritondiff-profile", "gpu_huge", timeout=120)
     assert res.ret == pytest.ExitCode.USAGE_ERROR
     res.stderr.fnmatch_lines(["*the gpu_huge profile's huge shapes run on a CUDA GPU only*"])
+
+
+_TWO_SUBJECTS = '''
+import os
+import torch
+from harness import subject, tensor
+
+LOG = os.environ["PID_LOG"]
+
+
+def _logged(x):
+    with open(LOG, "a") as f:
+        f.write(f"{os.getpid()}\\n")
+    return x * 2
+
+
+@subject(reference=lambda x: x * 2, inputs={"x": tensor(("N",))}, dims={"N": (1, 64)})
+def pid_a(x):
+    return _logged(x)
+
+
+@subject(reference=lambda x: x * 2, inputs={"x": tensor(("N",))}, dims={"N": (1, 64)})
+def pid_b(x):
+    return _logged(x)
+
+
+def test_a(tritondiff):
+    tritondiff.check(pid_a, budget_s=30, max_examples=3)
+
+
+def test_b(tritondiff):
+    tritondiff.check(pid_b, budget_s=30, max_examples=3)
+    with open(LOG, "a") as f:
+        f.write(f"test:{os.getpid()}\\n")
+'''
+
+
+def test_subjects_of_one_session_share_one_worker_process(pytester, tmp_path, monkeypatch):
+    log = tmp_path / "pids.txt"
+    monkeypatch.setenv("PID_LOG", str(log))
+    pytester.makepyfile(test_two=_TWO_SUBJECTS)
+    res = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--tritondiff-profile", "ci",
+                                        "--tritondiff-out", str(tmp_path / "out"), timeout=300)
+    res.assert_outcomes(passed=2)
+    lines = log.read_text().split()
+    test_pid = [ln.split(":")[1] for ln in lines if ln.startswith("test:")]
+    workers = {ln for ln in lines if not ln.startswith("test:")}
+    assert len(workers) == 1, workers                # both subjects ran in the same worker ...
+    assert test_pid and workers.isdisjoint(test_pid)  # ... which is not the test process
