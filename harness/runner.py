@@ -12,12 +12,15 @@ The order of calls is the hazard hunt:
    deterministic subjects) agree bitwise with A;
 4. each autotune config alone, when autotuners ran.
 
-A verdict is plain data (picklable) so it can come back from a worker process.
+A verdict is plain data (picklable) so it can come back from a worker process,
+with the debug counts of its example and, when it fails, the compiler's artifacts
+of the graphs that example compiled or ran (the parent writes them into the dump).
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import sys
 import time
 import traceback
 import warnings
@@ -49,6 +52,8 @@ class Verdict:
     traceback: str | None = None
     seconds: float = 0.0
     dump: str | None = None
+    counters: dict = dataclasses.field(default_factory=dict)   # this example's debug counts (full names)
+    compiler: list = dataclasses.field(default_factory=list)   # failing only: artifacts of the graphs that ran
 
     def signature(self, subject_name: str) -> str:
         return f"{subject_name}|{self.failure_class}|{self.location}"
@@ -188,7 +193,55 @@ def call_subject(subject: Subject, case: Case, hazards: frozenset, *, zero_fill:
 # ---------------------------------------------------------------------------- verdict
 
 def run_case(subject: Subject, case: Case, hazards: frozenset | None = None) -> Verdict:
-    """Everything about one example, judged.  Never raises for a subject's misbehaviour."""
+    """Everything about one example, judged.  Never raises for a subject's misbehaviour.
+
+    The verdict carries the example's counter increments and, when it fails, the compiler
+    artifacts of the graphs that ran (see :func:`compiler_artifacts`)."""
+    before = counters.snapshot()
+    compiler_dump = sys.modules.get("compiler.dump")
+    if compiler_dump is not None:
+        compiler_dump.forget_ran()
+    verdict = _run_case(subject, case, hazards)
+    if verdict.status == "fail":
+        verdict.compiler = compiler_artifacts()
+    verdict.counters = counters.delta(before)
+    return verdict
+
+
+#: Bounds on the compiler artifacts a failing verdict carries back from the worker.
+ARTIFACT_TEXT_MAX_CHARS = 256 * 1024
+ARTIFACTS_MAX_CHARS = 4 * 2 ** 20
+
+
+def compiler_artifacts() -> list[dict]:
+    """The compiler's artifacts (graph, IR, Triton source, plan, counters, error) of the graphs
+    compiled or run since the example began, newest kept first when the size bound bites;
+    [] when no compiled code ran."""
+    compiler_dump = sys.modules.get("compiler.dump")
+    ran = getattr(compiler_dump, "ran_artifacts", None)
+    if not callable(ran):
+        return []
+    try:
+        arts = ran()
+    except Exception:  # noqa: BLE001 - a verdict must not fail because the compiler's bookkeeping did
+        return []
+    out, left = [], ARTIFACTS_MAX_CHARS
+    for art in reversed(arts):
+        texts = {}
+        for step, text in art.texts.items():
+            cut = len(text) - ARTIFACT_TEXT_MAX_CHARS
+            if cut > 0:
+                text = text[:ARTIFACT_TEXT_MAX_CHARS] + f"\n... [{cut} more characters cut]\n"
+            texts[step] = text
+        size = sum(len(t) for t in texts.values())
+        if size > left:
+            break
+        left -= size
+        out.append({"graph": str(art.graph), "texts": texts, "counters": dict(art.counters), "error": art.error})
+    return out[::-1]
+
+
+def _run_case(subject: Subject, case: Case, hazards: frozenset | None) -> Verdict:
     start = time.perf_counter()
     hazards = enabled_hazards(subject) if hazards is None else hazards
     counters["examples"] += 1

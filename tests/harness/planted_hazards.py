@@ -228,3 +228,19 @@ def flag_already_set(x):
     out = torch.empty((), dtype=torch.int32, device=x.device)
     _spin_kernel[(1,)](flag, out)
     return out
+
+
+# ----------------------------------------------------------------------------- dumps of compiled code
+
+def _sin_plus_one(x):
+    return x.sin() + 1
+
+
+@subject(reference=lambda x: x.sin() + 2, dims={"N": (1, 64)},
+         inputs={"x": tensor(("N",), dtypes=("float32",), values=("normal",), nonfinite=False)})
+def compiled_against_wrong_reference(x):
+    """Planted (in the reference, so every example fails): a tiny program through the compiler, whose
+    failure dump must hold the compiler's counters and artifacts wherever the example ran."""
+    from compiler.subjects import run_compiled          # the compiler (and dynamo) only when this subject runs
+
+    return run_compiled(_sin_plus_one, x)
