@@ -35,7 +35,7 @@ from .case import Case
 from .config import config
 from .counters import counters
 from .oracle import Comparison, compare, flatten, locate
-from .tensors import guards_intact, materialize
+from .tensors import guards_intact, materialize, torch_dtype
 
 MAX_CONFIGS_CHECKED = 8
 
@@ -80,12 +80,16 @@ def enabled_hazards(subject: Subject, disabled: frozenset = frozenset()) -> froz
 
 # ---------------------------------------------------------------------------- inputs
 
-def build_inputs(subject: Subject, case: Case, *, guard: bool = True) -> dict[str, Any]:
+def build_inputs(subject: Subject, case: Case, *, guard: bool = True,
+                 guard_fill: dict[str, tuple] | None = None) -> dict[str, Any]:
+    """The inputs of ``case`` on the device, each inside canary guards when ``guard``; ``guard_fill``
+    maps an input's name to other (before, after) guard values (see ``tensors.materialize``)."""
     dev = device.torch_device()
     kwargs: dict[str, Any] = {}
     for name in subject.inputs:
         if name in case.tensors:
-            kwargs[name] = materialize(case.tensors[name], dev, guard=256 if guard else 0)
+            kwargs[name] = materialize(case.tensors[name], dev, guard=256 if guard else 0,
+                                       fill=(guard_fill or {}).get(name))
         else:
             kwargs[name] = case.scalars[name]
     return kwargs
@@ -146,11 +150,13 @@ def _instrumentation():
 
 
 def call_subject(subject: Subject, case: Case, hazards: frozenset, *, zero_fill: bool = False,
-                 fn: Callable | None = None) -> CallResult:
-    """One call of the candidate on freshly built inputs, with the enabled hazard hunters armed."""
+                 fn: Callable | None = None, guard_fill: dict[str, tuple] | None = None) -> CallResult:
+    """One call of the candidate on freshly built inputs, with the enabled hazard hunters armed.
+    ``zero_fill`` zeroes fresh allocations instead of poisoning them; ``guard_fill`` puts other values
+    than the canary around the named inputs (both are control runs of a diagnosis)."""
     autotuning, launches, sanitizer = _instrumentation()
     res = CallResult()
-    kwargs = build_inputs(subject, case, guard="canary" in hazards)
+    kwargs = build_inputs(subject, case, guard="canary" in hazards, guard_fill=guard_fill)
     snapshot = {k: v.clone() for k, v in kwargs.items()
                 if isinstance(v, torch.Tensor) and "mutation" in hazards and k not in subject.mutates}
     with contextlib.ExitStack() as stack:
@@ -343,6 +349,15 @@ def _diagnose_a(subject, case, hazards, a: CallResult, b: CallResult | None, cmp
             return _fail("uninitialized", "output depends on uninitialised memory: with allocations poisoned "
                          f"(NaN) it is wrong, with them zeroed it is right. {cmp_a.message}", label, a,
                          cmp_a.location, **details)
+    if "canary" in hazards and _has_new_nan(a.output, truth):
+        read = _canary_read(subject, case, hazards, a.output, truth)
+        if read is not None:
+            name, side, cleared = read
+            return _fail("out_of_bounds", f"out-of-bounds read {side} input {name!r}: the kernel read its canary "
+                         f"guard (NaN): {cleared} output element(s) are NaN where the reference is finite, and not "
+                         f"NaN with that guard zero-filled. {cmp_a.message}",
+                         label, a, f"canary_read:{name}", canary_read={"tensor": name, "side": side,
+                                                                       "elements": cleared}, **details)
     if a.tuned and b is not None and not b.error:
         cmp_b = _oracle(subject, b.output, eager, truth)
         if cmp_b.passed:
@@ -354,6 +369,41 @@ def _diagnose_a(subject, case, hazards, a: CallResult, b: CallResult | None, cmp
         if bad is not None and bad.details.get("passing_configs"):
             return bad
     return _fail(cmp_a.failure_class, cmp_a.message, label, a, cmp_a.location, **details)
+
+
+def _canary_read(subject, case, hazards, output, truth) -> tuple[str, str, int] | None:
+    """Which input's guard a NaN of ``output`` came from: (name, "past the end of" / "before the start
+    of" / "around", how many new-NaN elements it explains), or None.
+
+    Control runs, only for an output that has NaN where the truth has none: each floating input in
+    turn gets zero-filled guards instead of the NaN canary; the first whose zeros clear some of those
+    NaN is the tensor read out of bounds.  Then the side: the guard after it alone, else before it."""
+    new_nan = [torch.isnan(c.cpu()) & ~torch.isnan(t.cpu())
+               if isinstance(c, torch.Tensor) and c.dtype.is_floating_point and isinstance(t, torch.Tensor)
+               and c.shape == t.shape else None for c, t in zip(flatten(output), flatten(truth))]
+
+    def cleared(fill: dict) -> int:
+        res = call_subject(subject, case, hazards, guard_fill=fill)
+        if res.error:
+            return 0
+        n = 0
+        for mask, c in zip(new_nan, flatten(res.output)):
+            if mask is not None and isinstance(c, torch.Tensor) and c.shape == mask.shape:
+                n += int((mask & ~torch.isnan(c.cpu())).sum())
+        return n
+
+    for name, tc in case.tensors.items():
+        if name not in subject.inputs or not torch_dtype(tc.dtype).is_floating_point:
+            continue
+        both = cleared({name: (0.0, 0.0)})
+        if not both:
+            continue
+        if cleared({name: (None, 0.0)}):
+            return name, "past the end of", both
+        if cleared({name: (0.0, None)}):
+            return name, "before the start of", both
+        return name, "around", both
+    return None
 
 
 def _check_configs(subject, case, hazards, eager, truth, tuners: list) -> Verdict | None:

@@ -175,6 +175,44 @@ def double_masked(x):
     return out
 
 
+# ----------------------------------------------------------------------------- unmasked tail read (bounds off)
+
+SUM_BLOCK = 128        # < tensors.GUARD_ELEMENTS: an unmasked tail reads at most BLOCK - 1 canary elements
+
+
+@triton.jit
+def _block_sums_kernel(x_ptr, partial_ptr, n, BLOCK: tl.constexpr, MASK_LOAD: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    if MASK_LOAD:
+        x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    else:
+        x = tl.load(x_ptr + offs)                        # planted: the tail block reads past the end
+    tl.store(partial_ptr + tl.program_id(0), tl.sum(x.to(tl.float32)))
+
+
+def _block_sums(x, *, mask_load=True):
+    n = x.numel()
+    partial = torch.empty(triton.cdiv(n, SUM_BLOCK), device=x.device, dtype=torch.float32)
+    if n:
+        _block_sums_kernel[(partial.numel(),)](x, partial, n, BLOCK=SUM_BLOCK, MASK_LOAD=mask_load)
+    return partial
+
+
+_SUM = dict(reference=lambda x: x.sum(), **VEC,
+            inputs={"x": tensor(("N",), dtypes=("float32",), layouts=("contiguous", "offset"),
+                                values=("uniform_pos",), nonfinite=False)})
+
+
+@subject(**_SUM, disable=("bounds",))    # the interpreter's lane checker would see it first; the canary must
+def sum_unmasked_tail_read(x):
+    return _block_sums(x, mask_load=False).sum()
+
+
+@subject(**_SUM, disable=("bounds",))
+def sum_masked_tail_read(x):
+    return _block_sums(x, mask_load=True).sum()
+
+
 # ----------------------------------------------------------------------------- crash and hang
 
 @triton.jit

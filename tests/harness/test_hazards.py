@@ -34,6 +34,7 @@ def _explore(subj, tmp_path, executor, **kw):
     (ph.norm_empty_grid_for_zero_size, ph.norm_one_program, "uninitialized"),
     (ph.sum_using_input_as_scratch, ph.sum_using_own_scratch, "input_mutation"),
     (ph.double_unmasked_tail, ph.double_masked, "out_of_bounds"),
+    (ph.sum_unmasked_tail_read, ph.sum_masked_tail_read, "out_of_bounds"),
 ], ids=lambda v: getattr(v, "name", v))
 def test_hazard_found_and_twin_passes(bug, twin, klass, tmp_path, in_process):
     res = _explore(bug, tmp_path, in_process)
@@ -54,6 +55,16 @@ def test_empty_grid_shrinks_to_zero_size(tmp_path, in_process):
 def test_unmasked_tail_reports_kernel_tensor_and_offset(tmp_path, in_process):
     res = _explore(ph.double_unmasked_tail, tmp_path, in_process)
     assert "_double_kernel" in res.message and "out" in res.message
+
+
+def test_unmasked_tail_read_is_blamed_on_the_canary_of_the_input_it_reads(tmp_path, in_process):
+    # bounds off (the subject's own disable): only the NaN canary after x can tell the read apart
+    res = _explore(ph.sum_unmasked_tail_read, tmp_path, in_process)
+    assert res.failure_class == "out_of_bounds", res.message
+    assert res.message.startswith("out-of-bounds read past the end of input 'x': the kernel read its canary")
+    assert res.verdict.location == "canary_read:x"
+    assert res.verdict.details["canary_read"]["tensor"] == "x"
+    assert res.case.dims["N"] % ph.SUM_BLOCK != 0      # a multiple of the block reads nothing past the end
 
 
 def test_seed001_atomic_norm_is_a_tuning_trial_finding_and_reset_twin_passes(tmp_path, in_process):
