@@ -299,6 +299,12 @@ def _judge(subject: Subject, case: Case, hazards: frozenset, eager: Any, truth: 
             return broken
         cmp_b = _oracle(subject, b.output, eager, truth)
         if not cmp_b.passed:
+            if "autotune" in hazards and a.tuners:
+                # the winning config may be wrong alone while the tuning call's output was finished by
+                # the other configs' trials: a config that fails alone beside ones that pass is the finding
+                bad = _check_configs(subject, case, hazards, eager, truth, a.tuners)
+                if bad is not None and bad.details.get("passing_configs"):
+                    return bad
             klass = "cached_call" if a.tuners else "second_call"
             return _fail(klass, f"{label_b} diverged after a correct first call: {cmp_b.message}", label_b, b,
                          cmp_b.location, comparison=cmp_b.to_json())

@@ -135,3 +135,23 @@ def test_hang_is_a_finding_and_the_run_goes_on(tmp_path, isolated):
     assert res.status == "fail" and res.failure_class == "hang"
     assert _explore(ph.flag_already_set, tmp_path, isolated, max_examples=3).status == "pass"
 
+
+def test_a_wrong_winning_config_is_named_even_when_the_tuning_trials_hide_it(tmp_path, in_process, monkeypatch):
+    """The UNROLL=2 config wins the tuning: its own run leaves the tail unwritten, but the trial of the
+    next config already wrote it, so the tuning call is right and the cached call wrong.  Each config run
+    alone shows which config is wrong: that is the finding, not a cached-call state leak."""
+    from triton.runtime.autotuner import Autotuner
+
+    bench = Autotuner._bench
+
+    def unroll_2_wins(self, *args, config, **meta):
+        timing = bench(self, *args, config=config, **meta)
+        if config.kwargs.get("UNROLL") == 2:
+            return [0.0 for _ in timing] if isinstance(timing, list) else 0.0
+        return timing
+
+    monkeypatch.setattr(Autotuner, "_bench", unroll_2_wins)
+    res = _explore(ph.triple_one_config_wrong, tmp_path, in_process)
+    assert res.failure_class == "autotune_config", res.message
+    assert res.verdict.call.startswith("config _triple_kernel with BLOCK: 128, UNROLL: 2")
+    assert res.verdict.details["failing_configs"] == [res.verdict.call[len("config "):]]
