@@ -132,8 +132,11 @@ def sanitize(subject: Any, result: Any, last_pass: Any = None, *, out_dir: str |
         return result
     if result.dump:
         path, errors = memcheck_dump(result.dump)
+        if errors:
+            result = _out_of_bounds(result, errors)           # the dump moves to its new signature's folder
+            path = os.path.join(result.dump, "memcheck.txt")
         say(f"      memcheck: {errors} error(s): {path}")
-        return _out_of_bounds(result, errors) if errors else result
+        return result
     case = getattr(last_pass, "case", last_pass)
     if result.status != "pass" or case is None:
         return result

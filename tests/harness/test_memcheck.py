@@ -157,7 +157,7 @@ def test_memcheck_errors_make_a_failed_subject_an_out_of_bounds_finding(tmp_path
     assert cmd[:3] == ["compute-sanitizer", "--tool", "memcheck"]
     assert cmd[-4:] == [os.path.join(before.dump, "repro.py"), "--in-process", "--device", "cuda"]
     assert kwargs["env"]["TRITONDIFF_UNDER_MEMCHECK"] == "1"
-    assert lines == [f"      memcheck: 3 error(s): {os.path.join(before.dump, 'memcheck.txt')}"]
+    assert lines == [f"      memcheck: 3 error(s): {os.path.join(res.dump, 'memcheck.txt')}"]
 
 
 def test_no_memcheck_errors_leave_a_finding_as_it_was(tmp_path, sanitizer):
