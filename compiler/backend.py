@@ -17,6 +17,7 @@ import torch
 import torch.fx
 from torch._functorch.aot_autograd import aot_module_simplified
 
+from . import dump
 from .config import config
 from .decompositions import decomposition_table
 from .runtime import Executable
@@ -61,7 +62,9 @@ class CompiledGraph:
         # Never traced by dynamo: a backward can reach here from a frame dynamo resumes after a
         # graph break (autograd.grad inside a compiled function), and our compiler is Python.
         args = list(args)
-        return self.executable(args)(args)
+        exe = self.executable(args)
+        dump.note_ran(getattr(exe, "artifacts", None))      # a cached graph's code belongs in a dump too
+        return exe(args)
 
 
 def _compiler(kind: str) -> Callable:

@@ -2,9 +2,13 @@
 
 Every compilation keeps its artifacts in memory (the last ``config.keep_artifacts``), keyed by
 the pipeline step that produced them; with ``config.dump_dir`` set they are also written to
-``<dump_dir>/<graph>/<NN>_<step>.txt`` (``.py`` for the Triton module).  The harness puts
-``recent_artifacts()`` into failure dumps; a correctness tool that finds a graph's program
-wrong adds a ``triage`` step naming the stage at fault (``compiler.triage``).
+``<dump_dir>/<graph>/<NN>_<step>.txt`` (``.py`` for the Triton module).  A correctness tool that
+finds a graph's program wrong adds a ``triage`` step naming the stage at fault (``compiler.triage``).
+
+The harness puts the artifacts of the graphs an example compiled or ran into its failure dump:
+it calls ``forget_ran()`` before the example and ``ran_artifacts()`` after it (in the process
+that ran it, a worker by default).  A graph that ran from the compiled-graph cache counts too,
+so a dump never misses the code that produced a wrong result because it was compiled earlier.
 """
 from __future__ import annotations
 
@@ -65,6 +69,9 @@ class Artifacts:
 
 
 _recent: collections.deque = collections.deque(maxlen=64)
+# Compilations begun or graphs run since the last forget_ran(), by id, oldest first (the last
+# config.keep_artifacts of them).
+_ran: "collections.OrderedDict[int, Artifacts]" = collections.OrderedDict()
 
 
 def begin(graph: str) -> Artifacts:
@@ -72,7 +79,28 @@ def begin(graph: str) -> Artifacts:
     _recent.append(artifacts)
     while len(_recent) > config.keep_artifacts:
         _recent.popleft()
+    note_ran(artifacts)
     return artifacts
+
+
+def note_ran(artifacts: Optional[Artifacts]) -> None:
+    """Record that the graph of ``artifacts`` was compiled or ran (``ran_artifacts()`` returns it)."""
+    if artifacts is None:
+        return
+    _ran.pop(id(artifacts), None)
+    _ran[id(artifacts)] = artifacts
+    while len(_ran) > config.keep_artifacts:
+        _ran.popitem(last=False)
+
+
+def forget_ran() -> None:
+    """Start a new record of the graphs that run (the harness calls this before each example)."""
+    _ran.clear()
+
+
+def ran_artifacts() -> list[Artifacts]:
+    """The artifacts of the graphs compiled or run since ``forget_ran()``, oldest first."""
+    return list(_ran.values())
 
 
 def last_artifacts() -> Optional[Artifacts]:
@@ -87,3 +115,4 @@ def recent_artifacts() -> list[Artifacts]:
 
 def clear() -> None:
     _recent.clear()
+    _ran.clear()

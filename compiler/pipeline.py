@@ -56,6 +56,7 @@ class _Steps:
 
     def finish(self, executable: Executable) -> Executable:
         self.artifacts.finish()
+        executable.artifacts = self.artifacts                 # each later run is noted in the dump
         return executable
 
 

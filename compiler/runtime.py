@@ -109,6 +109,7 @@ class Executable:
         self.generated = generated
         self.module: Optional[types.ModuleType] = None
         self.module_path: Optional[str] = None
+        self.artifacts = None            # its compiler.dump.Artifacts (set by the pipeline)
         self._last_use = self._compute_last_use()
 
     def ensure_loaded(self) -> None:

@@ -143,6 +143,7 @@ def _one_line(error: HarnessError) -> str:
 
 
 def _check(args) -> int:
+    from . import memcheck
     from .explore import explore
     from .loader import load_file, subjects_in
 
@@ -158,12 +159,13 @@ def _check(args) -> int:
         subjects = [s for s in subjects if s.name in args.subject]
     failed = 0
     for subj in subjects:
+        last = memcheck.LastPassing()
         result = explore(subj, budget_s=args.budget, max_examples=args.max_examples, seed=args.seed,
-                         out_dir=args.out, disabled=args.disable)
+                         out_dir=args.out, disabled=args.disable, on_example=last)
+        if args.sanitize:
+            result = memcheck.sanitize(subj, result, last, out_dir=args.out, disabled=args.disable)
         print(result.line(), flush=True)
         failed += result.status == "fail"
-        if args.sanitize and result.dump:
-            _sanitize(result.dump)
     return 1 if failed else 0
 
 

@@ -155,6 +155,9 @@ class HarnessConfig(TypedConfig):
     # GPU only: draw the one size dim of 1-D subjects just past 2^31 elements (32-bit offset
     # overflow), within free GPU memory; see harness.huge.  TRITONDIFF_HUGE_SHAPES=1.
     huge_shapes: bool = knob(False, env="TRITONDIFF_HUGE_SHAPES", parse=flag, check=is_bool)
+    # Set by harness.memcheck for the repro it runs under compute-sanitizer, so that replay does not
+    # start memcheck again for a finding memcheck made.  TRITONDIFF_UNDER_MEMCHECK=1.
+    under_memcheck: bool = knob(False, env="TRITONDIFF_UNDER_MEMCHECK", parse=flag, check=is_bool)
 
 
 config = HarnessConfig()

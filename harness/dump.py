@@ -7,7 +7,9 @@ Layout of a dump directory::
     case.json        the drawn example (rebuilds the exact inputs on any device)
     inputs.pt        the inputs themselves (torch.save, CPU; left out past INPUTS_PT_MAX_BYTES)
     kernels/         the Triton source of every kernel launched, plus launches.json (grid, config, args)
-    counters.json    harness (and compiler) debug counters
+    counters.json    harness (and compiler) debug counters of the run, workers' counts included
+    compiler/        when compiled code ran: per graph the example compiled or ran, each pipeline
+                     step's text (graph, IR, schedule, Triton source, plan), its counters, its error
     traceback.txt    when the subject raised or crashed
     repro.py         standalone replay; exits non-zero while the failure reproduces
 """
@@ -17,7 +19,6 @@ import hashlib
 import json
 import os
 import platform
-import sys
 import textwrap
 from typing import Any
 
@@ -68,6 +69,7 @@ def write_dump(root: str, subject: Subject, subject_ref: dict, case: Case, verdi
         "inputs": {name: _describe_input(tc) for name, tc in case.tensors.items()},
         "scalars": {k: repr(v) for k, v in case.scalars.items()},
         "details": _jsonable(verdict.details),
+        "example_counters": dict(getattr(verdict, "counters", None) or {}),
         "versions": versions(),
     }
     if input_bytes > INPUTS_PT_MAX_BYTES:
@@ -80,7 +82,7 @@ def write_dump(root: str, subject: Subject, subject_ref: dict, case: Case, verdi
         torch.save({"tensors": inputs, "scalars": case.scalars}, os.path.join(path, "inputs.pt"))
     write_sources(verdict.launches, os.path.join(path, "kernels"))
     _write_json(os.path.join(path, "counters.json"), counters.snapshot())
-    _write_compiler_artifacts(path)
+    _write_compiler_artifacts(path, getattr(verdict, "compiler", None) or [])
     if verdict.traceback:
         with open(os.path.join(path, "traceback.txt"), "w") as f:
             f.write(verdict.traceback)
@@ -102,28 +104,21 @@ def _describe_input(tc) -> dict:
     return out
 
 
-def _write_compiler_artifacts(path: str) -> None:
-    """The compiler's dumps (graph, IR before/after fusion, Triton source, counters) of its recent
-    compilations -- a forward and a backward graph for a training step -- when compiled code ran."""
-    dump = sys.modules.get("compiler.dump")
-    recent = getattr(dump, "recent_artifacts", None)
-    if not callable(recent):
-        return
-    try:
-        compilations = recent()
-    except Exception:  # noqa: BLE001 - a dump must not fail because the compiler's bookkeeping did
-        return
+def _write_compiler_artifacts(path: str, compilations: list[dict]) -> None:
+    """The compiler's artifacts (graph, IR before/after fusion, Triton source, counters) of the graphs
+    the failing example compiled or ran -- a forward and a backward graph for a training step.  They
+    come with the verdict (``runner.compiler_artifacts``) from the process that ran the example."""
     for i, art in enumerate(compilations):
-        folder = os.path.join(path, "compiler", f"{i:02d}_" + _safe(str(art.graph)))
+        folder = os.path.join(path, "compiler", f"{i:02d}_" + _safe(str(art["graph"])))
         os.makedirs(folder, exist_ok=True)
-        for n, (step, text) in enumerate(art.texts.items(), 1):
+        for n, (step, text) in enumerate(art["texts"].items(), 1):
             suffix = ".py" if step == "triton" else ".txt"
             with open(os.path.join(folder, f"{n:02d}_{_safe(step)}{suffix}"), "w") as f:
                 f.write(text)
-        _write_json(os.path.join(folder, "counters.json"), dict(art.counters))
-        if art.error:
+        _write_json(os.path.join(folder, "counters.json"), dict(art.get("counters") or {}))
+        if art.get("error"):
             with open(os.path.join(folder, "error.txt"), "w") as f:
-                f.write(art.error)
+                f.write(art["error"])
 
 
 def _safe(name: str) -> str:

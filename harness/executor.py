@@ -12,12 +12,14 @@ from typing import Protocol
 
 from .case import Case
 from .config import config
+from .counters import counters
 from .exc import HarnessError
 from .runner import Verdict
 
 
 def execute(subject_ref: dict, case_json: dict, hazards: list[str]) -> dict:
-    """Worker entry point: run one example and return the verdict as a dict."""
+    """Worker entry point: run one example and return the verdict as a dict (with the example's debug
+    counts and, when it fails, the compiler artifacts of the graphs that ran: see ``run_case``)."""
     from .loader import resolve
     from .runner import run_case
 
@@ -83,7 +85,9 @@ class Isolated:
         if res.status == "hang" and limit < self.timeout_s:
             return Verdict("budget", message="stopped at the end of the budget", seconds=res.seconds)
         if res.status == "ok":
-            return Verdict(**res.value)
+            verdict = Verdict(**res.value)
+            counters.merge(verdict.counters)  # counted in the worker: the parent's dumps report them
+            return verdict
         if res.status == "crash":
             return Verdict("fail", "crash", f"the worker process died running the subject: "
                            f"{_first_line(res.error)}", "crash", "first call", traceback=res.error,

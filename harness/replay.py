@@ -47,6 +47,12 @@ def replay_dump(path: str, *, isolate: bool = True) -> int:
         print(f"tritondiff replay: {str(e).splitlines()[0] if str(e) else 'usage error'}", file=sys.stderr)
         return 2
     was = summary.get("failure_class")
+    if verdict.status != "fail":
+        from .memcheck import replay_under_memcheck
+
+        code = replay_under_memcheck(path)       # a finding memcheck made shows only under memcheck
+        if code is not None:
+            return code
     if verdict.status == "fail":
         same = "same class" if verdict.failure_class == was else f"was {was}"
         print(f"still fails: {verdict.failure_class} ({same}): {verdict.message}")

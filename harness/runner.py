@@ -12,12 +12,15 @@ The order of calls is the hazard hunt:
    deterministic subjects) agree bitwise with A;
 4. each autotune config alone, when autotuners ran.
 
-A verdict is plain data (picklable) so it can come back from a worker process.
+A verdict is plain data (picklable) so it can come back from a worker process,
+with the debug counts of its example and, when it fails, the compiler's artifacts
+of the graphs that example compiled or ran (the parent writes them into the dump).
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import sys
 import time
 import traceback
 import warnings
@@ -32,7 +35,7 @@ from .case import Case
 from .config import config
 from .counters import counters
 from .oracle import Comparison, compare, flatten, locate
-from .tensors import guards_intact, materialize
+from .tensors import guards_intact, materialize, torch_dtype
 
 MAX_CONFIGS_CHECKED = 8
 
@@ -49,6 +52,8 @@ class Verdict:
     traceback: str | None = None
     seconds: float = 0.0
     dump: str | None = None
+    counters: dict = dataclasses.field(default_factory=dict)   # this example's debug counts (full names)
+    compiler: list = dataclasses.field(default_factory=list)   # failing only: artifacts of the graphs that ran
 
     def signature(self, subject_name: str) -> str:
         return f"{subject_name}|{self.failure_class}|{self.location}"
@@ -75,12 +80,16 @@ def enabled_hazards(subject: Subject, disabled: frozenset = frozenset()) -> froz
 
 # ---------------------------------------------------------------------------- inputs
 
-def build_inputs(subject: Subject, case: Case, *, guard: bool = True) -> dict[str, Any]:
+def build_inputs(subject: Subject, case: Case, *, guard: bool = True,
+                 guard_fill: dict[str, tuple] | None = None) -> dict[str, Any]:
+    """The inputs of ``case`` on the device, each inside canary guards when ``guard``; ``guard_fill``
+    maps an input's name to other (before, after) guard values (see ``tensors.materialize``)."""
     dev = device.torch_device()
     kwargs: dict[str, Any] = {}
     for name in subject.inputs:
         if name in case.tensors:
-            kwargs[name] = materialize(case.tensors[name], dev, guard=256 if guard else 0)
+            kwargs[name] = materialize(case.tensors[name], dev, guard=256 if guard else 0,
+                                       fill=(guard_fill or {}).get(name))
         else:
             kwargs[name] = case.scalars[name]
     return kwargs
@@ -141,11 +150,13 @@ def _instrumentation():
 
 
 def call_subject(subject: Subject, case: Case, hazards: frozenset, *, zero_fill: bool = False,
-                 fn: Callable | None = None) -> CallResult:
-    """One call of the candidate on freshly built inputs, with the enabled hazard hunters armed."""
+                 fn: Callable | None = None, guard_fill: dict[str, tuple] | None = None) -> CallResult:
+    """One call of the candidate on freshly built inputs, with the enabled hazard hunters armed.
+    ``zero_fill`` zeroes fresh allocations instead of poisoning them; ``guard_fill`` puts other values
+    than the canary around the named inputs (both are control runs of a diagnosis)."""
     autotuning, launches, sanitizer = _instrumentation()
     res = CallResult()
-    kwargs = build_inputs(subject, case, guard="canary" in hazards)
+    kwargs = build_inputs(subject, case, guard="canary" in hazards, guard_fill=guard_fill)
     snapshot = {k: v.clone() for k, v in kwargs.items()
                 if isinstance(v, torch.Tensor) and "mutation" in hazards and k not in subject.mutates}
     with contextlib.ExitStack() as stack:
@@ -188,7 +199,55 @@ def call_subject(subject: Subject, case: Case, hazards: frozenset, *, zero_fill:
 # ---------------------------------------------------------------------------- verdict
 
 def run_case(subject: Subject, case: Case, hazards: frozenset | None = None) -> Verdict:
-    """Everything about one example, judged.  Never raises for a subject's misbehaviour."""
+    """Everything about one example, judged.  Never raises for a subject's misbehaviour.
+
+    The verdict carries the example's counter increments and, when it fails, the compiler
+    artifacts of the graphs that ran (see :func:`compiler_artifacts`)."""
+    before = counters.snapshot()
+    compiler_dump = sys.modules.get("compiler.dump")
+    if compiler_dump is not None:
+        compiler_dump.forget_ran()
+    verdict = _run_case(subject, case, hazards)
+    if verdict.status == "fail":
+        verdict.compiler = compiler_artifacts()
+    verdict.counters = counters.delta(before)
+    return verdict
+
+
+#: Bounds on the compiler artifacts a failing verdict carries back from the worker.
+ARTIFACT_TEXT_MAX_CHARS = 256 * 1024
+ARTIFACTS_MAX_CHARS = 4 * 2 ** 20
+
+
+def compiler_artifacts() -> list[dict]:
+    """The compiler's artifacts (graph, IR, Triton source, plan, counters, error) of the graphs
+    compiled or run since the example began, newest kept first when the size bound bites;
+    [] when no compiled code ran."""
+    compiler_dump = sys.modules.get("compiler.dump")
+    ran = getattr(compiler_dump, "ran_artifacts", None)
+    if not callable(ran):
+        return []
+    try:
+        arts = ran()
+    except Exception:  # noqa: BLE001 - a verdict must not fail because the compiler's bookkeeping did
+        return []
+    out, left = [], ARTIFACTS_MAX_CHARS
+    for art in reversed(arts):
+        texts = {}
+        for step, text in art.texts.items():
+            cut = len(text) - ARTIFACT_TEXT_MAX_CHARS
+            if cut > 0:
+                text = text[:ARTIFACT_TEXT_MAX_CHARS] + f"\n... [{cut} more characters cut]\n"
+            texts[step] = text
+        size = sum(len(t) for t in texts.values())
+        if size > left:
+            break
+        left -= size
+        out.append({"graph": str(art.graph), "texts": texts, "counters": dict(art.counters), "error": art.error})
+    return out[::-1]
+
+
+def _run_case(subject: Subject, case: Case, hazards: frozenset | None) -> Verdict:
     start = time.perf_counter()
     hazards = enabled_hazards(subject) if hazards is None else hazards
     counters["examples"] += 1
@@ -240,6 +299,12 @@ def _judge(subject: Subject, case: Case, hazards: frozenset, eager: Any, truth: 
             return broken
         cmp_b = _oracle(subject, b.output, eager, truth)
         if not cmp_b.passed:
+            if "autotune" in hazards and a.tuners:
+                # the winning config may be wrong alone while the tuning call's output was finished by
+                # the other configs' trials: a config that fails alone beside ones that pass is the finding
+                bad = _check_configs(subject, case, hazards, eager, truth, a.tuners)
+                if bad is not None and bad.details.get("passing_configs"):
+                    return bad
             klass = "cached_call" if a.tuners else "second_call"
             return _fail(klass, f"{label_b} diverged after a correct first call: {cmp_b.message}", label_b, b,
                          cmp_b.location, comparison=cmp_b.to_json())
@@ -290,6 +355,15 @@ def _diagnose_a(subject, case, hazards, a: CallResult, b: CallResult | None, cmp
             return _fail("uninitialized", "output depends on uninitialised memory: with allocations poisoned "
                          f"(NaN) it is wrong, with them zeroed it is right. {cmp_a.message}", label, a,
                          cmp_a.location, **details)
+    if "canary" in hazards and _has_new_nan(a.output, truth):
+        read = _canary_read(subject, case, hazards, a.output, truth)
+        if read is not None:
+            name, side, cleared = read
+            return _fail("out_of_bounds", f"out-of-bounds read {side} input {name!r}: the kernel read its canary "
+                         f"guard (NaN): {cleared} output element(s) are NaN where the reference is finite, and not "
+                         f"NaN with that guard zero-filled. {cmp_a.message}",
+                         label, a, f"canary_read:{name}", canary_read={"tensor": name, "side": side,
+                                                                       "elements": cleared}, **details)
     if a.tuned and b is not None and not b.error:
         cmp_b = _oracle(subject, b.output, eager, truth)
         if cmp_b.passed:
@@ -301,6 +375,41 @@ def _diagnose_a(subject, case, hazards, a: CallResult, b: CallResult | None, cmp
         if bad is not None and bad.details.get("passing_configs"):
             return bad
     return _fail(cmp_a.failure_class, cmp_a.message, label, a, cmp_a.location, **details)
+
+
+def _canary_read(subject, case, hazards, output, truth) -> tuple[str, str, int] | None:
+    """Which input's guard a NaN of ``output`` came from: (name, "past the end of" / "before the start
+    of" / "around", how many new-NaN elements it explains), or None.
+
+    Control runs, only for an output that has NaN where the truth has none: each floating input in
+    turn gets zero-filled guards instead of the NaN canary; the first whose zeros clear some of those
+    NaN is the tensor read out of bounds.  Then the side: the guard after it alone, else before it."""
+    new_nan = [torch.isnan(c.cpu()) & ~torch.isnan(t.cpu())
+               if isinstance(c, torch.Tensor) and c.dtype.is_floating_point and isinstance(t, torch.Tensor)
+               and c.shape == t.shape else None for c, t in zip(flatten(output), flatten(truth))]
+
+    def cleared(fill: dict) -> int:
+        res = call_subject(subject, case, hazards, guard_fill=fill)
+        if res.error:
+            return 0
+        n = 0
+        for mask, c in zip(new_nan, flatten(res.output)):
+            if mask is not None and isinstance(c, torch.Tensor) and c.shape == mask.shape:
+                n += int((mask & ~torch.isnan(c.cpu())).sum())
+        return n
+
+    for name, tc in case.tensors.items():
+        if name not in subject.inputs or not torch_dtype(tc.dtype).is_floating_point:
+            continue
+        both = cleared({name: (0.0, 0.0)})
+        if not both:
+            continue
+        if cleared({name: (None, 0.0)}):
+            return name, "past the end of", both
+        if cleared({name: (0.0, None)}):
+            return name, "before the start of", both
+        return name, "around", both
+    return None
 
 
 def _check_configs(subject, case, hazards, eager, truth, tuners: list) -> Verdict | None:

@@ -5,7 +5,9 @@ process and device sees the same numbers), then cast and placed into the drawn
 layout.  Every tensor lives inside a larger storage whose elements before and
 after its span are a canary (NaN for floats, the dtype's max for ints): a
 kernel that reads past the end picks up poison, one that writes past the end
-is caught by :func:`guards_intact`.
+is caught by :func:`guards_intact`.  ``materialize(..., fill=(before, after))``
+fills the guards with other values instead: the control run that tells a read
+of the canary apart from a NaN the kernel made itself.
 """
 from __future__ import annotations
 
@@ -148,8 +150,13 @@ def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
-def materialize(tc: TensorCase, device: torch.device | str = "cpu", *, guard: int = GUARD_ELEMENTS) -> torch.Tensor:
-    """Build the tensor described by ``tc`` on ``device`` inside a canary-guarded storage."""
+def materialize(tc: TensorCase, device: torch.device | str = "cpu", *, guard: int = GUARD_ELEMENTS,
+                fill: tuple | None = None) -> torch.Tensor:
+    """Build the tensor described by ``tc`` on ``device`` inside a canary-guarded storage.
+
+    ``fill`` = (before, after) puts other values than the canary in the guard regions before and
+    after the tensor's span (None on a side keeps the canary); :func:`guards_intact` then
+    checks for those values."""
     dtype = torch_dtype(tc.dtype)
     strides, offset, span = _layout_strides(tc)
     if tc.layout == "expanded" and len(tc.shape) >= 1:
@@ -166,6 +173,12 @@ def materialize(tc: TensorCase, device: torch.device | str = "cpu", *, guard: in
         # a slice of a real tensor: the elements the steps skip hold values of the same family
         filler = dataclasses.replace(tc, seed=tc.seed ^ 0x5EED, nonfinite="")
         storage[guard:guard + span] = _values(filler, (span,)).to(dtype).to(device)
+    before, after = fill if fill is not None else (None, None)
+    before = canary_value(dtype) if before is None else before
+    after = canary_value(dtype) if after is None else after
+    if fill is not None:
+        storage[:guard + offset].fill_(before)
+        storage[guard + span:].fill_(after)
     view = storage.as_strided(tc.shape, strides, guard + offset)
     if view.numel():
         if tc.layout == "expanded":
@@ -173,7 +186,7 @@ def materialize(tc: TensorCase, device: torch.device | str = "cpu", *, guard: in
             view.narrow(dim, 0, 1).copy_(values.narrow(dim, 0, 1).to(dtype))
         else:
             view.copy_(_cast_values(tc, values, dtype))
-    view._tritondiff_guard = (guard, offset, span)
+    view._tritondiff_guard = (guard, offset, span, before, after)
     return view
 
 
@@ -201,23 +214,25 @@ def guards_intact(t: torch.Tensor) -> str | None:
     info = getattr(t, "_tritondiff_guard", None)
     if info is None:
         return None
-    guard, offset, span = info
+    guard, offset, span, fill_before, fill_after = info
     flat = torch.empty(0, dtype=t.dtype, device=t.device).set_(t.untyped_storage())
     before, after = flat[:guard + offset], flat[guard + span:]
     # The "offset" layout leaves a gap between the guard and the view start: it is canary too.
     problems = []
-    for region, name, base in ((before, "before", -(guard + offset)), (after, "after", span - offset)):
-        bad = _not_canary(region)
+    for region, name, base, value in ((before, "before", -(guard + offset), fill_before),
+                                      (after, "after", span - offset, fill_after)):
+        bad = _not_filled(region, value)
         if bad.numel():
             first = int(bad[0]) + base
             problems.append(f"{bad.numel()} element(s) {name} the tensor overwritten (first at element offset {first})")
     return "; ".join(problems) or None
 
 
-def _not_canary(region: torch.Tensor) -> torch.Tensor:
-    if region.dtype.is_floating_point:
+def _not_filled(region: torch.Tensor, value) -> torch.Tensor:
+    """Indices of ``region`` whose element is not ``value`` (NaN matches NaN)."""
+    if region.dtype.is_floating_point and value != value:
         return (~torch.isnan(region)).nonzero().flatten()
-    return (region != canary_value(region.dtype)).nonzero().flatten()
+    return (region != value).nonzero().flatten()
 
 
 def layout_of(tc: TensorCase, *, guard: int = GUARD_ELEMENTS) -> tuple[tuple[int, ...], int]:

@@ -58,3 +58,15 @@ def test_verify_ir_catches_an_out_of_bounds_lowering(monkeypatch):
             run_compiled(lambda x: -x, torch.randn(9))
     assert info.value.step == "eager"
     assert compiler.dump.last_artifacts().error.startswith("VerificationError")
+
+
+def test_ran_artifacts_name_the_graphs_an_example_ran_even_from_the_cache():
+    fn = compiler.compile(lambda x: x.cos() * 3, dynamic=False)
+    x = torch.randn(17)
+    fn(x)                                          # compiles
+    compiled = compiler.dump.last_artifacts()
+    compiler.dump.forget_ran()
+    assert compiler.dump.ran_artifacts() == []
+    torch.testing.assert_close(fn(x), x.cos() * 3)  # runs the cached graph: no new compilation
+    assert compiler.dump.last_artifacts() is compiled
+    assert compiler.dump.ran_artifacts() == [compiled]

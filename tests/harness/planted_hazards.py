@@ -175,6 +175,177 @@ def double_masked(x):
     return out
 
 
+# ----------------------------------------------------------------------------- unmasked tail read (bounds off)
+
+SUM_BLOCK = 128        # < tensors.GUARD_ELEMENTS: an unmasked tail reads at most BLOCK - 1 canary elements
+
+
+@triton.jit
+def _block_sums_kernel(x_ptr, partial_ptr, n, BLOCK: tl.constexpr, MASK_LOAD: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    if MASK_LOAD:
+        x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    else:
+        x = tl.load(x_ptr + offs)                        # planted: the tail block reads past the end
+    tl.store(partial_ptr + tl.program_id(0), tl.sum(x.to(tl.float32)))
+
+
+def _block_sums(x, *, mask_load=True):
+    n = x.numel()
+    partial = torch.empty(triton.cdiv(n, SUM_BLOCK), device=x.device, dtype=torch.float32)
+    if n:
+        _block_sums_kernel[(partial.numel(),)](x, partial, n, BLOCK=SUM_BLOCK, MASK_LOAD=mask_load)
+    return partial
+
+
+_SUM = dict(reference=lambda x: x.sum(), **VEC,
+            inputs={"x": tensor(("N",), dtypes=("float32",), layouts=("contiguous", "offset"),
+                                values=("uniform_pos",), nonfinite=False)})
+
+
+@subject(**_SUM, disable=("bounds",))    # the interpreter's lane checker would see it first; the canary must
+def sum_unmasked_tail_read(x):
+    return _block_sums(x, mask_load=False).sum()
+
+
+@subject(**_SUM, disable=("bounds",))
+def sum_masked_tail_read(x):
+    return _block_sums(x, mask_load=True).sum()
+
+
+# ----------------------------------------------------------------------------- order of a final sum
+
+def _shuffled(partial):
+    # stands for atomics (or a work queue) combining partials in whatever order programs finish
+    return partial[torch.randperm(partial.numel(), device=partial.device)]
+
+
+@subject(**_SUM)
+def sum_partials_in_random_order(x):
+    """Planted: float additions in a different order each call, declared deterministic (the default)."""
+    return _shuffled(_block_sums(x)).sum()
+
+
+@subject(**_SUM, deterministic=False)
+def sum_partials_in_random_order_declared(x):
+    return _shuffled(_block_sums(x)).sum()
+
+
+@subject(**_SUM)
+def sum_partials_in_order(x):
+    return _block_sums(x).sum()
+
+
+# ----------------------------------------------------------------------------- workspace kept across calls
+
+_WORKSPACES: dict = {}
+
+
+@triton.jit
+def _sum_into_kernel(x_ptr, acc_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.atomic_add(acc_ptr, tl.sum(tl.load(x_ptr + offs, mask=offs < n, other=0.0)))
+
+
+_sum_into_autotuned = triton.autotune(configs=[triton.Config({"BLOCK": b}) for b in (128, 256, 512)], key=["n"],
+                                      reset_to_zero=["acc_ptr"])(_sum_into_kernel)
+
+
+def _workspace(x):
+    key = (x.numel(), x.device)
+    if key not in _WORKSPACES:
+        _WORKSPACES[key] = torch.zeros(1, device=x.device, dtype=torch.float32)
+    return _WORKSPACES[key]
+
+
+@subject(**_SUM, deterministic=False)
+def sum_into_kept_workspace(x):
+    """Planted: a workspace cached per size and zeroed only when first allocated: right on the first
+    call of each size, the sum of all calls so far after that."""
+    acc = _workspace(x)
+    _sum_into_kernel[(triton.cdiv(x.numel(), SUM_BLOCK),)](x, acc, x.numel(), BLOCK=SUM_BLOCK)
+    return acc[0].clone()
+
+
+@subject(**_SUM, deterministic=False)
+def sum_into_kept_workspace_zeroed(x):
+    acc = _workspace(x).zero_()
+    _sum_into_kernel[(triton.cdiv(x.numel(), SUM_BLOCK),)](x, acc, x.numel(), BLOCK=SUM_BLOCK)
+    return acc[0].clone()
+
+
+@subject(**_SUM, deterministic=False)
+def sum_into_workspace_zeroed_by_autotuner(x):
+    """Planted: relies on reset_to_zero to clear a cached workspace, but the autotuner resets only while
+    it tunes: the tuning call is right, every cached call adds onto the last result."""
+    acc = _workspace(x)
+    n = x.numel()
+    _sum_into_autotuned[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, acc, n)
+    return acc[0].clone()
+
+
+@subject(**_SUM, deterministic=False)
+def sum_into_workspace_zeroed_by_caller(x):
+    acc = _workspace(x).zero_()
+    n = x.numel()
+    _sum_into_autotuned[lambda meta: (triton.cdiv(n, meta["BLOCK"]),)](x, acc, n)
+    return acc[0].clone()
+
+
+# ----------------------------------------------------------------------------- one autotune config wrong
+
+@triton.jit
+def _triple_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr, UNROLL: tl.constexpr, FORGETS_UNROLL: tl.constexpr):
+    if FORGETS_UNROLL:
+        base = tl.program_id(0) * BLOCK                  # planted: programs overlap when UNROLL > 1
+    else:
+        base = tl.program_id(0) * BLOCK * UNROLL
+    for u in tl.static_range(UNROLL):
+        offs = base + u * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n, other=0.0) * 3, mask=offs < n)
+
+
+_UNROLL_CONFIGS = [triton.Config({"BLOCK": 256, "UNROLL": 1}), triton.Config({"BLOCK": 128, "UNROLL": 2}),
+                   triton.Config({"BLOCK": 512, "UNROLL": 1})]
+_triple_autotuned = triton.autotune(configs=_UNROLL_CONFIGS, key=["n"])(_triple_kernel)
+
+
+def _triple(x, forgets_unroll):
+    x = x.contiguous()
+    out = torch.zeros_like(x)
+    n = x.numel()
+    if n:
+        _triple_autotuned[lambda meta: (triton.cdiv(n, meta["BLOCK"] * meta["UNROLL"]),)](
+            x, out, n, FORGETS_UNROLL=forgets_unroll)
+    return out
+
+
+_TRIPLE = dict(reference=lambda x: x * 3, **VEC,
+               inputs={"x": tensor(("N",), values=("normal", "uniform_pos"), nonfinite=False)})
+
+
+@subject(**_TRIPLE)
+def triple_one_config_wrong(x):
+    """Planted: the UNROLL=2 config leaves the last part of the output unwritten (the others are right)."""
+    return _triple(x, True)
+
+
+@subject(**_TRIPLE)
+def triple_every_config_right(x):
+    return _triple(x, False)
+
+
+# ----------------------------------------------------------------------------- a hunter switched off
+
+@subject(reference=lambda x: x.sum(), **VEC, disable=("mutation",),
+         inputs={"x": tensor(("N",), layouts=("contiguous",), values=("uniform_pos",), nonfinite=False)})
+def sum_using_input_as_scratch_unchecked(x):
+    """sum_using_input_as_scratch with the mutation hunter switched off by the subject."""
+    out = torch.empty((), device=x.device, dtype=torch.float32)
+    _prefix_in_place_kernel[(1,)](x, out, x.numel(), BLOCK=BLOCK)
+    return out
+
+
 # ----------------------------------------------------------------------------- crash and hang
 
 @triton.jit
@@ -228,3 +399,19 @@ def flag_already_set(x):
     out = torch.empty((), dtype=torch.int32, device=x.device)
     _spin_kernel[(1,)](flag, out)
     return out
+
+
+# ----------------------------------------------------------------------------- dumps of compiled code
+
+def _sin_plus_one(x):
+    return x.sin() + 1
+
+
+@subject(reference=lambda x: x.sin() + 2, dims={"N": (1, 64)},
+         inputs={"x": tensor(("N",), dtypes=("float32",), values=("normal",), nonfinite=False)})
+def compiled_against_wrong_reference(x):
+    """Planted (in the reference, so every example fails): a tiny program through the compiler, whose
+    failure dump must hold the compiler's counters and artifacts wherever the example ran."""
+    from compiler.subjects import run_compiled          # the compiler (and dynamo) only when this subject runs
+
+    return run_compiled(_sin_plus_one, x)
