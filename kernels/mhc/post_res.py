@@ -23,6 +23,8 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels.config import store_dtype
+
 from . import configs
 from ._common import (N_STREAMS, acc_dtype, check_activation, check_coef, check_devices, check_n,
                       check_same_dtype, check_shape, load_coef4, load_tile, load_tile_zeroed, tl_acc)
@@ -191,9 +193,10 @@ def post_res_fwd(x_streams: torch.Tensor, layer_output: torch.Tensor, H_merged: 
     """Launch K4 forward on validated inputs: out[T, 4, C] in x's dtype."""
     x, lo, H, hp = (t.contiguous() for t in (x_streams, layer_output, H_merged, h_post))
     T, _, C = x.shape
-    out = torch.empty_like(x)
+    # bf16 in the interpreter: stored as fp32 and rounded by torch (kernels.config.store_dtype).
+    out = torch.empty(x.shape, dtype=store_dtype(x.dtype), device=x.device)
     if T == 0 or C == 0:
-        return out
+        return out.to(x.dtype)
     cfg = configs.resolve("k4_fwd", config, T=T, C=C, device=x.device)
     n_c = triton.cdiv(C, cfg.block_c)
     _fused_post_res_fwd_kernel_n4[(triton.cdiv(T, cfg.block_t) * n_c,)](
@@ -202,7 +205,7 @@ def post_res_fwd(x_streams: torch.Tensor, layer_output: torch.Tensor, H_merged: 
         ACC=tl_acc(x.dtype), BLOCK_T=cfg.block_t, BLOCK_C=cfg.block_c,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
-    return out
+    return out.to(x.dtype)
 
 
 def post_res_bwd(grad_out: torch.Tensor, x_streams: torch.Tensor, layer_output: torch.Tensor,
@@ -212,10 +215,10 @@ def post_res_bwd(grad_out: torch.Tensor, x_streams: torch.Tensor, layer_output: 
     g, x, lo, H, hp = (t.contiguous() for t in (grad_out, x_streams, layer_output, H_merged, h_post))
     T, _, C = x.shape
     acc = acc_dtype(x.dtype)
-    dx = torch.empty_like(x)
-    dlo = torch.empty_like(lo)
+    dx = torch.empty(x.shape, dtype=store_dtype(x.dtype), device=x.device)     # see post_res_fwd
+    dlo = torch.empty(lo.shape, dtype=store_dtype(lo.dtype), device=x.device)
     if T == 0 or C == 0:
-        return (dx, dlo, torch.zeros((T, N_STREAMS, N_STREAMS), dtype=acc, device=x.device),
+        return (dx.to(x.dtype), dlo.to(lo.dtype), torch.zeros((T, N_STREAMS, N_STREAMS), dtype=acc, device=x.device),
                 torch.zeros((T, N_STREAMS), dtype=acc, device=x.device))
     dH = torch.empty((T, N_STREAMS, N_STREAMS), dtype=acc, device=x.device)
     dhp = torch.empty((T, N_STREAMS), dtype=acc, device=x.device)
@@ -227,7 +230,7 @@ def post_res_bwd(grad_out: torch.Tensor, x_streams: torch.Tensor, layer_output: 
         ACC=tl_acc(x.dtype), BLOCK_T=cfg.block_t, BLOCK_C=cfg.block_c,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
-    return dx, dlo, dH, dhp
+    return dx.to(x.dtype), dlo.to(lo.dtype), dH, dhp
 
 
 # ---------------------------------------------------------------------------- eager references

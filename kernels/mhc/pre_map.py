@@ -20,6 +20,8 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels.config import store_dtype
+
 from . import configs
 from ._common import (N_STREAMS, acc_dtype, check_activation, check_coef, check_devices, check_n, check_same_dtype,
                       check_shape, load_coef4, load_tile, load_tile_zeroed, tl_acc)
@@ -125,9 +127,11 @@ def pre_map_fwd(x_streams: torch.Tensor, h_pre: torch.Tensor, *,
     x = x_streams.contiguous()
     h = h_pre.contiguous()
     T, _, C = x.shape
-    out = torch.empty((T, C), dtype=x.dtype, device=x.device)
+    # bf16 in the interpreter: stored as fp32 and rounded by torch (kernels.config.store_dtype: the
+    # interpreter's own fp32 -> bf16 conversion truncates, and mangles subnormals).
+    out = torch.empty((T, C), dtype=store_dtype(x.dtype), device=x.device)
     if T == 0 or C == 0:
-        return out
+        return out.to(x.dtype)
     cfg = configs.resolve("k3_fwd", config, T=T, C=C, device=x.device)
     n_c = triton.cdiv(C, cfg.block_c)
     _fused_pre_map_fwd_kernel[(triton.cdiv(T, cfg.block_t) * n_c,)](
@@ -135,7 +139,7 @@ def pre_map_fwd(x_streams: torch.Tensor, h_pre: torch.Tensor, *,
         ACC=tl_acc(x.dtype), BLOCK_T=cfg.block_t, BLOCK_C=cfg.block_c,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
-    return out
+    return out.to(x.dtype)
 
 
 def pre_map_bwd_dx(grad_out: torch.Tensor, h_pre: torch.Tensor, *,
@@ -144,9 +148,9 @@ def pre_map_bwd_dx(grad_out: torch.Tensor, h_pre: torch.Tensor, *,
     g = grad_out.contiguous()
     h = h_pre.contiguous()
     T, C = g.shape
-    dx = torch.empty((T, N_STREAMS, C), dtype=g.dtype, device=g.device)
+    dx = torch.empty((T, N_STREAMS, C), dtype=store_dtype(g.dtype), device=g.device)
     if T == 0 or C == 0:
-        return dx
+        return dx.to(g.dtype)
     cfg = configs.resolve("k3_bwd_dx", config, T=T, C=C, device=g.device)
     n_c = triton.cdiv(C, cfg.block_c)
     _fused_pre_map_bwd_dx_kernel[(triton.cdiv(T, cfg.block_t) * n_c,)](
@@ -154,7 +158,7 @@ def pre_map_bwd_dx(grad_out: torch.Tensor, h_pre: torch.Tensor, *,
         ACC=tl_acc(g.dtype), BLOCK_T=cfg.block_t, BLOCK_C=cfg.block_c,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
-    return dx
+    return dx.to(g.dtype)
 
 
 def pre_map_bwd_hpre(grad_out: torch.Tensor, x_streams: torch.Tensor, *,
