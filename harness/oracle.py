@@ -13,7 +13,13 @@ along the element's row (the last dim; the whole output for 0-D and 1-D ones):
 rounding errors land at random, so at elements where eager happens to be
 exact, a candidate as accurate as eager overall would otherwise fail on luck
 (seen: layer-norm dx, where eager's RMS error was 2.6x ours but eager was
-exact at 585 elements).  A wrong block is still far above eager's error level.  NaN / inf positions
+exact at 585 elements).  A wrong block is still far above eager's error level.
+Where the runner measured it, the level is also at least the element's
+*spread*: how far the float64 truth moves when the inputs move by one float32
+ulp (``harness.runner._spread``), i.e. its conditioning.  In a sum that
+cancels (a GEMM of large-offset and integer operands into a sigmoid), any
+summation order errs by about that much, eager included, and whether eager
+happened to land close at that element is luck.  NaN / inf positions
 must match float64 rounded to the output dtype, or eager's.  Integer and bool
 outputs are exact.  An all-zero candidate where the truth is not zero fails as
 ``degenerate`` whatever the tolerances say.
@@ -82,15 +88,20 @@ def flatten(value: Any) -> list:
 
 
 def compare(candidate: Any, eager: Any, truth: Any, *, multiplier: float = 3.0,
-            rtol: float | None = None, atol: float | None = None) -> Comparison:
-    """Judge ``candidate`` against ``truth`` (float64 reference) with ``eager`` as the error yardstick."""
+            rtol: float | None = None, atol: float | None = None, spread: Any = None) -> Comparison:
+    """Judge ``candidate`` against ``truth`` (float64 reference) with ``eager`` as the error yardstick.
+
+    ``spread`` (optional, shaped like ``truth``'s outputs): how far the truth moves when the inputs move
+    by one ulp -- each element's conditioning, a floor for eager's error there (see the module docstring).
+    """
     cands, eagers, truths = flatten(candidate), flatten(eager), flatten(truth)
+    spreads = flatten(spread) if spread is not None else [None] * len(truths)
     if len(cands) != len(eagers):
         return Comparison(False, "structure", f"candidate returned {len(cands)} output(s), the reference "
                           f"{len(eagers)}", [])
     reports = []
     for i, (c, e, t) in enumerate(zip(cands, eagers, truths)):
-        reports.append(_compare_one(i, c, e, t, multiplier, rtol, atol))
+        reports.append(_compare_one(i, c, e, t, multiplier, rtol, atol, spreads[i] if i < len(spreads) else None))
     bad = [r for r in reports if r.failure_class]
     if not bad:
         return Comparison(True, None, "match", reports)
@@ -106,7 +117,7 @@ def _as_tensor(x: Any) -> torch.Tensor | None:
     return None
 
 
-def _compare_one(i: int, c: Any, e: Any, t: Any, multiplier: float, rtol, atol) -> OutputReport:
+def _compare_one(i: int, c: Any, e: Any, t: Any, multiplier: float, rtol, atol, spread=None) -> OutputReport:
     if e is None or c is None:
         rep = OutputReport(i, (), "none", 0)
         if (e is None) != (c is None):
@@ -140,11 +151,15 @@ def _compare_one(i: int, c: Any, e: Any, t: Any, multiplier: float, rtol, atol) 
             return rep
         return _finish(rep, wrong, ct.double() if et.dtype != torch.bool else ct.long(),
                        et.double() if et.dtype != torch.bool else et.long(), "mismatch", exact=True)
-    return _compare_float(rep, ct, et, tt, multiplier, rtol, atol)
+    if isinstance(spread, torch.Tensor) and tuple(spread.shape) == tuple(tt.shape) and not et.dtype.is_complex:
+        spread = spread.detach().cpu().double()
+    else:
+        spread = None
+    return _compare_float(rep, ct, et, tt, multiplier, rtol, atol, spread)
 
 
 def _compare_float(rep: OutputReport, c: torch.Tensor, e: torch.Tensor, t: torch.Tensor,
-                   multiplier: float, rtol, atol) -> OutputReport:
+                   multiplier: float, rtol, atol, spread: torch.Tensor | None = None) -> OutputReport:
     dtype = e.dtype
     t64 = t.double()
     rounded = t64.to(dtype).double()                   # the best the dtype can represent
@@ -168,7 +183,10 @@ def _compare_float(rep: OutputReport, c: torch.Tensor, e: torch.Tensor, t: torch
     mag = torch.where(finite, t64.abs(), torch.zeros_like(t64))
     scale = float(mag.max()) if mag.numel() else 0.0
     tiny = torch.finfo(dtype).tiny * torch.finfo(dtype).eps if dtype != torch.float64 else 0.0
-    allowed = multiplier * _error_level(err_e, finite & torch.isfinite(e64)) + rtol * mag + atol * scale + tiny
+    level = _error_level(err_e, finite & torch.isfinite(e64))
+    if spread is not None:
+        level = torch.maximum(level, torch.where(finite, spread, torch.zeros_like(spread)))
+    allowed = multiplier * level + rtol * mag + atol * scale + tiny
     wrong = err_c > allowed
     rep.eager_max_abs = float(err_e.max()) if err_e.numel() else 0.0
     _stats(rep, c64, t64, rounded, finite, dtype)

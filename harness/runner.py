@@ -24,7 +24,7 @@ import sys
 import time
 import traceback
 import warnings
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -258,26 +258,85 @@ def _run_case(subject: Subject, case: Case, hazards: frozenset | None) -> Verdic
         return Verdict("skip", message=f"reference raised {type(e).__name__}: {e}",
                        seconds=time.perf_counter() - start)
     try:
-        truth = _detach(subject.reference(**_upcast(build_inputs(subject, case, guard=False))))
+        upcast = _upcast(build_inputs(subject, case, guard=False))
+        truth = _detach(subject.reference(**upcast))
+        spread = _spread(subject, case, upcast, truth)
     except Exception:  # noqa: BLE001 - reference has no float64 path: eager is the best arbiter
-        truth = eager
-    verdict = _judge(subject, case, hazards, eager, truth)
+        truth, spread = eager, None
+    verdict = _judge(subject, case, hazards, Reference(eager, truth, spread))
     verdict.seconds = time.perf_counter() - start
     if verdict.status == "fail":
         counters["failures"] += 1
     return verdict
 
 
-def _oracle(subject: Subject, out: Any, eager: Any, truth: Any) -> Comparison:
+class Reference(NamedTuple):
+    """What a candidate is judged against: eager (the inputs' dtype), the float64 truth, and the truth's
+    spread under one-ulp input moves (:func:`_spread`; None when not measured)."""
+
+    eager: Any
+    truth: Any
+    spread: Any = None
+
+
+#: Relative move of a floating input for :func:`_spread`: one float32 ulp -- eager's accumulation precision
+#: for float32, float16 and bfloat16 inputs alike (a half-precision ulp would hide half-precision
+#: accumulation bugs) -- and one float64 ulp for float64 inputs.
+_SPREAD_EPS = {torch.float64: 2.0 ** -52}
+_SPREAD_EPS_DEFAULT = 2.0 ** -23
+
+
+def _spread(subject: Subject, case: Case, upcast: dict[str, Any], truth: Any) -> Any:
+    """Per output element, how far the float64 truth moves when every floating input moves by one ulp
+    (:data:`_SPREAD_EPS`): the element's conditioning, a floor for eager's error in the oracle (where sums
+    cancel, eager's own error there is a matter of luck).  Two runs, inputs moved up and then down, and
+    the smaller move counts: a step function at an exact input (floor(3.0)) moves one way only.  Each
+    value's direction is a hash of its bits, so equal values move alike: constant rows stay constant,
+    exact cancellations stay exact.  None where the reference raises on the moved inputs."""
+    moved = [k for k, v in upcast.items() if isinstance(v, torch.Tensor) and v.dtype.is_floating_point and v.numel()]
+    if not moved:
+        return None
+    runs = []
+    for direction in (1.0, -1.0):
+        kwargs = dict(upcast)
+        for k in moved:
+            dtype = torch_dtype(case.tensors[k].dtype) if k in case.tensors else torch.float64
+            eps = _SPREAD_EPS.get(dtype, _SPREAD_EPS_DEFAULT)
+            kwargs[k] = upcast[k] * (1.0 + direction * eps * _value_signs(upcast[k]))
+        try:
+            runs.append(flatten(_detach(subject.reference(**kwargs))))
+        except Exception:  # noqa: BLE001 - outside the reference's domain: no spread
+            return None
+    out = []
+    for t, up, down in zip(flatten(truth), *runs):
+        if not (isinstance(t, torch.Tensor) and t.dtype.is_floating_point and isinstance(up, torch.Tensor)
+                and isinstance(down, torch.Tensor) and up.shape == t.shape == down.shape):
+            out.append(None)
+            continue
+        t64 = t.detach().cpu().double()
+        d = torch.minimum((up.detach().cpu().double() - t64).abs(), (down.detach().cpu().double() - t64).abs())
+        out.append(torch.nan_to_num(d, nan=0.0, posinf=0.0))
+    return out
+
+
+def _value_signs(x: torch.Tensor) -> torch.Tensor:
+    """+1 or -1 per element, a hash of its float64 bits (equal values get equal signs)."""
+    bits = x.contiguous().view(torch.int64)
+    mixed = (bits * -7046029254386353131) >> 40           # golden-ratio multiplicative hash (wraps)
+    return torch.where((mixed & 1) == 1, 1.0, -1.0).to(dtype=torch.float64, device=x.device)
+
+
+def _oracle(subject: Subject, out: Any, ref: Reference) -> Comparison:
     tol = subject.tolerance
-    return compare(out, eager, truth, multiplier=tol.multiplier, rtol=tol.rtol, atol=tol.atol)
+    return compare(out, ref.eager, ref.truth, multiplier=tol.multiplier, rtol=tol.rtol, atol=tol.atol,
+                   spread=ref.spread)
 
 
 def _fail(klass: str, message: str, call: str, res: CallResult, location: str = "none", **details) -> Verdict:
     return Verdict("fail", klass, message, location, call, details, res.launches, res.error)
 
 
-def _judge(subject: Subject, case: Case, hazards: frozenset, eager: Any, truth: Any) -> Verdict:
+def _judge(subject: Subject, case: Case, hazards: frozenset, ref: Reference) -> Verdict:
     autotuning, _, _ = _instrumentation()
     if "autotune" in hazards:
         autotuning.clear_caches()
@@ -286,23 +345,23 @@ def _judge(subject: Subject, case: Case, hazards: frozenset, eager: Any, truth: 
     broken = _broken(a, label_a)
     if broken:
         return broken
-    cmp_a = _oracle(subject, a.output, eager, truth)
+    cmp_a = _oracle(subject, a.output, ref)
     b = None
     if ("autotune" in hazards and a.tuners) or "idempotence" in hazards:
         b = call_subject(subject, case, hazards)
     if not cmp_a.passed:
-        return _diagnose_a(subject, case, hazards, a, b, cmp_a, eager, truth)
+        return _diagnose_a(subject, case, hazards, a, b, cmp_a, ref)
     if b is not None:
         label_b = "cached call" if a.tuners else "second call"
         broken = _broken(b, label_b)
         if broken:
             return broken
-        cmp_b = _oracle(subject, b.output, eager, truth)
+        cmp_b = _oracle(subject, b.output, ref)
         if not cmp_b.passed:
             if "autotune" in hazards and a.tuners:
                 # the winning config may be wrong alone while the tuning call's output was finished by
                 # the other configs' trials: a config that fails alone beside ones that pass is the finding
-                bad = _check_configs(subject, case, hazards, eager, truth, a.tuners)
+                bad = _check_configs(subject, case, hazards, ref, a.tuners)
                 if bad is not None and bad.details.get("passing_configs"):
                     return bad
             klass = "cached_call" if a.tuners else "second_call"
@@ -314,7 +373,7 @@ def _judge(subject: Subject, case: Case, hazards: frozenset, eager: Any, truth: 
                 return _fail("nondeterministic", f"two calls on identical inputs differ bitwise: {diff[1]}",
                              label_b, b, diff[0])
     if "autotune" in hazards and a.tuners and case.total_numel() <= config.config_check_max_numel:
-        bad = _check_configs(subject, case, hazards, eager, truth, a.tuners)
+        bad = _check_configs(subject, case, hazards, ref, a.tuners)
         if bad:
             return bad
     return Verdict("pass", details={"comparison": cmp_a.to_json()}, launches=a.launches)
@@ -346,17 +405,17 @@ def _memory_findings(res: CallResult, label: str) -> Verdict | None:
 
 
 def _diagnose_a(subject, case, hazards, a: CallResult, b: CallResult | None, cmp_a: Comparison,
-                eager, truth) -> Verdict:
+                ref: Reference) -> Verdict:
     label = "tuning call" if a.tuned else "first call"
     details = {"comparison": cmp_a.to_json()}
-    if cmp_a.failure_class == "nonfinite" and "poison" in hazards and _has_new_nan(a.output, truth):
+    if cmp_a.failure_class == "nonfinite" and "poison" in hazards and _has_new_nan(a.output, ref.truth):
         control = call_subject(subject, case, hazards - {"poison"}, zero_fill=True)
-        if not control.error and _oracle(subject, control.output, eager, truth).passed:
+        if not control.error and _oracle(subject, control.output, ref).passed:
             return _fail("uninitialized", "output depends on uninitialised memory: with allocations poisoned "
                          f"(NaN) it is wrong, with them zeroed it is right. {cmp_a.message}", label, a,
                          cmp_a.location, **details)
-    if "canary" in hazards and _has_new_nan(a.output, truth):
-        read = _canary_read(subject, case, hazards, a.output, truth)
+    if "canary" in hazards and _has_new_nan(a.output, ref.truth):
+        read = _canary_read(subject, case, hazards, a.output, ref.truth)
         if read is not None:
             name, side, cleared = read
             return _fail("out_of_bounds", f"out-of-bounds read {side} input {name!r}: the kernel read its canary "
@@ -365,13 +424,13 @@ def _diagnose_a(subject, case, hazards, a: CallResult, b: CallResult | None, cmp
                          label, a, f"canary_read:{name}", canary_read={"tensor": name, "side": side,
                                                                        "elements": cleared}, **details)
     if a.tuned and b is not None and not b.error:
-        cmp_b = _oracle(subject, b.output, eager, truth)
+        cmp_b = _oracle(subject, b.output, ref)
         if cmp_b.passed:
             return _fail("tuning_trial", f"the tuning call is wrong but the cached call is right: state leaked "
                          f"across autotune trials of {', '.join(a.tuned)} (reset_to_zero / restore_value "
                          f"missing?). {cmp_a.message}", label, a, cmp_a.location, **details)
     if "autotune" in hazards and a.tuners:
-        bad = _check_configs(subject, case, hazards, eager, truth, a.tuners)
+        bad = _check_configs(subject, case, hazards, ref, a.tuners)
         if bad is not None and bad.details.get("passing_configs"):
             return bad
     return _fail(cmp_a.failure_class, cmp_a.message, label, a, cmp_a.location, **details)
@@ -412,7 +471,7 @@ def _canary_read(subject, case, hazards, output, truth) -> tuple[str, str, int] 
     return None
 
 
-def _check_configs(subject, case, hazards, eager, truth, tuners: list) -> Verdict | None:
+def _check_configs(subject, case, hazards, ref: Reference, tuners: list) -> Verdict | None:
     """Run each config of each autotuner alone; report the first that diverges."""
     autotuning, _, _ = _instrumentation()
     failing, passing = [], []
@@ -422,13 +481,13 @@ def _check_configs(subject, case, hazards, eager, truth, tuners: list) -> Verdic
             with autotuning.forced_config(tuner, cfg):
                 res = call_subject(subject, case, hazards - {"autotune"})
             name = f"{autotuning.describe(tuner)} with {cfg}"
-            ok = not res.error and _oracle(subject, res.output, eager, truth).passed
+            ok = not res.error and _oracle(subject, res.output, ref).passed
             (passing if ok else failing).append(name)
             if not ok and first_bad is None:
                 first_bad = res
     if not failing:
         return None
-    cmp = None if first_bad.error else _oracle(subject, first_bad.output, eager, truth)
+    cmp = None if first_bad.error else _oracle(subject, first_bad.output, ref)
     why = _last_line(first_bad.error) if first_bad.error else cmp.message
     return _fail("autotune_config", f"config(s) diverge when run alone: {'; '.join(failing)}. {why}",
                  f"config {failing[0]}", first_bad, "config", failing_configs=failing, passing_configs=passing)

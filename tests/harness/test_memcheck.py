@@ -129,8 +129,8 @@ def _case(n=100):
 def _failed(tmp_path, subj=ph.double_masked):
     verdict = Verdict("fail", "mismatch", "output 0: 3 mismatch(es), only the tail block", "out0:tail", "first call")
     dump = write_dump(str(tmp_path), subj, ref(subj), _case(), verdict)
-    return SubjectResult(subj.name, "fail", 5, 0, 1.0, "mismatch", verdict.message, verdict.signature(subj.name),
-                         dump, _case(), verdict)
+    return SubjectResult(subj.name, "fail", 5, 0, 1.0, failure_class="mismatch", message=verdict.message,
+                         signature=verdict.signature(subj.name), dump=dump, case=_case(), verdict=verdict)
 
 
 def _summary(dump):

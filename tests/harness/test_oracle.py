@@ -152,3 +152,16 @@ def test_a_wrong_block_above_eagers_error_level_still_fails_in_its_row():
     cand = eager.clone()
     cand[7, :8] += 1e-4
     assert not compare(cand, eager, truth).passed
+
+
+def test_spread_is_a_floor_for_eagers_error_at_ill_conditioned_elements():
+    # one element is a cancelling sum: any summation order errs by ~its spread; eager happened to be exact
+    truth = torch.tensor([0.25, 0.5, 1e-3], dtype=torch.float64)
+    eager = truth.float()
+    cand = eager.clone()
+    cand[2] += 4e-4
+    assert not compare(cand, eager, truth).passed
+    spread = torch.tensor([0.0, 0.0, 3e-4], dtype=torch.float64)
+    assert compare(cand, eager, truth, spread=spread).passed
+    cand[0] += 4e-4                                   # the well-conditioned elements keep their tight bound
+    assert not compare(cand, eager, truth, spread=spread).passed
