@@ -47,7 +47,7 @@ try:
 except Exception:  # pragma: no cover  (a build without the interpreter)
     InterpretedFunction = None  # type: ignore[assignment,misc]
 
-__all__ = ["Launch", "LaunchRecorder", "record_launches", "write_sources", "patch_method",
+__all__ = ["Launch", "LaunchRecorder", "record_launches", "recording", "write_sources", "patch_method",
            "current_tuner_frames"]
 
 
@@ -225,6 +225,11 @@ class LaunchRecorder:
 
 
 _recorders: list[LaunchRecorder] = []
+
+
+def recording() -> bool:
+    """Whether a recorder is active (then every launch must go through ``JITFunction.run``)."""
+    return bool(_recorders)
 
 
 def record_launches(*, keep_trials: bool = True) -> LaunchRecorder:

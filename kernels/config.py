@@ -61,6 +61,10 @@ class KernelConfig(TypedConfig):
     # custom op (kernels/fast_path.py: same results, less host time).  False: always the op.
     # TRITONDIFF_EAGER_FAST_PATH.
     eager_fast_path: bool = knob(True, env="TRITONDIFF_EAGER_FAST_PATH", parse=flag, check=is_bool)
+    # On a GPU, relaunch a kernel through its cached compiled launcher instead of JITFunction.run
+    # when nothing observes launches (kernels/launch.py: same kernel, less host time).
+    # TRITONDIFF_FAST_LAUNCH.
+    fast_launch: bool = knob(True, env="TRITONDIFF_FAST_LAUNCH", parse=flag, check=is_bool)
 
     def launch(self, kernel: str, table: dict[str, _T], device: torch.device) -> _T:
         """The launch parameters of ``kernel`` on ``device``: its table's entry, then the overrides."""

@@ -91,6 +91,7 @@ import triton.language as tl
 from harness import device as _device
 
 from . import fast_path
+from .launch import launch
 from .config import config, sm_count, store_dtype
 from .exc import UnsupportedInput
 
@@ -545,11 +546,11 @@ def _forward(x: torch.Tensor, weight: Optional[torch.Tensor], bias: Optional[tor
     w = x2 if weight is None else weight if weight.is_contiguous() else weight.contiguous()
     b = x2 if bias is None else bias if bias.is_contiguous() else bias.contiguous()
     if looped:
-        _layer_norm_fwd_looped_kernel[grid](x2, y, w, b, mean, rstd, n, x2.stride(0), eps, HAS_W=weight is not None,
-                                            HAS_B=bias is not None, **meta)
+        launch(_layer_norm_fwd_looped_kernel, grid, x2, y, w, b, mean, rstd, n, x2.stride(0), eps,
+               HAS_W=weight is not None, HAS_B=bias is not None, **meta)
     else:
-        _layer_norm_fwd_kernel[grid](x2, y, w, b, mean, rstd, m, n, x2.stride(0), eps, HAS_W=weight is not None,
-                                     HAS_B=bias is not None, **meta)
+        launch(_layer_norm_fwd_kernel, grid, x2, y, w, b, mean, rstd, m, n, x2.stride(0), eps,
+               HAS_W=weight is not None, HAS_B=bias is not None, **meta)
     return _cast(y, x.dtype), mean, rstd
 
 
@@ -573,19 +574,19 @@ def _backward(dy: torch.Tensor, x: torch.Tensor, weight: Optional[torch.Tensor],
         # program (small M) writes dweight / dbias itself: no workspace, no reduce launch.
         final = plan["meta"]["FINAL_DWDB"]
         part = dw if final else torch.empty(2 * plan["n_part"] * n, dtype=torch.float64, device=dev)
-        _layer_norm_bwd_kernel[plan["grid"]](dy2, x2, w, rstd, dx, part, dw, db, m, n, dy2.stride(0), x2.stride(0),
-                                             HAS_W=weight is not None, FUSE_DWDB=True, **plan["meta"])
+        launch(_layer_norm_bwd_kernel, plan["grid"], dy2, x2, w, rstd, dx, part, dw, db, m, n, dy2.stride(0),
+               x2.stride(0), HAS_W=weight is not None, FUSE_DWDB=True, **plan["meta"])
         if final:
             return _cast(dx, x.dtype), _cast(dw, dweight_dtype), _cast(db, dbias_dtype)
     else:
         # Wide rows: dx per row in chunks, then dweight/dbias by column block x M-split.
         center = torch.empty(4 * m, dtype=torch.float32, device=dev)
-        _layer_norm_bwd_dx_looped_kernel[(m,)](dy2, x2, w, rstd, dx, center, m, n, dy2.stride(0), x2.stride(0),
-                                               HAS_W=weight is not None, **plan["dx_meta"])
+        launch(_layer_norm_bwd_dx_looped_kernel, (m,), dy2, x2, w, rstd, dx, center, m, n, dy2.stride(0),
+               x2.stride(0), HAS_W=weight is not None, **plan["dx_meta"])
         part = torch.empty(2 * plan["n_part"] * n, dtype=torch.float64, device=dev)
-        _layer_norm_bwd_dwdb_kernel[plan["grid"]](dy2, x2, center, part, m, n, dy2.stride(0), x2.stride(0),
-                                                  plan["rows_per_split"], **plan["meta"])
-    _layer_norm_bwd_reduce_kernel[plan["reduce_grid"]](part, dw, db, plan["n_part"], n, **plan["reduce_meta"])
+        launch(_layer_norm_bwd_dwdb_kernel, plan["grid"], dy2, x2, center, part, m, n, dy2.stride(0),
+               x2.stride(0), plan["rows_per_split"], **plan["meta"])
+    launch(_layer_norm_bwd_reduce_kernel, plan["reduce_grid"], part, dw, db, plan["n_part"], n, **plan["reduce_meta"])
     return _cast(dx, x.dtype), _cast(dw, dweight_dtype), _cast(db, dbias_dtype)
 
 

@@ -26,8 +26,12 @@ Entries:
   at most 1.03x faster than these entries (K1 bwd dx 1.030x, K1 fwd 1.019x,
   the rest <= 1.011x), so the entries were kept
   (reports/gpu/2026-11-22-h100-session2/mhc-gridsearch.md and that folder's
-  README).  They have not been timed on an H200; re-run the search there, or
-  after a kernel changes.
+  README).  After K1 bwd dx's K loop became the pipelined innermost loop, a
+  search of that kernel alone (2026-11-24, same machine and versions, 10
+  candidates; reports/gpu/2026-11-24-h100/k1-search.md) found BT=32 BC=128
+  2 warps 3 stages 1.041x faster than the old entry (0.985 vs 1.024 ms, 90.8%
+  of copy bandwidth): adopted.  They have not been timed on an H200; re-run
+  the search there, or after a kernel changes.
 * ``default``: any other CUDA architecture; the same rule with fewer stages.
 * ``interpreter``: Triton's interpreter on CPU, where every program instance
   costs milliseconds of Python and every tile element (masked or not) about
@@ -82,7 +86,7 @@ _C = LaunchConfig
 TABLE: dict[str, dict[str, LaunchConfig]] = {
     "sm90": {
         "k1_fwd": _C(block_t=64, block_c=128, num_warps=8, num_stages=3),
-        "k1_bwd_dx": _C(block_t=64, block_c=128, num_warps=8, num_stages=3),
+        "k1_bwd_dx": _C(block_t=32, block_c=128, num_warps=2, num_stages=3),
         "k3_fwd": _C(block_t=32, block_c=256, num_warps=8, num_stages=1),
         "k3_bwd_dx": _C(block_t=32, block_c=256, num_warps=8, num_stages=1),
         "k3_bwd_hpre": _C(block_t=16, block_c=256, num_warps=8, num_stages=3),
