@@ -62,10 +62,13 @@ def launch(kernel, grid: tuple, *args: Any, **meta: Any) -> None:
         kernel[grid](*args, **meta)
         return
     constexprs = {k: v for k, v in meta.items() if k not in _OPTIONS}
+    names = getattr(kernel, "arg_names", None)   # a JITFunction's; anything else launches as it asks
     try:
+        if names is None:
+            raise TypeError(type(kernel).__name__)
         key = (kernel, torch.cuda.current_device(), tuple(_arg_key(a) for a in args),
                tuple(sorted(constexprs.items())), tuple(meta.get(k) for k in _OPTIONS))
-        rest = [constexprs[name] for name in kernel.arg_names[len(args):]]
+        rest = [constexprs[name] for name in names[len(args):]]
     except (TypeError, KeyError):                # an argument we do not key on, or one left to its default
         kernel[grid](*args, **meta)
         return

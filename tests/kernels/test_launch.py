@@ -102,3 +102,20 @@ def test_observers_keep_the_jit_path(monkeypatch):
             with mock.patch.object(triton.knobs.runtime, "launch_enter_hook", lambda *a: None):
                 assert L._observed()
         assert not L._observed()
+
+
+def test_a_kernel_like_object_without_arg_names_launches_as_it_asks(unobserved):
+    # e.g. a test double standing in for a @triton.jit function (tests/kernels/test_layer_norm.py's _Launches):
+    # seen on an H100, where the fast path is live, as an AttributeError
+    calls = []
+
+    class Double:
+        def __getitem__(self, grid):
+            return lambda *a, **k: calls.append((grid, a, k))
+
+    x = torch.zeros(4)
+    for _ in range(2):
+        L.launch(Double(), (3,), x, 4, BLOCK=16, num_warps=1)
+    assert len(calls) == 2
+    for grid, args, meta in calls:
+        assert grid == (3,) and args[0] is x and args[1:] == (4,) and meta == {"BLOCK": 16, "num_warps": 1}
