@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         finally:
             torch.cuda.empty_cache()
-        rows.append((name, b.latency_ms, b.host_ms, b.gpu_ms, round(b.launches, 1), 
+        rows.append((name, b.latency_ms, b.host_ms, b.gpu_ms, round(b.launches, 1),
                      "; ".join(f"{k[0][:60]} x{k[1]:.0f} {k[2] * 1e3:.1f}us" for k in b.kernels[:args.kernels])))
         print(f"{name}: latency {b.latency_ms:.3f} ms, host {b.host_ms:.3f} ms, gpu {b.gpu_ms:.3f} ms, "
               f"{b.launches:.1f} kernels", file=sys.stderr, flush=True)
