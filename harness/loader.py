@@ -107,15 +107,20 @@ def ref(subject: Subject) -> dict:
 
 
 def resolve(reference: dict) -> Subject:
+    """The subject ``reference`` names, from the module (or file) it names -- never a same-named subject of
+    another file (one worker process serves many subjects: two files may each define ``add``)."""
     name, module = reference["name"], reference["module"]
     subjects = registry()
     if name in subjects and subjects[name].module == module:
         return subjects[name]
     if module.startswith("tritondiff_subjects_") or module == "__main__":
-        load_file(reference["file"])
+        mod = load_file(reference["file"])
     else:
-        importlib.import_module(module)
+        mod = importlib.import_module(module)
+    for subj in subjects_in(mod):
+        if subj.name == name:
+            return subj
     subjects = registry()
-    if name not in subjects:
-        raise UsageError(f"subject {name!r} not found in {reference['file'] or module}")
-    return subjects[name]
+    if name in subjects and subjects[name].module == module:   # registered by module, not defined at its top
+        return subjects[name]
+    raise UsageError(f"subject {name!r} not found in {reference['file'] or module}")

@@ -14,9 +14,10 @@ rounding errors land at random, so at elements where eager happens to be
 exact, a candidate as accurate as eager overall would otherwise fail on luck
 (seen: layer-norm dx, where eager's RMS error was 2.6x ours but eager was
 exact at 585 elements).  A wrong block is still far above eager's error level.
-Where the runner measured it, the level is also at least the element's
-*spread*: how far the float64 truth moves when the inputs move by one float32
-ulp (``harness.runner._spread``), i.e. its conditioning.  In a sum that
+Where a comparison fails, the runner measures the element's *spread* and
+judges again with the level at least that: the linear part of how far the
+float64 truth moves when the inputs move by one ulp up and down
+(``harness.runner._spread``), i.e. its conditioning.  In a sum that
 cancels (a GEMM of large-offset and integer operands into a sigmoid), any
 summation order errs by about that much, eager included, and whether eager
 happened to land close at that element is luck.  NaN / inf positions

@@ -164,7 +164,7 @@ class TritondiffFixture:
         if self.profile.huge and "huge" not in overrides:
             kwargs["huge"] = self._huge_plan(subject)
         kwargs.update(overrides)
-        if "executor" not in kwargs and not kwargs.get("huge"):
+        if "executor" not in kwargs and not kwargs.get("huge") and not config.huge_shapes:   # huge: longer timeout
             kwargs["executor"] = self._active.shared_worker(subject, kwargs.get("disabled", frozenset()))
         with config.patch(max_example_bytes=self.profile.max_example_bytes):
             result = explore(subject, **kwargs)

@@ -7,7 +7,7 @@ though, and a memory-bound kernel pays that time in full: on an H100 VM (torch 2
 reports/gpu/2026-11-24-h100/breakdown.md) a no-op custom op took 27 us of host time and
 layer norm forward + backward through the op's ``register_autograd`` path ~2 ms, against
 0.17 ms of GPU time.  So in plain eager mode -- plain tensors, no mode or transform
-active, not being traced -- the public wrappers (``kernels.nrm2``,
+active, not traced by dynamo or torch.jit -- the public wrappers (``kernels.nrm2``,
 ``kernels.layer_norm``) validate once and call the same launchers themselves, through a
 ``torch.autograd.Function`` only when a gradient is needed.  Results are bitwise those
 of the op (tests check it).  ``kernels.config.eager_fast_path = False`` (env
@@ -35,9 +35,17 @@ def _modes_active() -> bool:
         return True
 
 
+def _jit_tracing() -> bool:
+    """Under torch.jit.trace raw launches would be left out of the trace: the op is recorded instead."""
+    try:
+        return torch._C._get_tracing_state() is not None
+    except AttributeError:
+        return True
+
+
 def plain_eager(*tensors: Optional[torch.Tensor]) -> bool:
     """May the wrapper bypass its custom op for these arguments (``None`` entries are skipped)?"""
-    if not config.eager_fast_path or torch.compiler.is_compiling() or _modes_active():
+    if not config.eager_fast_path or torch.compiler.is_compiling() or _modes_active() or _jit_tracing():
         return False
     return all(t is None or type(t) in _PLAIN for t in tensors)
 

@@ -28,6 +28,23 @@ from harness import device as _device
 from .config import config
 
 _OPTIONS = ("num_warps", "num_stages")
+
+
+# Host-side launch arithmetic in plain ints (triton.next_power_of_2 / triton.cdiv are @jit functions:
+# microseconds a host call, on every launch).
+
+def pow2_ceil(n: int) -> int:
+    """The smallest power of two >= n (1 for n <= 1)."""
+    return 1 << (max(int(n), 1) - 1).bit_length()
+
+
+def pow2_floor(n: int) -> int:
+    """The largest power of two <= n (1 for n <= 1)."""
+    return 1 << (max(int(n), 1).bit_length() - 1)
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
 _compiled: dict[tuple, Any] = {}
 
 
@@ -69,10 +86,10 @@ def launch(kernel, grid: tuple, *args: Any, **meta: Any) -> None:
         key = (kernel, torch.cuda.current_device(), tuple(_arg_key(a) for a in args),
                tuple(sorted(constexprs.items())), tuple(meta.get(k) for k in _OPTIONS))
         rest = [constexprs[name] for name in names[len(args):]]
+        compiled = _compiled.get(key)            # hashing the key: an unhashable constexpr raises TypeError
     except (TypeError, KeyError):                # an argument we do not key on, or one left to its default
         kernel[grid](*args, **meta)
         return
-    compiled = _compiled.get(key)
     if compiled is None:
         _compiled[key] = kernel[grid](*args, **meta)
         return

@@ -91,7 +91,7 @@ import triton.language as tl
 from harness import device as _device
 
 from . import fast_path
-from .launch import launch
+from .launch import cdiv, launch, pow2_ceil, pow2_floor
 from .config import config, sm_count, store_dtype
 from .exc import UnsupportedInput
 
@@ -447,25 +447,13 @@ _LAUNCH = {
 }
 
 
-def _pow2_floor(v: int) -> int:
-    return 1 << (max(int(v), 1).bit_length() - 1)
-
-
-def _pow2_ceil(v: int) -> int:
-    return 1 << (max(int(v), 1) - 1).bit_length()
-
-
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 def _num_warps(numel: int, values_per_thread: int) -> int:
-    return max(1, min(16, _pow2_floor(numel // (32 * max(values_per_thread, 1)))))
+    return max(1, min(16, pow2_floor(numel // (32 * max(values_per_thread, 1)))))
 
 
 def _tile_rows(tile_bytes: int, itemsize: int, block_n: int, m: int) -> int:
     """Rows per [BLOCK_M, BLOCK_N] tile: fill tile_bytes, no more rows than M needs."""
-    return max(1, min(_pow2_floor(tile_bytes // itemsize) // block_n, _pow2_ceil(m)))
+    return max(1, min(pow2_floor(tile_bytes // itemsize) // block_n, pow2_ceil(m)))
 
 
 # Launch plans are pure functions of (M, N, itemsize, launch parameters, SMs), cached: the
@@ -476,43 +464,43 @@ def _tile_rows(tile_bytes: int, itemsize: int, block_n: int, m: int) -> int:
 @functools.lru_cache(maxsize=512)
 def _forward_plan(m: int, n: int, itemsize: int, lp: LayerNormLaunch) -> tuple[bool, tuple, dict]:
     """(looped, grid, meta) of the forward."""
-    block_n = _pow2_ceil(n)
+    block_n = pow2_ceil(n)
     if block_n <= lp.max_row_fwd:
         block_m = _tile_rows(lp.fwd_tile_bytes, itemsize, block_n, m)
-        return False, (_cdiv(m, block_m),), dict(BLOCK_M=block_m, BLOCK_N=block_n,
+        return False, (cdiv(m, block_m),), dict(BLOCK_M=block_m, BLOCK_N=block_n,
                                                   num_warps=_num_warps(block_m * block_n, lp.values_per_thread))
-    block = min(_pow2_floor(lp.loop_block), block_n)
+    block = min(pow2_floor(lp.loop_block), block_n)
     return True, (m,), dict(BLOCK_N=block, num_warps=_num_warps(block, lp.values_per_thread))
 
 
 @functools.lru_cache(maxsize=512)
 def _backward_plan(m: int, n: int, itemsize: int, lp: LayerNormLaunch, sms: int) -> dict:
     """Grids and meta-parameters of the backward's kernels (keys as used in _backward)."""
-    block_n = _pow2_ceil(n)
+    block_n = pow2_ceil(n)
     target_programs = sms * lp.programs_per_sm
-    block_c = min(_pow2_floor(lp.col_block), block_n)
+    block_c = min(pow2_floor(lp.col_block), block_n)
     plan: dict = {"looped": block_n > lp.max_row_bwd}
     if not plan["looped"]:
         block_m = _tile_rows(lp.bwd_tile_bytes, itemsize, block_n, m)
-        programs = max(1, min(target_programs, _cdiv(m, block_m)))
+        programs = max(1, min(target_programs, cdiv(m, block_m)))
         plan.update(grid=(programs,), n_part=programs, meta=dict(
             BLOCK_M=block_m, BLOCK_N=block_n, FINAL_DWDB=programs == 1,
             num_warps=_num_warps(block_m * block_n, lp.values_per_thread // 2)))
     else:
-        block = min(_pow2_floor(lp.loop_block), block_n)
+        block = min(pow2_floor(lp.loop_block), block_n)
         block_m = _tile_rows(lp.bwd_tile_bytes, itemsize, block_c, m)
-        col_blocks = _cdiv(n, block_c)
-        splits = max(1, min(_cdiv(target_programs, col_blocks), _cdiv(m, block_m), 65535))
-        rows_per_split = _cdiv(_cdiv(m, splits), block_m) * block_m
-        splits = _cdiv(m, rows_per_split)
+        col_blocks = cdiv(n, block_c)
+        splits = max(1, min(cdiv(target_programs, col_blocks), cdiv(m, block_m), 65535))
+        rows_per_split = cdiv(cdiv(m, splits), block_m) * block_m
+        splits = cdiv(m, rows_per_split)
         plan.update(dx_meta=dict(BLOCK_N=block, num_warps=_num_warps(block, lp.values_per_thread // 2)),
                     grid=(col_blocks, splits), n_part=splits, rows_per_split=rows_per_split,
                     meta=dict(BLOCK_M=block_m, BLOCK_N=block_c,
                               num_warps=_num_warps(block_m * block_c, lp.values_per_thread // 2)))
     # The final reduce is one program per column block over a few hundred partial rows, just written
     # (L2-resident): wide tiles and many warps, so it takes one or two dependent steps, not dozens.
-    block_r = max(1, min(_pow2_ceil(plan["n_part"]), _pow2_floor(lp.reduce_tile_numel) // block_c))
-    plan.update(reduce_grid=(_cdiv(n, block_c),), reduce_meta=dict(
+    block_r = max(1, min(pow2_ceil(plan["n_part"]), pow2_floor(lp.reduce_tile_numel) // block_c))
+    plan.update(reduce_grid=(cdiv(n, block_c),), reduce_meta=dict(
         BLOCK_R=block_r, BLOCK_N=block_c, num_warps=_num_warps(block_r * block_c, lp.values_per_thread)))
     return plan
 
@@ -769,6 +757,7 @@ class _LayerNormFunction(torch.autograd.Function):
         return y
 
     @staticmethod
+    @torch.autograd.function.once_differentiable   # Triton kernels: a second derivative raises, as the op's does
     def backward(ctx, dy: torch.Tensor):
         x, weight, rstd = ctx.saved_tensors
         dx, dw, db = _backward(dy, x, weight, rstd, ctx.dweight_dtype, ctx.dbias_dtype)
@@ -786,10 +775,12 @@ def layer_norm(x: torch.Tensor, normalized_shape: Sequence[int] | int, weight: O
         shape = list(normalized_shape)
     else:
         shape = None
-    if shape is None or type(eps) is not float or not isinstance(x, torch.Tensor):
+    checked = shape is None or type(eps) is not float or not isinstance(x, torch.Tensor)
+    if checked:
         shape = _check_args(x, normalized_shape, weight, bias, eps)
     if fast_path.plain_eager(x, weight, bias):
-        _check_args(x, shape, weight, bias, eps)
+        if not checked:                # the op validates on its path; here nothing else would
+            _check_args(x, shape, weight, bias, eps)
         if fast_path.needs_grad(x, weight, bias):
             return _LayerNormFunction.apply(x, weight, bias, float(eps))
         return _forward(x, weight, bias, float(eps))[0]

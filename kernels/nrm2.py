@@ -40,7 +40,7 @@ import triton.language as tl
 from harness import device as _device
 
 from . import fast_path
-from .launch import launch
+from .launch import cdiv, launch, pow2_ceil
 from .config import config, sm_count, store_dtype
 from .exc import UnsupportedInput
 
@@ -146,22 +146,17 @@ def _launch_nrm2(flat: torch.Tensor) -> torch.Tensor:
         return torch.zeros((), dtype=flat.dtype, device=flat.device)
     out = torch.empty((), dtype=store_dtype(flat.dtype), device=flat.device)
     lp = config.launch("nrm2", _LAUNCH, flat.device)
-    block = _next_pow2(max(lp.block_bytes // flat.element_size(), 1))
+    block = pow2_ceil(max(lp.block_bytes // flat.element_size(), 1))
     if _device.is_interpreter():  # a smaller tile wastes less numpy work on small inputs
-        block = min(block, _next_pow2(n))
+        block = min(block, pow2_ceil(n))
     num_warps = max(1, min(16, block // (32 * lp.values_per_thread)))
     per_sm = max(1, lp.warps_per_sm // num_warps)
-    programs = max(1, min(sm_count(flat.device) * per_sm, -(-n // block), _MAX_PROGRAMS))
+    programs = max(1, min(sm_count(flat.device) * per_sm, cdiv(n, block), _MAX_PROGRAMS))
     ws = torch.empty(2 * programs, dtype=torch.float32, device=flat.device)
     launch(_nrm2_partial_kernel, (programs,), flat, ws, n, BLOCK=block, num_warps=num_warps)
-    launch(_nrm2_finish_kernel, (1,), ws, out, programs, BLOCK_P=_next_pow2(programs),
+    launch(_nrm2_finish_kernel, (1,), ws, out, programs, BLOCK_P=pow2_ceil(programs),
            num_warps=4 if programs > 1024 else 1)
     return out.to(flat.dtype)
-
-
-def _next_pow2(n: int) -> int:
-    # plain ints on the host path: triton.next_power_of_2 / cdiv are @jit functions, microseconds a call
-    return 1 << max(int(n) - 1, 0).bit_length()
 
 
 def _flatten(x: torch.Tensor) -> torch.Tensor:

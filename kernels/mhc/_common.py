@@ -15,6 +15,7 @@ import triton.language as tl
 
 from harness import device as _device
 from kernels.exc import UnsupportedInput
+from kernels.launch import pow2_ceil as next_pow2  # noqa: F401  (re-exported for the mHC modules)
 
 #: The only stream count the kernels are specialised for.
 N_STREAMS = 4
@@ -24,10 +25,6 @@ N_STREAMS = 4
 ACTIVATION_DTYPES = (torch.bfloat16, torch.float16, torch.float32, torch.float64)
 
 _DTYPE_LIST = "bfloat16, float16, float32 (float64 for gradcheck)"
-
-
-def next_pow2(n: int) -> int:
-    return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
 
 
 def coef_dtype(x_dtype: torch.dtype) -> torch.dtype:

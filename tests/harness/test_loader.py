@@ -3,6 +3,8 @@ import os
 import subprocess
 import sys
 
+import torch
+
 import harness
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(harness.__file__)))
@@ -33,3 +35,19 @@ def test_a_plain_file_outside_any_package_is_not_given_a_package_name(tmp_path):
     (pkg / "__init__.py").write_text("")
     (pkg / "mod.py").write_text("")
     assert _package_module(str(pkg / "mod.py")) is None       # a package that does not import from here
+
+
+def test_resolve_returns_the_subject_of_the_file_it_names_not_a_same_named_one(tmp_path):
+    from harness.loader import load_file, ref, resolve, subjects_in
+    src = ("import torch\nfrom harness import subject, tensor\n\n"
+           "@subject(reference=lambda x: x + {k}, inputs={{'x': tensor(('N',))}}, dims={{'N': (1, 4)}})\n"
+           "def add(x):\n    return x + {k}\n")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    fa, fb = tmp_path / "a" / "subjects.py", tmp_path / "b" / "subjects.py"
+    fa.write_text(src.format(k=1))
+    fb.write_text(src.format(k=2))
+    (a,), (b,) = subjects_in(load_file(str(fa))), subjects_in(load_file(str(fb)))   # b registered last
+    assert a.name == b.name == "add"
+    assert resolve(ref(a)) is a and resolve(ref(b)) is b
+    assert float(resolve(ref(a)).fn(torch.zeros(1))) == 1.0

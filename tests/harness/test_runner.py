@@ -60,3 +60,39 @@ def test_half_precision_inputs_move_by_a_float32_ulp_not_their_own():
     spread = _spread(ident, case, up, ident.reference(**up))[0]
     ratio = spread / up["x"].abs()
     assert torch.allclose(ratio, torch.full_like(ratio, 2.0 ** -23))
+
+
+def test_a_sum_over_steps_gets_no_spread_so_a_dropped_tail_still_fails():
+    @subject(reference=lambda x: torch.floor(x * 0.5).sum(-1), inputs={"x": tensor(("M", "N"))},
+             dims={"M": (1, 8), "N": (1, 2048)})
+    def floor_sums(x):
+        return x
+
+    case = Case({"M": 4, "N": 1024}, {"x": TensorCase((4, 1024), "float32", "contiguous", 0, "integer", 5, "")}, {})
+    assert float(_spread_of(floor_sums, case).abs().max()) == 0.0     # steps both ways: not a conditioning
+
+
+def test_the_move_direction_is_random_for_half_precision_and_integer_values():
+    from harness.runner import _value_signs
+    g = torch.Generator().manual_seed(0)
+    for values in (torch.randn(4096, generator=g).to(torch.bfloat16).double(),
+                   torch.randn(4096, generator=g).to(torch.float16).double(),
+                   torch.randint(-100, 100, (4096,), generator=g).double()):
+        signs = _value_signs(values)
+        assert 0.4 < float((signs > 0).double().mean()) < 0.6
+        assert torch.equal(_value_signs(-values), signs)              # x and -x move alike
+
+
+def test_a_reference_that_mutates_its_input_does_not_widen_the_spread(tmp_path):
+    from harness.runner import run_case
+
+    def bump(x):
+        return x.add_(1.0)                                            # mutates its (fresh) input
+
+    @subject(reference=bump, inputs={"x": tensor(("N",))}, dims={"N": (1, 64)}, disable=("isolation",))
+    def off_by_half(x):
+        return x + 1.5                                                # wrong by 0.5 everywhere
+
+    case = _case("x", (64,))
+    verdict = run_case(off_by_half, case)
+    assert verdict.status == "fail" and verdict.failure_class == "mismatch"

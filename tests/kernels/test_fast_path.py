@@ -137,3 +137,24 @@ def test_compiled_call_traces_the_op_not_the_fast_path():
 
     compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
     assert torch.equal(compiled(xd, wd, bd), f(xd, wd, bd))
+
+
+def test_a_second_derivative_through_the_fast_path_raises_as_the_op_does():
+    x, w, b, dy = _ln_inputs(m=6, n=8)
+    y = kernels.layer_norm(x, (8,), w, b)
+    (gx,) = torch.autograd.grad(y, x, dy, create_graph=True)
+    with pytest.raises(RuntimeError):                 # once_differentiable: no silently missing second term
+        torch.autograd.grad(gx.sum(), x)
+
+
+def test_torch_jit_tracing_takes_the_op():
+    x = torch.randn(3, 8, device=DEV)
+    seen = []
+
+    def f(t):
+        seen.append(fast_path.plain_eager(t))
+        return t * 2
+
+    torch.jit.trace(f, (x,), check_trace=False)
+    assert seen == [False]
+    assert fast_path.plain_eager(x)

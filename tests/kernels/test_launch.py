@@ -119,3 +119,10 @@ def test_a_kernel_like_object_without_arg_names_launches_as_it_asks(unobserved):
     assert len(calls) == 2
     for grid, args, meta in calls:
         assert grid == (3,) and args[0] is x and args[1:] == (4,) and meta == {"BLOCK": 16, "num_warps": 1}
+
+
+def test_an_unhashable_constexpr_takes_the_jit_path(unobserved):
+    k = _Kernel()
+    for _ in range(2):
+        L.launch(k, (1,), torch.zeros(4), 4, 1.0, BLOCK=[16], FLAG=True, num_warps=1)
+    assert [c[0] for c in k.calls] == ["jit", "jit"]
