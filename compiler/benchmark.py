@@ -1,6 +1,7 @@
 """Benchmark: tritondiff-compiled vs Inductor (torch.compile's default backend) vs eager, seed workloads.
 
     python -m compiler.benchmark [--out FILE.md] [--json FILE] [--only NAME ...] [--budget-s S] [--dry-run]
+                                 [--backends inductor tritondiff] [--variant NAME:KNOB=VALUE,... ...]
 
 Per workload and backend: time (median of CUDA-event timings after warm-up, ``_timing.bench``),
 GB/s of the workload's minimal traffic (bytes every implementation must move: inputs read
@@ -10,6 +11,8 @@ cold compile time (the first call's wall time, Triton / Inductor caches pointed 
 directory and dynamo reset, so nothing is reused).  The geometric mean of the speedups closes
 the table.  A workload that fails is reported with its error and the run goes on; workloads
 left when ``--budget-s`` is spent are reported as skipped, so the command fits the nightly slot.
+``--variant`` adds tritondiff runs with ``compiler.config`` knobs patched: the heuristics'
+defaults are chosen from such sweeps on a GPU (reports/gpu/).
 
 On a machine without a CUDA GPU it exits 2 with one line; ``--dry-run`` lists the workloads
 and their byte counts anywhere.
@@ -127,10 +130,50 @@ class Result:
     matches_eager: Optional[bool] = None
 
 
-def _backends() -> dict[str, Callable[[Callable], Callable]]:
+def _with_config(changes: dict) -> Callable[[Callable], Callable]:
+    """tritondiff with ``compiler.config`` knobs patched for the compile and every call."""
     import compiler
-    return {"eager": lambda fn: fn, "inductor": lambda fn: torch.compile(fn),
-            "tritondiff": lambda fn: compiler.compile_fresh(fn)}
+
+    def wrap(fn: Callable) -> Callable:
+        compiled = compiler.compile_fresh(fn)
+
+        def call(*args):
+            with compiler.config.patch(**changes):
+                return compiled(*args)
+        return call
+    return wrap
+
+
+def parse_variant(text: str) -> tuple[str, dict]:
+    """``NAME:KNOB=VALUE[,KNOB=VALUE]`` -> (name, knobs); values are Python literals or strings."""
+    import ast
+    name, _, body = text.partition(":")
+    if not name or not body:
+        raise ValueError(f"--variant {text!r}: write NAME:KNOB=VALUE[,KNOB=VALUE...]")
+    changes = {}
+    for item in body.split(","):
+        knob, eq, value = item.partition("=")
+        if not eq:
+            raise ValueError(f"--variant {text!r}: {item!r} is not KNOB=VALUE")
+        try:
+            changes[knob.strip()] = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError):
+            changes[knob.strip()] = value.strip()
+    import compiler
+    with compiler.config.patch(**changes):    # unknown knobs and bad values fail here, before any GPU work
+        pass
+    return name, changes
+
+
+def _backends(names: Sequence[str] = ("eager", "inductor", "tritondiff"),
+              variants: Sequence[tuple[str, dict]] = ()) -> dict[str, Callable[[Callable], Callable]]:
+    import compiler
+    known = {"eager": lambda fn: fn, "inductor": lambda fn: torch.compile(fn),
+             "tritondiff": lambda fn: compiler.compile_fresh(fn)}
+    chosen = {"eager": known["eager"]}               # always: the oracle's reference and the inputs' check
+    chosen.update({n: known[n] for n in names if n in known})
+    chosen.update({f"tritondiff[{name}]": _with_config(changes) for name, changes in variants})
+    return chosen
 
 
 def _upcast(inputs: tuple) -> tuple:
@@ -172,7 +215,8 @@ def run_one(w: Workload, backend: str, wrap: Callable, reference: Optional[tuple
         torch.cuda.empty_cache()
 
 
-def run(selected: Sequence[Workload], budget_s: float) -> tuple[list[dict], float]:
+def run(selected: Sequence[Workload], budget_s: float,
+        backends: Optional[dict[str, Callable[[Callable], Callable]]] = None) -> tuple[list[dict], float]:
     from kernels.benchmarks._timing import copy_bandwidth_gbps
     copy_gbps = copy_bandwidth_gbps()
     start, rows = time.perf_counter(), []
@@ -183,7 +227,7 @@ def run(selected: Sequence[Workload], budget_s: float) -> tuple[list[dict], floa
             rows.append(row)
             continue
         reference = None
-        for backend, wrap in _backends().items():
+        for backend, wrap in (backends or _backends()).items():
             res, out = run_one(w, backend, wrap, reference)
             if backend == "eager" and out is not None:
                 reference = out                   # (eager output, float64 output)
@@ -207,7 +251,7 @@ def report(rows: list[dict], copy_gbps: float, env: dict) -> str:
              f"measured device-to-device copy bandwidth: {copy_gbps:.0f} GB/s", "",
              "| workload | shape | MB | backend | ms | GB/s | % copy BW | compile s | oracle | vs Inductor |",
              "|---|---|---|---|---|---|---|---|---|---|"]
-    speedups = []
+    speedups: dict[str, list[float]] = {}
     for row in rows:
         mb = f"{row['bytes'] / 1e6:.1f}"
         if "skipped" in row:
@@ -220,15 +264,19 @@ def report(rows: list[dict], copy_gbps: float, env: dict) -> str:
                 continue
             gbs = row["bytes"] / (r["ms"] * 1e-3) / 1e9
             speed = ind / r["ms"] if ind else None
-            if backend == "tritondiff" and speed:
-                speedups.append(speed)
+            if backend.startswith("tritondiff") and speed:
+                speedups.setdefault(backend, []).append(speed)
             match = {None: "-", True: "pass", False: "FAIL"}[r["matches_eager"]]
             lines.append(f"| {row['workload']} | {row['shape']} | {mb} | {backend} | {r['ms']:.3f} | {gbs:.0f} | "
                          f"{100 * gbs / copy_gbps:.0f}% | {_fmt(r['compile_s'], '.1f')} | {match} | "
                          f"{_fmt(speed, '.2f')}x |")
-    geo = math.exp(sum(math.log(s) for s in speedups) / len(speedups)) if speedups else None
-    lines += ["", f"geometric mean speedup of tritondiff over Inductor ({len(speedups)} workloads): "
-              f"{_fmt(geo, '.3f')}x", "",
+    lines.append("")
+    for backend, values in speedups.items():
+        geo = math.exp(sum(math.log(v) for v in values) / len(values))
+        lines.append(f"geometric mean speedup of {backend} over Inductor ({len(values)} workloads): {geo:.3f}x")
+    if not speedups:
+        lines.append("geometric mean speedup over Inductor: - (no workload has both)")
+    lines += ["",
               "Time: median of CUDA-event timings after warm-up (triton.testing.do_bench, L2 flushed). GB/s: "
               "minimal traffic / time. Compile s: wall time of the first call with empty Triton/Inductor caches. "
               "Oracle: the harness's verdict (harness.oracle) on the first call's outputs -- as right as eager, "
@@ -265,7 +313,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--budget-s", type=float, default=420.0,
                         help="start no workload after this many seconds (the nightly slot is 9 minutes)")
     parser.add_argument("--dry-run", action="store_true", help="list the workloads and byte counts, run nothing")
+    parser.add_argument("--backends", nargs="*", default=["inductor", "tritondiff"],
+                        help="backends besides eager (always run: the reference): inductor, tritondiff")
+    parser.add_argument("--variant", action="append", default=[], metavar="NAME:KNOB=VALUE[,KNOB=VALUE]",
+                        help="also run tritondiff with these compiler.config knobs, as backend tritondiff[NAME] "
+                             "(a heuristics sweep; repeatable)")
     args = parser.parse_args(argv)
+    try:
+        variants = [parse_variant(v) for v in args.variant]
+    except Exception as e:  # noqa: BLE001  (ValueError or compiler.exc.ConfigError: one line, exit 2)
+        parser.error(str(e))
     selected = [w for w in all_workloads() if not args.only or any(o in w.name for o in args.only)]
     if not selected:
         parser.error(f"--only {args.only} matches no workload; names: {[w.name for w in all_workloads()]}")
@@ -281,7 +338,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     from kernels.benchmarks._timing import environment
     _isolate_caches()
-    rows, copy_gbps = run(selected, args.budget_s)
+    rows, copy_gbps = run(selected, args.budget_s, _backends(args.backends, variants))
     text = report(rows, copy_gbps, environment())
     print(text, end="")
     if args.out:

@@ -112,8 +112,11 @@ class CompilerConfig:
     # Use int64 index arithmetic in every kernel (it is used anyway when an index can pass
     # 2**31 - 1).
     force_int64_indexing: bool = False
-    # num_warps of every launch (None: 4, or 8 for blocks of 2048+ elements).  GPU only.
+    # num_warps of every launch (None: one warp per elements_per_warp elements of the block,
+    # at least 4 and at most max_num_warps).  GPU only.
     num_warps: Optional[int] = None
+    elements_per_warp: int = 256
+    max_num_warps: int = 8
     # Let Triton / LLVM contract a * b + c into one FMA (Triton's enable_fp_fusion, True by
     # default there).  Off here: contraction changes rounding where the IR says otherwise, e.g.
     # layer norm's backward at N = 1 computed g * 1.0 - sum(g) as an FMA and gave dx = 5.7e-7
@@ -194,7 +197,7 @@ _CHOICES = {
     "execution": ("triton", "ir", "ir_unfused"),
     "matmul": ("template", "extern", "autotune"),
 }
-_POWERS_OF_TWO = ("persistent_max_rnumel", "mixed_order_max_rnumel", "mixed_order_max_xblock", "looped_rblock", "pointwise_block", "pointwise_tile_numel",
+_POWERS_OF_TWO = ("elements_per_warp", "max_num_warps", "persistent_max_rnumel", "mixed_order_max_rnumel", "mixed_order_max_xblock", "looped_rblock", "pointwise_block", "pointwise_tile_numel",
                   "xblock", "rblock", "max_reduction_block_numel")
 
 

@@ -228,9 +228,14 @@ def want_2d_tiling(transposed_accesses: int, total_accesses: int) -> bool:
 
 
 def num_warps(block_numel: int) -> int:
+    """Warps of a launch whose largest block tensor has ``block_numel`` elements.
+
+    One warp per ``config.elements_per_warp`` elements (each thread holds a few values per
+    block tensor), at least 4, at most ``config.max_num_warps``.
+    """
     if config.num_warps:
         return config.num_warps
-    return 8 if block_numel >= 2048 else 4
+    return max(4, min(config.max_num_warps, next_pow2(block_numel) // config.elements_per_warp))
 
 
 __all__ = ["should_inline", "FusionTraffic", "fusion_score", "mixed_order_saving", "sm_count", "target_programs",

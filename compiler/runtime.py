@@ -19,6 +19,7 @@ from typing import Any, Optional, Sequence
 import torch
 
 from harness import device as _device
+from kernels import launch as _launch
 
 from .codegen import GeneratedModule, KernelSpec
 from .config import config
@@ -111,6 +112,7 @@ class Executable:
         self.module_path: Optional[str] = None
         self.artifacts = None            # its compiler.dump.Artifacts (set by the pipeline)
         self._last_use = self._compute_last_use()
+        self._launchers: dict[str, tuple[Any, dict]] = {}
 
     def ensure_loaded(self) -> None:
         if self.module is None and self.generated.kernels:
@@ -182,20 +184,28 @@ class Executable:
                 tensors.append(workspaces[arg.name])
             else:
                 tensors.append(env[arg.name])
-        fn = getattr(self.module, spec.name)
-        kwargs = dict(compile_options())
-        if not _device.is_interpreter():
-            kwargs["num_warps"] = spec.num_warps
-        if "num_stages" in spec.meta and not _device.is_interpreter() and spec.meta["num_stages"]:
-            kwargs["num_stages"] = spec.meta["num_stages"]
+        fn, options = self._launchers.get(spec.name) or self._launcher(spec)
         try:
-            with _quiet_numpy():
-                fn[spec.grid](*tensors, **kwargs)
+            if _device.is_interpreter():
+                with _quiet_numpy():
+                    fn[spec.grid](*tensors, **options)
+            else:   # the compiled kernel's own launcher after the first call (kernels.launch)
+                _launch.launch(fn, spec.grid, *tensors, **options)
         except CompilerError:
             raise
         except Exception as e:  # noqa: BLE001  (Triton's errors have many types; all are ours to report)
             raise KernelCompileError(f"kernel {spec.name} failed: {type(e).__name__}: {e}", kernel=spec.name,
                                      path=self.module_path or "?") from e
+
+    def _launcher(self, spec: KernelSpec) -> tuple[Any, dict]:
+        """The kernel's JIT function and launch options, computed once per kernel."""
+        options = dict(compile_options())
+        if not _device.is_interpreter():
+            options["num_warps"] = spec.num_warps
+            if spec.meta.get("num_stages"):
+                options["num_stages"] = spec.meta["num_stages"]
+        self._launchers[spec.name] = (getattr(self.module, spec.name), options)
+        return self._launchers[spec.name]
 
     # ---- extern calls
     def _run_extern(self, kernel: ExternKernel, env: dict) -> None:

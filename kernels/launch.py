@@ -27,7 +27,7 @@ from harness import device as _device
 
 from .config import config
 
-_OPTIONS = ("num_warps", "num_stages")
+_OPTIONS = ("num_warps", "num_stages", "enable_fp_fusion")
 
 
 # Host-side launch arithmetic in plain ints (triton.next_power_of_2 / triton.cdiv are @jit functions:

@@ -3,8 +3,10 @@
 Every strategy gives each program XBLOCK rows (``xindex``, shape [XBLOCK, 1]) and walks the
 inner axis pass by pass (a group holding softmax has three passes: max, sum of exp, output).
 Between passes run the nodes that need a finished reduction.  The strategies differ only
-in how one pass covers the inner axis; accumulators always have the post-reduction shape
-[XBLOCK, 1], and each chunk is reduced to that shape before it is combined (seed 000).
+in how one pass covers the inner axis.  A persistent pass reduces its one block; a loop
+keeps one accumulator lane per tile element ([XBLOCK, RBLOCK]) and folds the lanes to
+[XBLOCK, 1] once after the loop, so no loop step pays a cross-lane reduction (seed 000's
+per-chunk reduce + combine moved the shared-memory tree into every step).
 """
 from __future__ import annotations
 
@@ -124,16 +126,21 @@ class ReductionOp:
             return v
         return CSEVar(cur, self.repr_dtype)
 
-    def init(self, k: TritonKernel, xblock: int, rnumel: int) -> list[str]:
+    def init(self, k: TritonKernel, shape: list[int], rnumel: int) -> list[str]:
+        """Accumulators of ``shape``: [XBLOCK, RBLOCK] lanes in a loop (one per tile element)."""
         names = [k.fresh("acc")]
-        k.emit(f"{names[0]} = {k.full([xblock, 1], self.identity(), self.repr_dtype)}")
+        k.emit(f"{names[0]} = {k.full(shape, self.identity(), self.repr_dtype)}")
         if self.is_arg:
             names.append(k.fresh("acc_idx"))
-            k.emit(f"{names[1]} = {k.full([xblock, 1], rnumel, torch.int64)}")
+            k.emit(f"{names[1]} = {k.full(shape, rnumel, torch.int64)}")
         return names
 
     def combine(self, k: TritonKernel, accs: list[str], chunk: list[CSEVar]) -> None:
-        """Fold one chunk's [XBLOCK, 1] result into the accumulators (emitted inside the loop)."""
+        """Fold values into the accumulators element by element (emitted inside the loop).
+
+        ``chunk`` has the accumulators' shape: a loop's [XBLOCK, RBLOCK] lane values (with their
+        element indices for argmax / argmin), or a mixed-order kernel's column terms.
+        """
         a = accs[0]
         c = chunk[0].name
         if self.is_arg:
@@ -235,26 +242,29 @@ class LoopedReduction(ReductionStrategy):
 
     ``rindex = roffset + rbase`` is defined inside the loop and every load or temporary
     that depends on it is emitted there (the loop opens a CSE scope that is dropped when it
-    closes).  Accumulators are [XBLOCK, 1]: each chunk is reduced along the axis first,
-    then combined (sum, prod, NaN-propagating max/min, argmax/argmin with an index
-    accumulator); the cast to the stored dtype happens after the loop.
+    closes).  Accumulators are lanes: one per tile element, [XBLOCK, RBLOCK], combined
+    element by element inside the loop (sum, prod, NaN-propagating max/min, argmax/argmin
+    with a lane index accumulator), so a loop step does no cross-lane work; after the loop
+    the lanes are reduced to [XBLOCK, 1] once, and cast to the stored dtype.
     """
 
     name = "looped"
 
     def emit_pass(self, k, ctx, choice, nodes):
-        ops_, accs = self.loop(k, ctx, choice, nodes)
-        results = {}
-        for name, op in ops_.items():
-            values = [CSEVar(a, op.repr_dtype if i == 0 else torch.int64) for i, a in enumerate(accs[name])]
-            results[name] = op.finish(k, values)
-        return results
+        ops_, folded = self.loop(k, ctx, choice, nodes)
+        return {name: op.finish(k, folded[name]) for name, op in ops_.items()}
 
     def loop(self, k, ctx, choice, nodes, start: str = "", span: Optional[int] = None):
-        """Emit the chunk loop; returns the reduction ops and their accumulator names."""
+        """Emit the chunk loop and the fold of its lanes.
+
+        Returns the reduction ops and, per op, its [XBLOCK, 1] values (value, and index for
+        argmax / argmin) before ``finish``.
+        """
         rnumel = ctx.group.rnumel
         ops_ = {p.name: reduction_op(p) for p in nodes if p.kind == "reduction"}
-        accs = {name: op.init(k, choice.xblock, rnumel) for name, op in ops_.items()}
+        lanes = [choice.xblock, choice.rblock]
+        k.guard(lanes, "lane accumulator")
+        accs = {name: op.init(k, lanes, rnumel) for name, op in ops_.items()}
         with k.loop(f"for roffset in range(0, {span or rnumel}, {choice.rblock}):", over_reduction=True):
             k.emit(f"rindex = {start}roffset + rbase")
             if k.axes[RSYM].mask:
@@ -266,10 +276,16 @@ class LoopedReduction(ReductionStrategy):
                     continue
                 op = ops_[p.name]
                 v = op.prepare(k, evaluate(k, ctx, p))
-                idx = _rindex_block(k, choice) if op.is_arg else None
-                op.combine(k, accs[p.name], op.block(k, v, idx))
+                chunk = [v, CSEVar(_rindex_block(k, choice), torch.int64)] if op.is_arg else [v]
+                op.combine(k, accs[p.name], chunk)
             k.active = [XSYM]
-        return ops_, accs
+        k.active = [XSYM, RSYM]
+        folded = {}
+        for name, op in ops_.items():
+            lane_values = CSEVar(accs[name][0], op.repr_dtype)
+            folded[name] = op.block(k, lane_values, accs[name][1] if op.is_arg else None)
+        k.active = [XSYM]
+        return ops_, folded
 
 
 class SplitReduction(ReductionStrategy):
@@ -302,15 +318,15 @@ class SplitReduction(ReductionStrategy):
         pid = "tl.program_id(1).to(tl.int64)" if k.int64 else "tl.program_id(1)"
         k.emit(f"rstart = {pid} * {chunk}")
         nodes = [p for p in group.placed if p.kind != "x"]
-        ops_, accs = LoopedReduction().loop(k, ctx, choice, nodes, start="rstart + ", span=chunk)
+        ops_, folded = LoopedReduction().loop(k, ctx, choice, nodes, start="rstart + ", span=chunk)
         workspaces = {}
         for pname, op in ops_.items():
             ws = k.workspace(f"{pname}_partials", splits * group.xnumel, op.repr_dtype)
-            k.emit(f"tl.store({ws} + ({pid} * {group.xnumel} + xindex), {accs[pname][0]}, {_xmask(k)})")
+            k.emit(f"tl.store({ws} + ({pid} * {group.xnumel} + xindex), {folded[pname][0].name}, {_xmask(k)})")
             entry = [(f"{pname}_partials", op.repr_dtype)]
             if op.is_arg:
                 wsi = k.workspace(f"{pname}_partial_idx", splits * group.xnumel, torch.int64)
-                k.emit(f"tl.store({wsi} + ({pid} * {group.xnumel} + xindex), {accs[pname][1]}, {_xmask(k)})")
+                k.emit(f"tl.store({wsi} + ({pid} * {group.xnumel} + xindex), {folded[pname][1].name}, {_xmask(k)})")
                 entry.append((f"{pname}_partial_idx", torch.int64))
             workspaces[pname] = entry
         k.meta["workspaces"] = workspaces
@@ -402,8 +418,7 @@ class MixedOrderReduction(ReductionStrategy):
         ops_ = {p.name: reduction_op(p) for p in cols.placed if p.kind == "reduction"}
         accs = {}
         for pname, op in ops_.items():
-            accs[pname] = k.fresh("acc")
-            k.emit(f"{accs[pname]} = {k.full([xblock, rblock], op.identity(), op.repr_dtype)}")
+            accs[pname], = op.init(k, [xblock, rblock], rnumel)
         rows = GroupContext(group.rows(), ctx.inlined, ctx.stored, ctx.buffers)
         transposed = GroupContext(cols, ctx.inlined, ctx.stored, ctx.buffers, subst={XSYM: RSYM, RSYM: XSYM})
         with k.loop(f"for xstep in range(0, {rows_per_program}, {xblock}):", over_reduction=False):

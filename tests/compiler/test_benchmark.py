@@ -65,3 +65,30 @@ def test_the_verdict_is_the_harness_oracle_against_a_float64_run_of_the_same_inp
     wrong = eager.clone()
     wrong[-1, -1] += 1e-3                                                           # one element off
     assert not benchmark._judge(wrong, eager, truth)
+
+
+def test_variants_patch_knobs_and_get_their_own_geomean(capsys):
+    name, changes = benchmark.parse_variant("big:persistent_max_rnumel=8192,reduction_strategy=looped")
+    assert (name, changes) == ("big", {"persistent_max_rnumel": 8192, "reduction_strategy": "looped"})
+    for bad in ("nobody", "x:persistent_max_rnumel", "x:no_such_knob=1", "x:persistent_max_rnumel=1000"):
+        with pytest.raises(SystemExit) as exit_:
+            benchmark.main(["--dry-run", "--variant", bad])
+        assert exit_.value.code == 2 and "error:" in capsys.readouterr().err
+    backends = benchmark._backends(["tritondiff"], [("big", changes)])
+    assert list(backends) == ["eager", "tritondiff", "tritondiff[big]"]
+    rows = [{"workload": "a", "shape": "[1]", "bytes": 10, "results": {
+        "inductor": {"ms": 2.0, "compile_s": 1.0, "error": None, "matches_eager": True},
+        "tritondiff": {"ms": 4.0, "compile_s": 1.0, "error": None, "matches_eager": True},
+        "tritondiff[big]": {"ms": 1.0, "compile_s": 1.0, "error": None, "matches_eager": True}}}]
+    text = benchmark.report(rows, 100.0, {})
+    assert "speedup of tritondiff over Inductor (1 workloads): 0.500x" in text
+    assert "speedup of tritondiff[big] over Inductor (1 workloads): 2.000x" in text
+
+
+def test_a_variant_compiles_and_runs_under_its_knobs():
+    from compiler import dump
+    wrap = benchmark._with_config({"reduction_strategy": "looped", "rblock": 16})
+    fn = wrap(lambda x: x.sum(-1))
+    x = torch.randn(8, 100)
+    torch.testing.assert_close(fn(x), x.sum(-1))
+    assert "looped" in dump.last_artifacts().texts["triton"]
