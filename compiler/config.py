@@ -59,11 +59,14 @@ class CompilerConfig:
     max_triton_tensor_numel: int = TRITON_MAX_TENSOR_NUMEL
     # Auto strategy: a reduction whose padded extent is at most this runs persistent (the whole
     # axis in one block); longer ones loop over RBLOCK chunks.
-    persistent_max_rnumel: int = _by_mode(16_384, 1024)
+    persistent_max_rnumel: int = _by_mode(16_384, 8192)
     # Auto strategy: RBLOCK of a looped reduction (a power of two).
-    looped_rblock: int = _by_mode(32_768, 1024)
+    looped_rblock: int = _by_mode(32_768, 4096)
     # Auto block budget for one reduction tile (XBLOCK * RBLOCK).
     max_reduction_block_numel: int = _by_mode(262_144, 4096)
+    # Auto strategy: XBLOCK of an outer reduction (loads contiguous along the kept axis, e.g. a
+    # column sum): kept elements side by side per reduced step; RBLOCK takes the rest of the budget.
+    outer_reduction_xblock: int = _by_mode(256, 32)
     # Auto strategy: split when there are at most this many outputs ...
     split_max_xnumel: int = 64
     # ... and at least this many elements along the reduced axis.
@@ -115,8 +118,8 @@ class CompilerConfig:
     # num_warps of every launch (None: one warp per elements_per_warp elements of the block,
     # at least 4 and at most max_num_warps).  GPU only.
     num_warps: Optional[int] = None
-    elements_per_warp: int = 256
-    max_num_warps: int = 8
+    elements_per_warp: int = _by_mode(256, 512)
+    max_num_warps: int = 16
     # Let Triton / LLVM contract a * b + c into one FMA (Triton's enable_fp_fusion, True by
     # default there).  Off here: contraction changes rounding where the IR says otherwise, e.g.
     # layer norm's backward at N = 1 computed g * 1.0 - sum(g) as an FMA and gave dx = 5.7e-7
@@ -184,11 +187,24 @@ class CompilerConfig:
             for k, v in saved.items():
                 setattr(self, k, v)
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        object.__setattr__(self, "_key", None)       # cache_key() recomputes after any change
+
     def cache_key(self) -> tuple:
-        """The knobs that change generated code or the launch plan."""
-        skip = {"execution", "verify_ir", "dump_dir", "keep_artifacts", "cache_dir", "autotune_cache_dir",
-                "autotune_persist", "autotune_cpu_timing", "autotune_recheck"}
-        return tuple((f.name, getattr(self, f.name)) for f in dataclasses.fields(self) if f.name not in skip)
+        """The knobs that change generated code or the launch plan.
+
+        Asked on every call of a compiled graph, so it is kept until a knob changes.
+        """
+        key = self.__dict__.get("_key")
+        if key is None:
+            key = tuple((f.name, getattr(self, f.name)) for f in dataclasses.fields(self) if f.name not in _NOT_IN_KEY)
+            object.__setattr__(self, "_key", key)
+        return key
+
+
+_NOT_IN_KEY = frozenset({"execution", "verify_ir", "dump_dir", "keep_artifacts", "cache_dir", "autotune_cache_dir",
+                         "autotune_persist", "autotune_cpu_timing", "autotune_recheck"})
 
 
 _CHOICES = {
@@ -197,8 +213,9 @@ _CHOICES = {
     "execution": ("triton", "ir", "ir_unfused"),
     "matmul": ("template", "extern", "autotune"),
 }
-_POWERS_OF_TWO = ("elements_per_warp", "max_num_warps", "persistent_max_rnumel", "mixed_order_max_rnumel", "mixed_order_max_xblock", "looped_rblock", "pointwise_block", "pointwise_tile_numel",
-                  "xblock", "rblock", "max_reduction_block_numel")
+_POWERS_OF_TWO = ("outer_reduction_xblock", "elements_per_warp", "max_num_warps", "persistent_max_rnumel",
+                  "mixed_order_max_rnumel", "mixed_order_max_xblock", "looped_rblock", "pointwise_block",
+                  "pointwise_tile_numel", "xblock", "rblock", "max_reduction_block_numel")
 
 
 def _validate(name: str, value: Any) -> None:

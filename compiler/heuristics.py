@@ -142,8 +142,14 @@ def split_count(xprograms: int, rnumel: int, rblock: int) -> int:
     return max(1, min(chunks, max(2, min(fill, long_enough))))
 
 
-def choose_reduction(xnumel: int, rnumel: int, split_ok: bool) -> ReductionChoice:
+def choose_reduction(xnumel: int, rnumel: int, split_ok: bool, outer: bool = False) -> ReductionChoice:
     """Pick persistent / looped / split and block sizes from the extents (``config`` may force).
+
+    ``outer``: the loads are contiguous along the kept axis and strided along the reduced one
+    (a column sum such as layer-norm backward's dW over rows).  Such a tile takes
+    ``config.outer_reduction_xblock`` kept elements side by side -- whole memory sectors per
+    reduced step -- and the rest of the block budget along the reduced axis, instead of the
+    inner-reduction shape (a long reduced axis, few rows) that reads a few bytes per row.
 
     Forced values are returned as asked, even when too large: the code generator's numel
     guard then raises ``ReductionTooLarge`` with the fix, instead of a silent clamp.
@@ -157,6 +163,10 @@ def choose_reduction(xnumel: int, rnumel: int, split_ok: bool) -> ReductionChoic
         else:
             strategy = "looped"
     budget = min(config.max_reduction_block_numel, config.max_triton_tensor_numel)
+    if outer and config.reduction_strategy == "auto" and strategy != "split" and not config.rblock:
+        xblock = config.xblock or min(next_pow2(xnumel), config.outer_reduction_xblock, budget)
+        rblock = min(next_pow2(rnumel), max(1, budget // xblock))
+        return ReductionChoice("persistent" if rblock >= rnumel else "looped", xblock, rblock)
     if strategy == "persistent":
         rblock = config.rblock or next_pow2(rnumel)
         if rblock < rnumel:

@@ -112,7 +112,8 @@ class Executable:
         self.module_path: Optional[str] = None
         self.artifacts = None            # its compiler.dump.Artifacts (set by the pipeline)
         self._last_use = self._compute_last_use()
-        self._launchers: dict[str, tuple[Any, dict]] = {}
+        self._launchers: dict[str, tuple[Any, dict, Optional[tuple]]] = {}
+        self._stored: dict[str, list] = {}           # group -> the buffers it stores (allocated per call)
 
     def ensure_loaded(self) -> None:
         if self.module is None and self.generated.kernels:
@@ -161,9 +162,13 @@ class Executable:
 
     # ---- Triton
     def _run_group(self, group: KernelGroup, env: dict) -> None:
-        for p in group.placed:
-            if p.name in self.sched.stored and p.name not in env:
-                env[p.name] = _alloc(p.node.buf.layout)
+        stored = self._stored.get(group.name)
+        if stored is None:
+            stored = self._stored[group.name] = [(p.name, p.node.buf.layout) for p in group.placed
+                                                 if p.name in self.sched.stored]
+        for name, layout in stored:
+            if name not in env:
+                env[name] = _alloc(layout)
         if group.name in self.generated.variants:  # autotuning (compiler.autotune)
             _gemm_runtime.run_group_tuned(self, group, env)
             return
@@ -173,7 +178,9 @@ class Executable:
             self._launch(spec, env, workspaces)
 
     def _launch(self, spec: KernelSpec, env: dict, workspaces: dict) -> None:
-        if any(g == 0 for g in spec.grid):
+        launcher = self._launchers.get(spec.name) or self._launcher(spec)
+        fn, options, grid = launcher
+        if grid is None:
             return
         tensors = []
         for arg in spec.args:
@@ -184,27 +191,27 @@ class Executable:
                 tensors.append(workspaces[arg.name])
             else:
                 tensors.append(env[arg.name])
-        fn, options = self._launchers.get(spec.name) or self._launcher(spec)
         try:
             if _device.is_interpreter():
                 with _quiet_numpy():
-                    fn[spec.grid](*tensors, **options)
+                    fn[grid](*tensors, **options)
             else:   # the compiled kernel's own launcher after the first call (kernels.launch)
-                _launch.launch(fn, spec.grid, *tensors, **options)
+                _launch.launch(fn, grid, *tensors, **options)
         except CompilerError:
             raise
         except Exception as e:  # noqa: BLE001  (Triton's errors have many types; all are ours to report)
             raise KernelCompileError(f"kernel {spec.name} failed: {type(e).__name__}: {e}", kernel=spec.name,
                                      path=self.module_path or "?") from e
 
-    def _launcher(self, spec: KernelSpec) -> tuple[Any, dict]:
-        """The kernel's JIT function and launch options, computed once per kernel."""
+    def _launcher(self, spec: KernelSpec) -> tuple[Any, dict, Optional[tuple]]:
+        """The kernel's JIT function, launch options and grid (None: nothing to launch), once per kernel."""
         options = dict(compile_options())
         if not _device.is_interpreter():
             options["num_warps"] = spec.num_warps
             if spec.meta.get("num_stages"):
                 options["num_stages"] = spec.meta["num_stages"]
-        self._launchers[spec.name] = (getattr(self.module, spec.name), options)
+        grid = None if any(g == 0 for g in spec.grid) else tuple(spec.grid)
+        self._launchers[spec.name] = (getattr(self.module, spec.name), options, grid)
         return self._launchers[spec.name]
 
     # ---- extern calls

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..counters import counters
-from ..heuristics import choose_mixed_order, choose_reduction
+from ..heuristics import choose_mixed_order
 from ..lowering import LoweredGraph
 from ..scheduler import Schedule
 from .kernel import KernelArg, KernelSpec
@@ -18,6 +18,7 @@ from .nodes import GroupContext
 from .pointwise import pointwise_kernel
 from .prelude import HEADER, PRELUDE
 from .reduction import STRATEGIES
+from .reduction import choose as choose_reduction_for
 
 
 @dataclasses.dataclass
@@ -42,7 +43,7 @@ def generate(sched: Schedule, graph: LoweredGraph, name: str) -> GeneratedModule
             counters[f"reduction_strategy.{choice.strategy}"] += _reductions(group)
             specs = STRATEGIES[choice.strategy].kernels(kname, ctx, choice)
         elif group.has_reduction:
-            choice = choose_reduction(group.xnumel, group.rnumel, group.split_ok())
+            choice = choose_reduction_for(group)
             counters[f"reduction_strategy.{choice.strategy}"] += _reductions(group)
             specs = STRATEGIES[choice.strategy].kernels(kname, ctx, choice)
         else:

@@ -13,13 +13,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
+import sympy
 import torch
 import triton
 
 from ..exc import CodegenError
-from ..heuristics import ReductionChoice, next_pow2, num_warps
+from ..heuristics import ReductionChoice, choose_reduction, next_pow2, num_warps
 from ..ops import reduction_identity
-from ..scheduler import RSYM, XSYM, KernelGroup, Placed
+from ..scheduler import RSYM, XSYM, KernelGroup, Placed, _read_in_kernel
 from .kernel import CSEVar, KernelSpec, TritonKernel, cast_source
 from .nodes import GroupContext, emit_pointwise, evaluate, needs_int64, publish
 
@@ -478,6 +479,38 @@ def _as_mixed(name: str, ctx: GroupContext, choice: ReductionChoice) -> list[Ker
                                                                         base.splits))
 
 
+# ------------------------------------------------------------------------- tile orientation
+
+def reads_along_kept_axis(group: KernelGroup) -> bool:
+    """Do most of the group's reduction-domain loads walk memory along the kept axis?
+
+    A load whose storage offset has stride 1 in ``rindex`` reads contiguously along the
+    reduced axis (a row sum); one with stride 1 in ``xindex`` and another stride in
+    ``rindex`` reads along the kept axis (a column sum: layer-norm backward's dW over rows).
+    The second kind wants an outer-reduction tile (``heuristics.choose_reduction(outer=True)``).
+    """
+    bounds = group.bounds()
+    along_kept = along_reduced = 0
+    for p in group.placed:
+        if p.kind not in ("reduction", "xr"):
+            continue
+        for read in p.node.info.reads:
+            offset = _read_in_kernel(read, p, bounds)
+            if read.offset is None:
+                offset = read.buffer.layout.index(offset)
+            coeffs = sympy.expand(offset).as_coefficients_dict()
+            if coeffs.get(RSYM, 0) == 1:
+                along_reduced += 1
+            elif coeffs.get(XSYM, 0) == 1 and coeffs.get(RSYM, 0) != 0:
+                along_kept += 1
+    return along_kept > along_reduced
+
+
+def choose(group: KernelGroup) -> ReductionChoice:
+    """The strategy and blocks of a (not mixed-order) reduction group."""
+    return choose_reduction(group.xnumel, group.rnumel, group.split_ok(), outer=reads_along_kept_axis(group))
+
+
 # ------------------------------------------------------------------------------- helpers
 
 def _new_kernel(name: str, ctx: GroupContext, strategy: str, choice: ReductionChoice) -> TritonKernel:
@@ -520,5 +553,5 @@ def _lit(value, dtype) -> str:
     return literal(value, dtype)
 
 
-__all__ = ["STRATEGIES", "ReductionStrategy", "PersistentReduction", "LoopedReduction", "SplitReduction",
+__all__ = ["STRATEGIES", "choose", "reads_along_kept_axis", "ReductionStrategy", "PersistentReduction", "LoopedReduction", "SplitReduction",
            "MixedOrderReduction", "ReductionOp"]

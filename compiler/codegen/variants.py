@@ -22,7 +22,7 @@ from harness import device as _device
 
 from ..config import config
 from ..exc import ConfigError, TensorTooLarge
-from ..heuristics import ReductionChoice, choose_reduction, next_pow2
+from ..heuristics import ReductionChoice, next_pow2
 from ..lowering import LoweredGraph
 from ..scheduler import KernelGroup, Schedule
 from ..templates.gemm import GemmTemplate, candidate_configs, heuristic_config, template_kernel
@@ -30,6 +30,7 @@ from .kernel import KernelSpec
 from .nodes import GroupContext
 from .pointwise import pointwise_kernel
 from .reduction import STRATEGIES
+from .reduction import choose as choose_reduction_for
 
 
 @dataclasses.dataclass
@@ -113,7 +114,7 @@ def _group_variants(group: KernelGroup, sched: Schedule, graph: LoweredGraph, kn
         return out
     if getattr(group, "columns", None) is not None:  # mixed-order kernels: the heuristic blocks only
         return out
-    choice = choose_reduction(group.xnumel, group.rnumel, group.split_ok())
+    choice = choose_reduction_for(group)
     shapes = {(max(1, choice.xblock // 2), choice.rblock), (min(choice.xblock * 2, next_pow2(group.xnumel)),
                                                              choice.rblock)}
     if choice.strategy != "persistent":

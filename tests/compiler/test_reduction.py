@@ -207,3 +207,36 @@ def test_loop_local_iota_counts_loops_over_the_reduced_axis_only():
         assert_same(run_compiled(_row_iota_sum_and_column_sum, x), _row_iota_sum_and_column_sum(x))
     assert "for roffset in range(" in compiler.dump.last_artifacts().texts["triton"]
     assert compiler.counters["loop_local_iota"] == 1
+
+
+def _plans() -> str:
+    return "\n".join(a.texts.get("plan", "") for a in compiler.dump.recent_artifacts())
+
+
+def test_column_sums_get_an_outer_tile_and_row_sums_do_not():
+    """A column sum reads along the kept axis: its tile is wide in x (outer_reduction_xblock)."""
+    x = torch.randn(300, 70)
+    with compiler.config.patch(outer_reduction_xblock=32, max_reduction_block_numel=1024):
+        assert_same(run_compiled(lambda x: x.sum(0), x), x.sum(0), rtol=1e-5, atol=1e-5)
+        col = _plans()
+        compiler.dump.clear()
+        assert_same(run_compiled(lambda x: x.sum(1), x), x.sum(1), rtol=1e-5, atol=1e-5)
+        row = _plans()
+    assert "'xblock': 32, 'rblock': 32," in col and "'strategy': 'looped'" in col       # 70 columns x 300 rows
+    assert "'rblock': 128," in row and "'xblock': 32," not in row                          # persistent rows of 70
+
+
+def test_reads_along_kept_axis_counts_load_orientation():
+    from compiler.codegen.reduction import reads_along_kept_axis
+    from compiler.lowering import lower_graph
+    from compiler.scheduler import schedule
+
+    def groups(fn, *args):
+        (graph,) = capture_graphs(fn, *args)
+        sched = schedule(lower_graph(graph.gm, graph.args, "g"))
+        return [g for g in sched.groups() if g.has_reduction]
+
+    x = torch.randn(64, 48)
+    assert [reads_along_kept_axis(g) for g in groups(lambda x: x.sum(0), x)] == [True]
+    assert [reads_along_kept_axis(g) for g in groups(lambda x: x.sum(1), x)] == [False]
+    assert [reads_along_kept_axis(g) for g in groups(lambda x: x.t().contiguous().sum(0) * 2, x)] == [False]
