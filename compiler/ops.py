@@ -166,10 +166,10 @@ class OpsHandler(Protocol[V]):
         """C modulo: the result has the sign of a (torch.fmod)."""
 
     def maximum(self, a: V, b: V) -> V:
-        """Elementwise max, nan-propagating."""
+        """Elementwise max, nan-propagating; ``a`` on a tie, so maximum(-0.0, 0.0) is -0.0 (torch.maximum)."""
 
     def minimum(self, a: V, b: V) -> V:
-        """Elementwise min, nan-propagating."""
+        """Elementwise min, nan-propagating; ``a`` on a tie, so minimum(0.0, -0.0) is 0.0 (torch.minimum)."""
 
     def eq(self, a: V, b: V) -> V:
         """a == b; bool result."""
