@@ -49,6 +49,13 @@ def _by_mode(interpreter: int, gpu: int) -> int:
 @dataclasses.dataclass
 class CompilerConfig:
     # --- reductions -------------------------------------------------------------------------
+    # Unroll a reduction over at most unroll_reductions_max_rnumel elements (sizes are static) into
+    # a Pointwise that combines the terms left to right in the reduction's accumulator dtype
+    # (Inductor's unroll_reductions_threshold): loads run along the output's contiguous axis, not
+    # across a short strided reduced axis, and the node fuses and inlines like any pointwise.
+    # Only under reduction_strategy="auto": a forced strategy runs every reduction through it.
+    unroll_reductions: bool = True
+    unroll_reductions_max_rnumel: int = 8
     # "auto" picks persistent / looped / split per fused reduction from its extents;
     # "persistent", "looped" or "split" forces one (the harness runs every path on one input).
     reduction_strategy: str = "auto"

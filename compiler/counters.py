@@ -10,6 +10,8 @@
   joined into one kernel that reads their shared inputs once (layer-norm backward's dx + dW/dB)
 - ``small_matmul_inlined``: mm / addmm / bmm with an inner size <= ``matmul_small_k_max``
   lowered as an unrolled pointwise node (fusable) instead of a library call
+- ``reductions_unrolled``: reductions over at most ``unroll_reductions_max_rnumel`` elements
+  lowered as a Pointwise that combines the terms (``ir.Reduction.create``) instead of a Reduction
 - ``loop_local_iota``: index expressions over the reduction axis emitted inside a loop over
   that axis (looped and split chunks) from the loop-local ``rindex = roffset + rbase`` -- never
   a ``tl.arange`` of the whole axis (seed 000).  A mixed-order kernel's row loop is not one:

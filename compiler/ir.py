@@ -3,7 +3,9 @@
 A ``Pointwise`` is ``(inner_fn, ranges, dtype)``: for every index ``i`` in the box
 ``ranges``, the output at ``i`` is ``inner_fn(i)``, an expression in the ``ops``
 namespace.  A ``Reduction`` adds ``reduction_ranges`` and a ``reduction_type``: the output
-at ``i`` combines ``inner_fn(i, r)`` over every ``r`` in the box ``reduction_ranges``.
+at ``i`` combines ``inner_fn(i, r)`` over every ``r`` in the box ``reduction_ranges``; one
+over a few elements (``config.unroll_reductions_max_rnumel``) is created as a Pointwise that
+combines them, so its loads run along the output's axes and it fuses like any pointwise node.
 Bodies read their inputs through loaders: ``x.make_loader()(index)``.
 
 Views (reshape, permute, expand, slice, select, squeeze, unsqueeze, ...) are ``View``
@@ -18,14 +20,18 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import functools
+import itertools
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 import sympy
 import torch
 
 from . import indexing
+from .config import config
+from .counters import counters
 from .exc import LoweringError
-from .ops import accumulator_dtype, ops, reduction_result_dtype
+from .ops import accumulator_dtype, ops, reduction_combine, reduction_identity, reduction_result_dtype
 
 Index = tuple  # tuple of sympy expressions, one per dim
 
@@ -217,7 +223,49 @@ class Reduction(Loops):
         out = dtype or reduction_result_dtype(reduction_type, acc)
         body = Reduction(inner_fn, tuple(int(r) for r in ranges), out, tuple(int(r) for r in reduction_ranges),
                          reduction_type, src_dtype, acc)
+        if body.unrolls():
+            counters["reductions_unrolled"] += 1
+            return Pointwise.create(body.unrolled_fn(), body.ranges, body.dtype)
         return current_graph().register_computed(body)
+
+    def unrolls(self) -> bool:
+        """Whether ``create`` makes this a Pointwise (``config.unroll_reductions``): a reduced
+        extent of at most ``unroll_reductions_max_rnumel`` under the auto strategy.  An empty
+        extent unrolls only where the reduction has an identity torch returns (max/min raise)."""
+        n = self.reduction_numel
+        return (config.unroll_reductions and config.reduction_strategy == "auto"
+                and n <= config.unroll_reductions_max_rnumel
+                and (n > 0 or self.reduction_type in ("sum", "prod", "any", "all")))
+
+    def unrolled_fn(self) -> Callable[[Index], Any]:
+        """``out[i]``: the terms ``inner_fn(i, r)`` for every ``r`` (row-major, the reduction's
+        flat order), each cast to ``acc_dtype``, combined left to right, cast to ``dtype``."""
+        rindices = [tuple(sympy.Integer(v) for v in r) for r in itertools.product(*map(range, self.reduction_ranges))]
+        rtype, acc, inner_fn = self.reduction_type, self.acc_dtype, self.inner_fn
+
+        def body(index: Index):
+            terms = [ops.to_dtype(inner_fn(index, r), acc) for r in rindices]
+            if rtype in ("argmax", "argmin"):
+                result = _first_extreme_index(terms, rtype, acc)
+            elif not terms:
+                result = ops.constant(reduction_identity(rtype, acc), acc)
+            else:
+                result = functools.reduce(reduction_combine(rtype, acc), terms)
+            return ops.to_dtype(result, self.dtype)
+        return body
+
+
+def _first_extreme_index(terms: list, rtype: str, dtype: torch.dtype) -> Any:
+    """argmax / argmin of ``terms`` as ops: the first index of the extreme, a NaN beating any number."""
+    better = ops.gt if rtype == "argmax" else ops.lt
+    best, best_index = terms[0], ops.constant(0, torch.int64)
+    for i, value in enumerate(terms[1:], start=1):
+        wins = better(value, best)
+        if dtype.is_floating_point:  # the first NaN wins and stays (nothing compares greater than it)
+            wins = ops.logical_or(wins, ops.logical_and(ops.isnan(value), ops.logical_not(ops.isnan(best))))
+        best = ops.where(wins, value, best)
+        best_index = ops.where(wins, ops.constant(i, torch.int64), best_index)
+    return best_index
 
 
 class ComputedBuffer(Buffer):

@@ -166,10 +166,10 @@ class OpsHandler(Protocol[V]):
         """C modulo: the result has the sign of a (torch.fmod)."""
 
     def maximum(self, a: V, b: V) -> V:
-        """Elementwise max, nan-propagating."""
+        """Elementwise max, nan-propagating; ``a`` on a tie, so maximum(-0.0, 0.0) is -0.0 (torch.maximum)."""
 
     def minimum(self, a: V, b: V) -> V:
-        """Elementwise min, nan-propagating."""
+        """Elementwise min, nan-propagating; ``a`` on a tie, so minimum(0.0, -0.0) is 0.0 (torch.minimum)."""
 
     def eq(self, a: V, b: V) -> V:
         """a == b; bool result."""
@@ -251,6 +251,22 @@ def reduction_identity(reduction_type: str, dtype: torch.dtype) -> Scalar:
     if reduction_type in ("min", "argmin"):
         return _highest(dtype)
     raise ValueError(f"unknown reduction type {reduction_type!r}")
+
+
+def reduction_combine(reduction_type: str, acc_dtype: torch.dtype) -> Callable[[Any, Any], Any]:
+    """``combine(partial, value)``: one more value folded into a partial result, as ops.
+
+    Used where a reduction is unrolled into ops (``ir.Reduction.create``): sum/prod add and
+    multiply in ``acc_dtype``, max/min are ``ops.maximum`` / ``ops.minimum`` (NaN-propagating;
+    the partial wins a tie, so the first of 0.0 and -0.0 is kept, as eager's reductions do),
+    any/all are or/and.  A bool accumulator reduces as the code generator's does: sum/max as
+    or, prod/min as and.  argmax/argmin carry an index and have no such op (ValueError).
+    """
+    if reduction_type in ("argmax", "argmin") or reduction_type not in REDUCTION_TYPES:
+        raise ValueError(f"{reduction_type!r} has no single combine op")
+    if reduction_type in ("any", "all") or acc_dtype == torch.bool:
+        return ops.logical_or if reduction_type in ("any", "sum", "max") else ops.logical_and
+    return {"sum": ops.add, "prod": ops.mul, "max": ops.maximum, "min": ops.minimum}[reduction_type]
 
 
 def _lowest(dtype: torch.dtype) -> Scalar:

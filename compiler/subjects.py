@@ -105,6 +105,21 @@ def reduce_columns_split(x):
     return run_compiled(column_reductions, x, reduction_strategy="split")
 
 
+def short_row_reductions(x):
+    """Every reduction type the compiler unrolls, over a last dim of at most 8 (issue #8)."""
+    return (x.sum(-1), x.amax(-1), x.amin(-1), x.argmax(-1), x.argmin(-1), x.mean(-1), x.any(-1), x.all(-1))
+
+
+@subject(name="compiler.reduce_rows_unrolled", reference=short_row_reductions,
+         inputs={"x": tensor(("M", "N"), dtypes=FLOATS, values=NO_NEAR_MAX)}, dims={"M": (1, 4096), "N": (1, 8)})
+def reduce_rows_unrolled(x):
+    before = counters["reductions_unrolled"]
+    out = run_compiled(short_row_reductions, x)
+    if counters["reductions_unrolled"] == before:
+        raise CompilerError("no reduction was unrolled: the subject would test the reduction kernels instead")
+    return out
+
+
 # --------------------------------------------------------------------------- workloads
 
 def layer_norm_fwd_bwd(x, weight, bias, dy):

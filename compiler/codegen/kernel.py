@@ -291,13 +291,13 @@ def cast_source(value: CSEVar, dtype: torch.dtype) -> str:
     """
     if value.dtype == dtype:
         return value.name
-    if dtype == torch.bool:
-        return f"({value.name} != 0)"
     src, src_dtype = value.name, value.dtype
-    if src_dtype == torch.bfloat16:  # widened bit-exactly: the interpreter's .to() loses bf16 subnormals
-        src, src_dtype = f"_td_bf16_to_f32({src})", torch.float32
+    if src_dtype == torch.bfloat16:  # widened bit-exactly: the interpreter's .to() loses bf16 subnormals,
+        src, src_dtype = f"_td_bf16_to_f32({src})", torch.float32  # and its bf16 != 0 holds for -0.0
         if dtype == torch.float32:
             return src
+    if dtype == torch.bool:
+        return f"({src} != 0)"
     if dtype == torch.bfloat16:
         if src_dtype != torch.float32:
             src = f"{src}.to(tl.float32)"

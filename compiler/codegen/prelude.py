@@ -38,12 +38,13 @@ _ATANH = [1.0 / (2 * k + 1) for k in range(18)]
 PRELUDE = f'''
 @triton.jit
 def _td_maximum(a, b):
-    return tl.where((a > b) | (a != a), a, b)
+    # NaN wins; a wins a tie, as in torch.maximum (maximum(-0.0, 0.0) is -0.0, relu(-0.0) is -0.0).
+    return tl.where((a >= b) | (a != a), a, b)
 
 
 @triton.jit
 def _td_minimum(a, b):
-    return tl.where((a < b) | (a != a), a, b)
+    return tl.where((a <= b) | (a != a), a, b)
 
 
 @triton.jit

@@ -28,6 +28,8 @@ def test_auto_tiling_picks_2d_for_a_transpose_only():
     assert "yindex" in compiler.dump.last_artifacts().texts["triton"]
     check(lambda x: x * 2 + 1, x)
     assert "yindex" not in compiler.dump.last_artifacts().texts["triton"]
+    check(lambda x, b: x * b[:, None], x, torch.randn(64))  # a value per row, broadcast along the fast dim
+    assert "yindex" not in compiler.dump.last_artifacts().texts["triton"]
 
 
 def test_forced_int64_indexing_gives_the_same_values():

@@ -22,7 +22,7 @@ def test_the_issue_s_subjects_are_registered():
     for name in ("compiler.reduce_rows_persistent", "compiler.reduce_rows_looped", "compiler.reduce_rows_split",
                  "compiler.reduce_columns_split", "compiler.layer_norm_fwd_bwd", "compiler.softmax",
                  "compiler.rms_norm", "compiler.nrm2", "compiler.mhc_pre_map", "compiler.mhc_post_res",
-                 "compiler.mhc_rmsnorm_project", "compiler.graph_fuzz"):
+                 "compiler.mhc_rmsnorm_project", "compiler.graph_fuzz", "compiler.reduce_rows_unrolled"):
         assert name in SUBJECTS
 
 

@@ -85,6 +85,23 @@ def test_max_min_propagate_nan_and_clamp():
     assert_same(run_compiled(fn, a, b), fn(a, b), rtol=0, atol=0)
 
 
+def test_max_min_relu_keep_the_first_operand_on_a_signed_zero_tie():
+    a = torch.tensor([0.0, -0.0, -0.0, 0.0])
+    b = torch.tensor([-0.0, 0.0, -0.0, 0.0])
+
+    def fn(a, b):
+        return torch.maximum(a, b), torch.minimum(a, b), torch.relu(a), a.clamp(min=0.0)
+    for got, want in zip(run_compiled(fn, a, b), fn(a, b)):  # assert_close calls -0.0 and 0.0 equal
+        assert got.signbit().tolist() == want.signbit().tolist() == a.signbit().tolist()
+
+
+def test_bf16_negative_zero_casts_to_false():
+    x = torch.tensor([-0.0, 0.0, 1.0, -1e-40, float("nan")]).bfloat16()
+    fn = lambda x: (x.bool(), x.to(torch.int32), x.any(), x[:2].any())  # noqa: E731
+    assert_same(run_compiled(fn, x), fn(x), rtol=0, atol=0)
+    assert fn(x)[0].tolist() == [False, False, True, True, True]
+
+
 def test_comparisons_logic_and_bitwise():
     a = torch.randint(-50, 50, (341,), dtype=torch.int64)
     b = torch.randint(-50, 50, (341,), dtype=torch.int64)
