@@ -10,26 +10,29 @@ Scale hoisting (mm and bmm).  When A is a float32 product ``P(z, i, k) * s(z, i)
 template multiplies P, and the output is scaled by a pointwise node built here -- a consumer of
 the template's output that the scheduler then fuses into it as an epilogue
 (``templates.epilogue``).  Likewise ``B = P(z, k, j) * t(z, j)`` scales columns.  Factors are split
-off while the rest is such a product (``(x * s1) * s2``).  Legality: both sides are the same sum of
-the same products in real arithmetic, so in float32 they differ by rounding only (a few ulps of the
-result, within what the fp32 GEMM's summation order already moves it), and NaN / inf propagate
-alike -- except where ``s`` itself is +-inf: eager's row is NaN wherever ``P`` was 0 (inf * 0),
-the hoisted row is +-inf there.  Scales that can be infinite (a reciprocal of a norm without an
-epsilon, over a row whose squares all underflow) are outside what this rewrite keeps exact.
-addmm is not rewritten: its bias is added after the product, so a row scale does not commute
-with it.
+off while the rest is such a product (``(x * s1) * s2``).  Legality (``why_not_hoisted``, a reason
+when it says no): both sides are the same sum of the same products in real arithmetic, so for a
+finite ``s`` they differ by float32 rounding only (a few ulps of the result, as much as the GEMM's
+summation order moves it) and NaN / inf propagate alike (s = 0 against an inf in P or B gives NaN
+both ways).  An infinite ``s`` does not: eager's ``inf * 0`` makes a NaN where P is 0, the hoisted
+product an inf.  So a factor is hoisted only when ``bounds`` (a small interval analysis) shows it is
+never +-inf -- as for a norm's ``rsqrt(mean(x * x) + eps)`` with eps > 0, whatever x holds; a
+factor that is a plain input, or ``rsqrt(mean(x * x))``, stays in the operand.  addmm is not
+rewritten: its bias is added after the product, so a row scale does not commute with it.
 
 Cast prologue.  When what is left of an operand is ``to_dtype(load(src), float32)`` of a float16 /
 bfloat16 buffer at an affine storage offset, the template reads ``src`` through that layout (a
 ``StridedView``) and widens each tile in the K loop (exact: every fp16 / bf16 value is an fp32
 value).  The fp32 copy is never materialised.
 
-Counters: ``gemm_template.hoisted_scale.rows`` / ``.columns`` (one per factor split off) and
+Counters: ``gemm_template.hoisted_scale.rows`` / ``.columns`` (one per factor split off),
+``gemm_template.hoisted_scale.refused_infinite`` (a K-invariant factor kept: it may be +-inf) and
 ``gemm_template.cast_prologue`` (one per operand read narrow).
 """
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, Callable, Optional, Sequence
 
 import sympy
@@ -38,7 +41,7 @@ import torch
 from .. import indexing
 from ..analysis import Read
 from ..counters import counters
-from ..ir import Buffer, ComputedBuffer, IRNode, Layout, Pointwise, StridedView, realize, use_resolver
+from ..ir import Buffer, ComputedBuffer, IRNode, Layout, Pointwise, Reduction, StridedView, realize, use_resolver
 from ..ops import BOOL_RESULT_OPS, ops, use_handler
 
 MAX_NODES = 64  # captured ops per operand; past it the operand is realized as it is
@@ -47,9 +50,12 @@ NARROW = (torch.float16, torch.bfloat16)
 
 # ------------------------------------------------------------------------------ capture
 
-@dataclasses.dataclass(frozen=True, eq=False)
+@dataclasses.dataclass(frozen=True)
 class Expr:
-    """One op of a captured body: ``op(*args)`` with its result dtype; ``op == "read"``: args = (Read,)."""
+    """One op of a captured body: ``op(*args)`` with its result dtype; ``op == "read"``: args = (Read,).
+
+    Equal trees compute the same value (``x * x`` is recognised as a square).
+    """
 
     op: str
     args: tuple
@@ -129,10 +135,14 @@ def _pointwise(buffer: Buffer) -> bool:
 
 def capture(x: IRNode, index: Sequence[sympy.Expr]) -> Optional[Expr]:
     """``x``'s value at ``index`` as an expression tree, or None when it cannot be captured."""
+    return _capture(lambda: x.make_loader()(tuple(index)))
+
+
+def _capture(body: Callable[[], Any]) -> Optional[Expr]:
     handler = _CaptureOps()
     try:
         with use_handler(handler), use_resolver(_CaptureResolver(handler)):
-            return x.make_loader()(tuple(index))
+            return body()
     except _NotCaptured:
         return None
 
@@ -166,6 +176,91 @@ def depends_on(e: Expr, symbol: sympy.Symbol) -> bool:
     return any(depends_on(a, symbol) for a in e.args if isinstance(a, Expr))
 
 
+# ------------------------------------------------------------------------------ bounds
+
+FINITE = 1e38  # below float32's largest value (3.4e38) by more than any rounding of the analysis
+_ANY = (-math.inf, math.inf)
+
+
+def _mul_end(a: float, b: float) -> float:
+    return 0.0 if a == 0.0 or b == 0.0 else a * b  # 0 * inf: the value is 0 or NaN, and NaN is harmless
+
+
+def _product(a: tuple, b: tuple) -> tuple:
+    ends = [_mul_end(x, y) for x in a for y in b]
+    return min(ends), max(ends)
+
+
+def _read_bounds(read: Read) -> tuple:
+    """A sum / max / min reduction's bounds from its body's; any other stored value: unbounded."""
+    buffer = read.buffer
+    if not (isinstance(buffer, ComputedBuffer) and isinstance(buffer.data, Reduction)):
+        return _ANY
+    data = buffer.data
+    if data.reduction_type not in ("sum", "max", "min"):
+        return _ANY
+    index, rindex = _symbols("rd", len(data.ranges)), _symbols("rr", len(data.reduction_ranges))
+    body = _capture(lambda: data.inner_fn(index, rindex))
+    if body is None:
+        return _ANY
+    lo, hi = bounds(body)
+    if data.reduction_type == "sum":
+        n = data.reduction_numel
+        return (min(lo * n, lo), max(hi * n, hi)) if n else (0.0, 0.0)
+    return lo, hi
+
+
+def bounds(e: Expr) -> tuple:
+    """An interval ``(lo, hi)`` holding every non-NaN value ``e`` takes (``+-inf`` included).
+
+    A small interval analysis, enough to show that a norm's ``rsqrt(mean(x * x) + eps)`` is
+    finite whatever ``x`` holds; anything it does not know is unbounded.
+    """
+    op, args = e.op, e.args
+    sub = [bounds(a) if isinstance(a, Expr) else None for a in args]
+    if op == "constant":
+        v = float(args[0])
+        return (v, v) if args[1].is_floating_point and not math.isnan(v) else _ANY
+    if op == "read":
+        return _read_bounds(args[0])
+    if op == "to_dtype":
+        if not (args[1].is_floating_point and args[0].dtype.is_floating_point):
+            return _ANY
+        top = float(torch.finfo(args[1]).max)  # a narrowing cast rounds past its range to inf
+        return (sub[0][0] if sub[0][0] >= -top else -math.inf), (sub[0][1] if sub[0][1] <= top else math.inf)
+    if op == "mul" and args[0] == args[1]:
+        lo, hi = sub[0]
+        return (0.0 if lo <= 0.0 <= hi else min(lo * lo, hi * hi)), max(lo * lo, hi * hi)
+    if op == "mul":
+        return _product(sub[0], sub[1])
+    if op == "add":
+        lo, hi = sub[0][0] + sub[1][0], sub[0][1] + sub[1][1]
+        return _ANY if math.isnan(lo) or math.isnan(hi) else (lo, hi)
+    if op == "rsqrt":
+        lo, hi = sub[0]
+        return (1.0 / math.sqrt(hi), 1.0 / math.sqrt(lo)) if lo > 0.0 else _ANY
+    if op in ("truediv", "reciprocal"):
+        lo, hi = sub[-1]
+        if lo <= 0.0 <= hi:  # may divide by zero
+            return _ANY
+        return _product(sub[0] if op == "truediv" else (1.0, 1.0), (1.0 / hi, 1.0 / lo))
+    if op == "sqrt":
+        lo, hi = sub[0]
+        return (math.sqrt(max(lo, 0.0)), math.sqrt(hi)) if hi >= 0 else _ANY
+    if op == "abs":
+        lo, hi = sub[0]
+        return (0.0 if lo <= 0.0 <= hi else min(abs(lo), abs(hi))), max(abs(lo), abs(hi))
+    if op == "sigmoid":
+        return 0.0, 1.0
+    return _ANY
+
+
+def is_finite(e: Expr) -> bool:
+    """True when ``e`` is never +-inf in float32 (NaN allowed: it propagates the same either way)."""
+    lo, hi = bounds(e)
+    return -FINITE < lo and hi < FINITE
+
+
 # ------------------------------------------------------------------------------ operands
 
 @dataclasses.dataclass
@@ -178,7 +273,7 @@ class _Operand:
     out_axes: tuple  # per dim: the GEMM output dim indexing it (None for K)
 
     @property
-    def bounds(self) -> dict:
+    def ranges(self) -> dict:
         return {s: n for s, n in zip(self.symbols, self.node.get_size())}
 
 
@@ -186,17 +281,33 @@ def _symbols(prefix: str, rank: int) -> tuple:
     return tuple(indexing.index_symbol(f"{prefix}{d}") for d in range(rank))
 
 
+DEPENDS_ON_K = "it depends on the K index"
+MAY_BE_INFINITE = "it may be +-inf (eager's inf * 0 is NaN, the hoisted product need not be)"
+
+
+def why_not_hoisted(factor: Expr, k: sympy.Symbol) -> Optional[str]:
+    """None when ``factor`` of an operand may leave the K-sum; otherwise the reason it may not."""
+    if depends_on(factor, k):
+        return DEPENDS_ON_K
+    if not is_finite(factor):
+        return MAY_BE_INFINITE
+    return None
+
+
 def _split_scales(op: _Operand, value: Expr) -> tuple[Expr, list[Expr]]:
-    """``value`` as ``rest * s1 * s2 ...``: float32 factors independent of the K index split off."""
+    """``value`` as ``rest * s1 * s2 ...``: the float32 factors that may leave the K-sum split off."""
     k = op.symbols[op.k_axis]
     scales = []
     while value.op == "mul" and value.dtype == torch.float32:
         left, right = value.args
-        if not depends_on(right, k):
+        why_right, why_left = why_not_hoisted(right, k), why_not_hoisted(left, k)
+        if why_right is None:
             value, scale = left, right
-        elif not depends_on(left, k):
+        elif why_left is None:
             value, scale = right, left
         else:
+            if MAY_BE_INFINITE in (why_right, why_left):
+                counters["gemm_template.hoisted_scale.refused_infinite"] += 1
             break
         scales.append(scale)
     return value, scales
@@ -206,7 +317,7 @@ def _affine_view(op: _Operand, read: Read) -> Optional[StridedView]:
     """``read`` as a strided view of its buffer over the operand's indices, when its offset is affine."""
     buffer = read.buffer
     offset = read.offset if read.offset is not None else buffer.layout.index(read.index)
-    offset = sympy.expand(indexing.simplify(sympy.sympify(offset), op.bounds))
+    offset = sympy.expand(indexing.simplify(sympy.sympify(offset), op.ranges))
     zero = {s: 0 for s in op.symbols}
     base = offset.xreplace(zero)
     strides = [offset.coeff(s) for s in op.symbols]
@@ -241,7 +352,8 @@ def _read_operand(op: _Operand, dtype: torch.dtype, hoist: bool, scales: list) -
         counters["gemm_template.cast_prologue"] += 1
     if not found:
         return narrow if narrow is not None else realize(op.node)
-    counters[f"gemm_template.hoisted_scale.{'rows' if op.k_axis == op.node.ndim - 1 else 'columns'}"] += len(found)
+    side = "rows" if op.k_axis == op.node.ndim - 1 else "columns"
+    counters[f"gemm_template.hoisted_scale.{side}"] += len(found)
     scales.extend((op, s) for s in found)
     if narrow is not None:
         return narrow
@@ -288,4 +400,5 @@ def read_operands(a: IRNode, b: IRNode, dtype: torch.dtype, *,
     return read_a, read_b, lambda out: _scaled(out, scales)
 
 
-__all__ = ["read_operands", "capture", "replay", "depends_on", "Expr", "MAX_NODES"]
+__all__ = ["read_operands", "capture", "replay", "depends_on", "bounds", "is_finite", "why_not_hoisted", "Expr",
+           "MAX_NODES"]

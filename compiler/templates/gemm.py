@@ -294,11 +294,11 @@ def _emit_main_loop(k: TritonKernel, node: GemmTemplate, cfg: GemmConfig, pa: st
         # products (+inf + -inf gave -inf, not NaN: found by the harness).  Products and fp32
         # sums written out give what the GPU's fp32 dot gives, NaN and inf included.
         k.guard([cfg.block_m, bk, cfg.block_n], "interpreter product tile")
-        wa, wb = (_widened(v, lay.dtype, torch.float32) for v, lay in (("a", a_lay), ("b", b_lay)))
+        wa, wb = _widened("a", a_lay.dtype, torch.float32), _widened("b", b_lay.dtype, torch.float32)
         k.emit(f"    acc += tl.sum({wa}[:, :, None] * {wb}[None, :, :], 1)")
     elif node.dtype == torch.float32:
         # "ieee": no TF32, as torch's default fp32 matmul (operands read narrow are widened first).
-        wa, wb = (_widened(v, lay.dtype, torch.float32) for v, lay in (("a", a_lay), ("b", b_lay)))
+        wa, wb = _widened("a", a_lay.dtype, torch.float32), _widened("b", b_lay.dtype, torch.float32)
         k.emit(f'    acc += tl.dot({wa}, {wb}, input_precision="ieee")')
     else:
         k.emit("    acc += tl.dot(a, b)")
@@ -349,4 +349,5 @@ def _emit_epilogue(k: TritonKernel, ctx: GroupContext, held: str, flat: sympy.Ex
         publish(k, ctx, p, value)
 
 
-__all__ = ["GemmTemplate", "WidenedCall", "GemmConfig", "heuristic_config", "candidate_configs", "template_kernel", "DTYPES"]
+__all__ = ["GemmTemplate", "WidenedCall", "GemmConfig", "heuristic_config", "candidate_configs", "template_kernel",
+           "DTYPES"]
