@@ -15,7 +15,7 @@ when it says no): both sides are the same sum of the same products in real arith
 finite ``s`` they differ by float32 rounding only (a few ulps of the result, as much as the GEMM's
 summation order moves it) and NaN / inf propagate alike (s = 0 against an inf in P or B gives NaN
 both ways).  An infinite ``s`` does not: eager's ``inf * 0`` makes a NaN where P is 0, the hoisted
-product an inf.  So a factor is hoisted only when ``bounds`` (a small interval analysis) shows it is
+product an inf -- and a consumer tells them apart (``sigmoid(inf) = 1``, ``sigmoid(NaN) = NaN``).  So a factor is hoisted only when ``bounds`` (a small interval analysis) shows it is
 never +-inf -- as for a norm's ``rsqrt(mean(x * x) + eps)`` with eps > 0, whatever x holds; a
 factor that is a plain input, or ``rsqrt(mean(x * x))``, stays in the operand.  addmm is not
 rewritten: its bias is added after the product, so a row scale does not commute with it.
