@@ -37,7 +37,6 @@ from harness import device as _device
 from .. import indexing
 from ..codegen.kernel import CSEVar, KernelSpec, TritonKernel, cast_source
 from ..codegen.nodes import INT32_SAFE, GroupContext, KernelResolver, canonical_index, publish
-from ..codegen.prelude import tl_dtype
 from ..codegen.triton_ops import TritonOps
 from ..exc import CodegenError
 from ..ir import Buffer, ExternKernel, Layout, StridedView, use_resolver
@@ -294,11 +293,11 @@ def _emit_main_loop(k: TritonKernel, node: GemmTemplate, cfg: GemmConfig, pa: st
         # products (+inf + -inf gave -inf, not NaN: found by the harness).  Products and fp32
         # sums written out give what the GPU's fp32 dot gives, NaN and inf included.
         k.guard([cfg.block_m, bk, cfg.block_n], "interpreter product tile")
-        wa, wb = _widened("a", a_lay.dtype, torch.float32), _widened("b", b_lay.dtype, torch.float32)
+        wa, wb = _widened("a", a_lay), _widened("b", b_lay)
         k.emit(f"    acc += tl.sum({wa}[:, :, None] * {wb}[None, :, :], 1)")
     elif node.dtype == torch.float32:
         # "ieee": no TF32, as torch's default fp32 matmul (operands read narrow are widened first).
-        wa, wb = _widened("a", a_lay.dtype, torch.float32), _widened("b", b_lay.dtype, torch.float32)
+        wa, wb = _widened("a", a_lay), _widened("b", b_lay)
         k.emit(f'    acc += tl.dot({wa}, {wb}, input_precision="ieee")')
     else:
         k.emit("    acc += tl.dot(a, b)")
@@ -307,13 +306,9 @@ def _emit_main_loop(k: TritonKernel, node: GemmTemplate, cfg: GemmConfig, pa: st
     return CSEVar("acc", torch.float32)
 
 
-def _widened(var: str, have: torch.dtype, want: torch.dtype) -> str:
-    """Source widening tile ``var`` from ``have`` to ``want`` (bf16 bit-exactly: see ``_td_bf16_to_f32``)."""
-    if have == want:
-        return var
-    if have == torch.bfloat16 and want == torch.float32:
-        return f"_td_bf16_to_f32({var})"
-    return f"{var}.to({tl_dtype(want)})"
+def _widened(var: str, lay: Layout) -> str:
+    """Source of operand tile ``var`` in fp32 (bf16 bit-exactly, as every generated kernel widens it)."""
+    return cast_source(CSEVar(var, lay.dtype), torch.float32)
 
 
 def _emit_alpha_beta(k: TritonKernel, node: GemmTemplate, acc: CSEVar, bias_pos: Optional[int]) -> CSEVar:
