@@ -21,7 +21,12 @@
 - ``extern.<op>``: nodes that fell back to calling the ATen op
 - ``numel_guard_hits``: block tensors refused by ``max_triton_tensor_numel``
 - ``gemm_template.<mm|addmm|bmm>``: matmuls lowered to the GEMM template;
-  ``gemm_template.epilogues``: pointwise groups fused into a template's kernel
+  ``gemm_template.epilogues``: pointwise groups fused into a template's kernel;
+  ``gemm_template.hoisted_scale.rows`` / ``.columns``: factors of A constant along K (per row) or
+  of B (per column) taken out of the K-sum and applied to the output instead (``.refused_infinite``:
+  such a factor kept in the operand because it may be +-inf);
+  ``gemm_template.cast_prologue``: operands up-cast from fp16 / bf16 that the template reads
+  narrow and widens in its K loop (``compiler.lowerings.matmul_operands``)
 - ``autotune.tuned`` / ``.benchmarks`` / ``.cache_hits`` / ``.cache_rebuilt``, ``autotune.winner.<name>``
 - ``mismatch_stage.<lowering|fusion|codegen|unknown>``: compiled results a correctness tool found
   wrong, by the stage at fault (``compiler.triage``)

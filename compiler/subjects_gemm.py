@@ -5,7 +5,9 @@ ATen call) computed the product -- and, for the epilogue subjects, unless the po
 was fused into the template's kernel.  Operands are drawn in every layout the harness knows
 (transposed, strided, offset, expanded), in fp32 / fp16 / bf16, with sizes from 1 and odd
 primes up; K starts past ``config.matmul_small_k_max`` so the template is what is tested.
-Sizes stay small enough for Triton's interpreter (a few programs per example).
+Two subjects require the operand rewrites of ``lowerings.matmul_operands`` (a row / column
+scale hoisted out of the K-sum into the epilogue; fp16 / bf16 operands read narrow).  Sizes
+stay small enough for Triton's interpreter (a few programs per example).
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from .config import config
 from .counters import counters
 from .exc import CompilerError
 from .subjects import run_compiled
+from .workloads import _acc, mhc_rmsnorm_project
 
 FLOATS = ("float32", "float16", "bfloat16")
 # Not drawn: "large" and "near_max".  Their products overflow fp32 partway through a dot product,
@@ -29,14 +32,22 @@ VALUES = ("normal", "uniform_pos", "large_offset", "tiny", "zeros", "integer")
 K_MIN = config.matmul_small_k_max + 1
 
 
-def _through_template(fn: Callable, *args: Any, kind: str, epilogue: bool = False) -> Any:
-    """``fn(*args)`` compiled; raises unless the GEMM template (and its epilogue) did the work."""
-    before, fused = counters[f"gemm_template.{kind}"], counters["gemm_template.epilogues"]
+def _through_template(fn: Callable, *args: Any, kind: str, epilogue: bool = False, rewrites: tuple = ()) -> Any:
+    """``fn(*args)`` compiled; raises unless the GEMM template (and its epilogue) did the work.
+
+    ``rewrites``: ``gemm_template.*`` counters (``hoisted_scale.rows``, ``cast_prologue``, ...)
+    that must move too, so the subject tests the operand rewrites rather than a fallback.
+    """
+    names = [f"gemm_template.{kind}", "gemm_template.epilogues"] + [f"gemm_template.{r}" for r in rewrites]
+    before = {name: counters[name] for name in names}
     out = run_compiled(fn, *args, matmul="template")
-    if counters[f"gemm_template.{kind}"] == before:
+    if counters[names[0]] == before[names[0]]:
         raise CompilerError(f"{kind} did not reach the GEMM template (lowered elsewhere or ran eagerly)")
-    if epilogue and counters["gemm_template.epilogues"] == fused:
+    if epilogue and counters[names[1]] == before[names[1]]:
         raise CompilerError(f"the pointwise tail of {kind} was not fused into the template's kernel")
+    for name in names[2:]:
+        if counters[name] == before[name]:
+            raise CompilerError(f"{name} did not happen: the operand rewrite was not made")
     return out
 
 
@@ -61,6 +72,20 @@ def projection_row_scale(x, w):
     xf = x.float() if x.dtype != torch.float32 else x
     inv_rms = torch.rsqrt((xf * xf).mean(-1, keepdim=True) + 1e-6).to(x.dtype)
     return (x @ w.t()) * inv_rms
+
+
+def rmsnorm_project(x, w):
+    """mHC-lite's K1 as written (``workloads.mhc_rmsnorm_project``): xf * rsqrt(mean(xf^2) + eps) @ w^T."""
+    return mhc_rmsnorm_project(x, w)
+
+
+def bmm_scaled_operands(a, b, s, t):
+    """Row scale on A, column scale on B, both bounded (so hoistable), operands up-cast from fp16 / bf16."""
+    return torch.bmm(_acc(a) * torch.sigmoid(_acc(s)), _acc(b) * torch.rsqrt(_acc(t) * _acc(t) + 1.0))
+
+
+def _narrow(x: torch.Tensor) -> tuple:
+    return ("cast_prologue",) if x.dtype in (torch.float16, torch.bfloat16) else ()
 
 
 @subject(name="compiler.gemm_template.mm", reference=mm,
@@ -104,3 +129,24 @@ def gemm_bmm(a, b, s):
          dims={"T": (1, 300), "C": (K_MIN, 512)})
 def gemm_projection_row_scale(x, w):
     return _through_template(projection_row_scale, x, w, kind="mm", epilogue=True)
+
+
+@subject(name="compiler.gemm_template.rmsnorm_project_hoisted", reference=rmsnorm_project,
+         inputs={"x": tensor(("T", "C"), dtypes=FLOATS, values=VALUES),
+                 "w": tensor((24, "C"), dtype_like="x", values=VALUES)},
+         dims={"T": (1, 300), "C": (K_MIN, 512)})
+def gemm_rmsnorm_project_hoisted(x, w):
+    """mHC-lite's K1 as written: the inv-rms row scale hoisted out of the K-sum, x and w read narrow."""
+    return _through_template(rmsnorm_project, x, w, kind="mm", epilogue=True,
+                             rewrites=("hoisted_scale.rows",) + _narrow(x))
+
+
+@subject(name="compiler.gemm_template.bmm_scaled_operands", reference=bmm_scaled_operands,
+         inputs={"a": tensor(("B", "M", "K"), dtypes=FLOATS, values=VALUES),
+                 "b": tensor(("B", "K", "N"), dtype_like="a", values=VALUES),
+                 "s": tensor(("B", "M", 1), dtype_like="a", values=VALUES),
+                 "t": tensor(("B", 1, "N"), dtype_like="a", values=VALUES)},
+         dims={"B": (1, 4), "M": (1, 130), "K": (K_MIN, 130), "N": (1, 130)})
+def gemm_bmm_scaled_operands(a, b, s, t):
+    return _through_template(bmm_scaled_operands, a, b, s, t, kind="bmm", epilogue=True,
+                             rewrites=("hoisted_scale.rows", "hoisted_scale.columns") + _narrow(a))

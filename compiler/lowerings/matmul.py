@@ -5,7 +5,10 @@
 into it as an epilogue); "extern" keeps the ATen call.  Small inner sizes go to whatever
 lowering was registered for the op before this module (a pointwise + reduction lowering), and
 to ATen when there is none.  Dtypes other than fp32 / fp16 / bf16, mixed dtypes and empty
-outputs call ATen.
+outputs call ATen.  What the template reads for A and B comes from ``matmul_operands``: a
+float32 up-cast of an fp16 / bf16 buffer is read narrow and widened in the kernel, and (mm,
+bmm) a per-row factor of A or per-column factor of B is hoisted out of the K-sum into a
+pointwise consumer of the output, which becomes the template's epilogue.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from ..exc import Unsupported
 from ..ir import ExternOutput, IRNode, Layout, TensorArg, current_graph, realize
 from ..lowering import lowerings, register_lowering
 from ..templates.gemm import DTYPES, GemmTemplate
+from .matmul_operands import read_operands
 from .views import expand
 
 aten = torch.ops.aten
@@ -43,9 +47,13 @@ def _wants_template(dtypes: list[torch.dtype], sizes: tuple[int, ...], k: int) -
 
 def _emit(target: Any, inputs: list[IRNode], template: tuple, size: tuple[int, ...], dtype: torch.dtype, *,
           batch: int, m: int, n: int, k: int, alpha: float = 1.0, beta: float = 0.0,
-          operands: tuple = (0, 1, None)) -> ExternOutput:
+          operands: tuple = (0, 1, None)) -> IRNode:
     graph = current_graph()
-    realized = [realize(x) for x in inputs]
+    a_pos, b_pos, _ = operands
+    realized = [realize(x) if i not in (a_pos, b_pos) else None for i, x in enumerate(inputs)]
+    # addmm adds its bias after the product: a hoisted scale would multiply it too
+    realized[a_pos], realized[b_pos], finish = read_operands(inputs[a_pos], inputs[b_pos], dtype,
+                                                             hoist=target != aten.addmm.default)
     node = GemmTemplate(graph._new_name("gemm"), target, template, realized, graph.origin, batch=batch, m=m,
                         n=n, k=k, dtype=dtype, alpha=alpha, beta=beta, operands=operands)
     out = ExternOutput(f"{node.name}_out0", Layout.contiguous(size, dtype), node)
@@ -54,7 +62,7 @@ def _emit(target: Any, inputs: list[IRNode], template: tuple, size: tuple[int, .
     graph.nodes.append(node)
     graph.buffers[out.name] = out
     counters[f"gemm_template.{target.overloadpacket.__name__}"] += 1
-    return out
+    return finish(out)
 
 
 def _check(x: Any, rank: int, what: str) -> None:

@@ -11,6 +11,11 @@ needed.  Tile sizes are literals too, so each configuration is its own kernel.
 Under Triton's interpreter the product is written as a broadcast multiply and an fp32 sum
 (IEEE inf / NaN semantics, unlike the interpreter's numpy ``tl.dot``), with smaller tiles.
 
+An operand may be stored narrower than the template computes (the *cast prologue*,
+``lowerings.matmul_operands``): an fp16 / bf16 buffer that the graph up-casts to fp32 is loaded
+as it is and each tile widened in the K loop, exactly, instead of a separate kernel writing an
+fp32 copy; the template's ATen equivalent (``WidenedCall``) widens those operands first.
+
 Rows past M and columns past N are read at ``index % M`` / ``index % N`` (valid addresses,
 values never stored), so the inner loop's loads need a mask only when K is not a multiple of
 BLOCK_K.  After the loop: ``acc * alpha + beta * bias`` for addmm, in fp32, cast to the output
@@ -58,6 +63,8 @@ class GemmTemplate(ExternKernel):
     def __init__(self, name: str, target: Any, template: tuple, inputs: list, origin: str, *, batch: int,
                  m: int, n: int, k: int, dtype: torch.dtype, alpha: float = 1.0, beta: float = 0.0,
                  operands: tuple[int, int, Optional[int]] = (0, 1, None)):
+        if any(x.get_dtype() != dtype for x in inputs):
+            target = WidenedCall(target, dtype)
         super().__init__(name, target, template, inputs, [], None, origin)
         self.batch, self.m, self.n, self.k = batch, m, n, k
         self.dtype = dtype
@@ -82,6 +89,27 @@ class GemmTemplate(ExternKernel):
 
     def __repr__(self) -> str:
         return f"GemmTemplate({self.name}, {self.batch}x{self.m}x{self.n}x{self.k}, {self.dtype})"
+
+
+class WidenedCall:
+    """``op`` with its narrower tensor arguments widened to ``dtype`` first.
+
+    The ATen equivalent of a template that reads some operands narrow (cast prologue): the
+    eager execution modes and the ATen autotune candidate call this instead of ``op``.
+    """
+
+    def __init__(self, op: Any, dtype: torch.dtype):
+        self.op, self.dtype = op, dtype
+        self._schema = op._schema  # the scheduler asks whether the call mutates its inputs
+
+    def name(self) -> str:
+        return self.op.name()
+
+    def _widen(self, x: Any) -> Any:
+        return x.to(self.dtype) if isinstance(x, torch.Tensor) and x.dtype != self.dtype else x
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.op(*map(self._widen, args), **{key: self._widen(v) for key, v in kwargs.items()})
 
 
 # --------------------------------------------------------------------------- configurations
@@ -265,16 +293,22 @@ def _emit_main_loop(k: TritonKernel, node: GemmTemplate, cfg: GemmConfig, pa: st
         # products (+inf + -inf gave -inf, not NaN: found by the harness).  Products and fp32
         # sums written out give what the GPU's fp32 dot gives, NaN and inf included.
         k.guard([cfg.block_m, bk, cfg.block_n], "interpreter product tile")
-        wa, wb = (f"_td_bf16_to_f32({v})" if node.dtype == torch.bfloat16 else f"{v}.to(tl.float32)" for v in "ab")
+        wa, wb = _widened("a", a_lay), _widened("b", b_lay)
         k.emit(f"    acc += tl.sum({wa}[:, :, None] * {wb}[None, :, :], 1)")
     elif node.dtype == torch.float32:
-        # "ieee": no TF32, as torch's default fp32 matmul.
-        k.emit('    acc += tl.dot(a, b, input_precision="ieee")')
+        # "ieee": no TF32, as torch's default fp32 matmul (operands read narrow are widened first).
+        wa, wb = _widened("a", a_lay), _widened("b", b_lay)
+        k.emit(f'    acc += tl.dot({wa}, {wb}, input_precision="ieee")')
     else:
         k.emit("    acc += tl.dot(a, b)")
     k.emit(f"    a_ptrs += {bk * sa[2]}")
     k.emit(f"    b_ptrs += {bk * sb[1]}")
     return CSEVar("acc", torch.float32)
+
+
+def _widened(var: str, lay: Layout) -> str:
+    """Source of operand tile ``var`` in fp32 (bf16 bit-exactly, as every generated kernel widens it)."""
+    return cast_source(CSEVar(var, lay.dtype), torch.float32)
 
 
 def _emit_alpha_beta(k: TritonKernel, node: GemmTemplate, acc: CSEVar, bias_pos: Optional[int]) -> CSEVar:
@@ -310,4 +344,5 @@ def _emit_epilogue(k: TritonKernel, ctx: GroupContext, held: str, flat: sympy.Ex
         publish(k, ctx, p, value)
 
 
-__all__ = ["GemmTemplate", "GemmConfig", "heuristic_config", "candidate_configs", "template_kernel", "DTYPES"]
+__all__ = ["GemmTemplate", "WidenedCall", "GemmConfig", "heuristic_config", "candidate_configs", "template_kernel",
+           "DTYPES"]

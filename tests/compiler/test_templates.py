@@ -205,3 +205,16 @@ def test_bf16_subnormal_operands_regression():
     got = compiler.compile(lambda a, b, s: torch.bmm(a, b) * s)(a, b, s)
     want = (torch.bmm(a.double(), b.double()) * s.double()).bfloat16()
     torch.testing.assert_close(got, want, rtol=0, atol=2e-40)
+
+
+def test_widened_call_is_the_aten_equivalent_of_narrow_operands():
+    """The template's ATen call when it reads operands narrow (cast prologue): widen, then the op."""
+    from compiler.ir import op_name
+    from compiler.scheduler import _may_mutate
+    from compiler.templates.gemm import WidenedCall
+    call = WidenedCall(torch.ops.aten.mm.default, torch.float32)
+    a, b = seeded_randn(9, 41, seed=36).bfloat16(), seeded_randn(41, 5, seed=37)
+    got = call(a, b)
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, a.float() @ b, rtol=0, atol=0)
+    assert op_name(call) == op_name(torch.ops.aten.mm.default) and not _may_mutate(call)  # no extra ordering edges
