@@ -152,6 +152,10 @@ class CompilerConfig:
     # Inner sizes (K) at or below this are not given to the GEMM template (tl.dot wants K >= 16;
     # such matmuls are lowered as pointwise + reduction, or call ATen).
     matmul_small_k_max: int = 16
+    # An fp32 GEMM whose operands are both fp16 / bf16 values widened by the graph (read narrow by
+    # the template's cast prologue) multiplies them on tensor cores: exact products, fp32 sums
+    # (templates.gemm.GemmTemplate.dot_dtype).  False: widen and use the fp32 "ieee" dot.
+    matmul_narrow_dot: bool = True
     # Autotune every generated kernel (pointwise / reduction block sizes, warps, stages) and every
     # GEMM template (as matmul="autotune").  Off by default and in CI.  TRITONDIFF_COMPILER_AUTOTUNE=1.
     autotune: bool = dataclasses.field(default_factory=lambda: _env_flag("TRITONDIFF_COMPILER_AUTOTUNE"))

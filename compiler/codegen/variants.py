@@ -80,8 +80,8 @@ def add_templates_and_variants(sched: Schedule, graph: LoweredGraph, name: str, 
 
 def _template_variants(node: GemmTemplate, sched: Schedule, graph: LoweredGraph, kname: str) -> list[Variant]:
     group = node.epilogue
-    configs = candidate_configs(node.m, node.n, node.k, node.dtype) if tune_templates() else \
-        [heuristic_config(node.m, node.n, node.k, node.dtype)]
+    configs = candidate_configs(node.m, node.n, node.k, node.dot_dtype) if tune_templates() else \
+        [heuristic_config(node.m, node.n, node.k, node.dot_dtype)]
     out = []
     for i, cfg in enumerate(configs):
         ctx = _ctx(group, sched, graph) if group is not None else None

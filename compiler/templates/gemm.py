@@ -38,6 +38,7 @@ from .. import indexing
 from ..codegen.kernel import CSEVar, KernelSpec, TritonKernel, cast_source
 from ..codegen.nodes import INT32_SAFE, GroupContext, KernelResolver, canonical_index, publish
 from ..codegen.triton_ops import TritonOps
+from ..config import config
 from ..exc import CodegenError
 from ..ir import Buffer, ExternKernel, Layout, StridedView, use_resolver
 from ..ops import use_handler
@@ -76,6 +77,21 @@ class GemmTemplate(ExternKernel):
     @property
     def output(self) -> Buffer:
         return self.outputs[0]
+
+    @property
+    def dot_dtype(self) -> torch.dtype:
+        """The dtype the K-loop multiplies in on a GPU.
+
+        An fp32 GEMM whose A and B are both read narrow (the same fp16 / bf16, widened by the
+        graph) multiplies the narrow tiles on tensor cores with fp32 accumulation when
+        ``config.matmul_narrow_dot``: each product of two fp16 / bf16 values is exact in fp32,
+        so this differs from the widened fp32 ("ieee") dot only in how the fp32 sums round.
+        """
+        a, b = (self.inputs[i].get_dtype() for i in self.operands[:2])
+        if self.dtype == torch.float32 and a == b and a in (torch.float16, torch.bfloat16) \
+                and config.matmul_narrow_dot:
+            return a
+        return self.dtype
 
     @property
     def epilogue_nodes(self) -> list:
@@ -295,6 +311,9 @@ def _emit_main_loop(k: TritonKernel, node: GemmTemplate, cfg: GemmConfig, pa: st
         k.guard([cfg.block_m, bk, cfg.block_n], "interpreter product tile")
         wa, wb = _widened("a", a_lay), _widened("b", b_lay)
         k.emit(f"    acc += tl.sum({wa}[:, :, None] * {wb}[None, :, :], 1)")
+    elif node.dot_dtype != node.dtype:
+        # both operands narrow (GemmTemplate.dot_dtype): tensor cores, exact products, fp32 sums.
+        k.emit("    acc += tl.dot(a, b, out_dtype=tl.float32)")
     elif node.dtype == torch.float32:
         # "ieee": no TF32, as torch's default fp32 matmul (operands read narrow are widened first).
         wa, wb = _widened("a", a_lay), _widened("b", b_lay)

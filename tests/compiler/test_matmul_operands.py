@@ -261,3 +261,28 @@ def test_bounds_show_a_norm_scale_is_finite_and_nothing_more():
     assert not mo.is_finite(mo.Expr("mul", (_c(1e30), _c(1e30)), torch.float32))  # overflows float32
     assert mo.is_finite(mo.Expr("sigmoid", (x,), torch.float32))
     assert not mo.is_finite(mo.Expr("truediv", (_c(1.0), mo.Expr("abs", (x,), torch.float32)), torch.float32))
+
+
+@pytest.mark.parametrize("narrow_dot", [True, False])
+def test_gpu_source_multiplies_narrow_operands_on_tensor_cores_only_when_allowed(monkeypatch, narrow_dot):
+    """GPU codegen (no kernel runs): bf16 x bf16 -> fp32 dot, or the widened "ieee" dot with the knob off."""
+    from harness import device
+    x, w = _mhc_inputs(64, 256, torch.bfloat16)
+    monkeypatch.setattr(device, "is_interpreter", lambda: False)
+    with compiler.config.patch(matmul_narrow_dot=narrow_dot):
+        exe = _compiled(_mhc, x, w)
+        (gemm,) = [s for s in exe.sched.steps if isinstance(s, GemmTemplate)]
+        assert gemm.dot_dtype == (torch.bfloat16 if narrow_dot else torch.float32)
+    src = _gemm_source(exe)
+    if narrow_dot:
+        assert "acc += tl.dot(a, b, out_dtype=tl.float32)" in src and "ieee" not in src
+    else:
+        assert 'input_precision="ieee"' in src and "out_dtype" not in src
+
+
+def test_one_narrow_operand_keeps_the_fp32_dot():
+    x = seeded_randn(32, 64, seed=3).to(torch.bfloat16)
+    w = seeded_randn(64, 16, seed=4)
+    exe = _compiled(lambda x, w: up(x) @ w, x, w)
+    (gemm,) = [s for s in exe.sched.steps if isinstance(s, GemmTemplate)]
+    assert gemm.dot_dtype == torch.float32
