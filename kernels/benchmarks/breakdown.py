@@ -1,6 +1,6 @@
 """Where the time goes: host enqueue time vs GPU kernel time, per implementation, one run.
 
-    python -m kernels.benchmarks.breakdown [--only NAME ...] [--kernels N] [--out FILE.md]
+    python -m kernels.benchmarks.breakdown [--only NAME ...] [--kernels N] [--out FILE.md] [--profile-host N]
 
 For every workload of ``compiler.benchmark`` (tritondiff-compiled, Inductor, eager) and the
 hand-written kernels' entry points (layer norm fwd+bwd through autograd, each op alone, the
@@ -119,11 +119,29 @@ def _compiler_cases() -> list[tuple[str, Callable[[], Callable[[], object]]]]:
     return cases
 
 
+def _profile_host(name: str, call: Callable[[], object], top: int, calls: int = 300) -> None:
+    """cProfile of ``calls`` back-to-back calls: where the host time of one call goes (stderr)."""
+    import cProfile
+    import io
+    import pstats
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(calls):
+        call()
+    profile.disable()
+    torch.cuda.synchronize()
+    text = io.StringIO()
+    pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(top)
+    print(f"--- host profile of {name} ({calls} calls; seconds are totals)\n{text.getvalue()}", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kernels.benchmarks.breakdown", description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", help="run only cases whose name contains one of these")
     parser.add_argument("--kernels", type=int, default=4, help="list this many slowest kernels per case")
     parser.add_argument("--out", help="also write the Markdown table here")
+    parser.add_argument("--profile-host", type=int, default=0, metavar="N",
+                        help="also print the N Python functions with the most own host time per case (cProfile)")
     args = parser.parse_args(argv)
     if not _timing.require_gpu("kernels.benchmarks.breakdown"):
         return 0
@@ -133,7 +151,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.only and not any(o in name for o in args.only):
             continue
         try:
-            b = _timing.breakdown(factory())
+            call = factory()
+            b = _timing.breakdown(call)
+            if args.profile_host:
+                _profile_host(name, call, args.profile_host)
         except Exception as e:  # noqa: BLE001  (reported per case; the run goes on)
             rows.append((name, "failed", f"{type(e).__name__}: {str(e)[:120]}", "", "", ""))
             continue
