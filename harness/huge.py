@@ -146,9 +146,10 @@ def example_bytes(subject: Subject, dtype: str, n: int) -> tuple[int, int]:
     inputs plus the mutation snapshot and the four bool masks of the mutation check; two calls' outputs
     and the copy of one).  Host: the oracle compares on the CPU -- its copies of the candidate's, eager's
     and the float64 outputs and :data:`ORACLE_HOST_TEMPORARIES` float64 temporaries per output element;
-    nothing for the inputs.  Not counted: the spread (``runner._spread``), measured only once a comparison has failed, which
-    adds about five float64 copies of the inputs.  Outputs are sized on the meta device, or taken as
-    large as the inputs when the reference cannot run there.
+    nothing for the inputs.  Not counted: the spread (``runner._spread``), measured only once a
+    comparison has failed, which adds about five float64 copies of the inputs; where they do not fit the
+    verdict is judged without it.  Outputs are sized on the meta device, or taken as large as the inputs
+    when the reference cannot run there.
     """
     from .tensors import on_device_workspace_bytes
 
