@@ -10,11 +10,16 @@ CPU runs small; the kernels must still be right past it).
 
 Only on CUDA: an input of 2^31 float32 elements is 8 GiB, with its float64
 reference copy 24 GiB, so the interpreter on CPU is refused with a clear
-message.  Each (dtype, size) pair is kept only when :func:`example_bytes`'s
-estimate of one example fits in free GPU memory (``torch.cuda.mem_get_info``)
-and available host memory (inputs are generated on the CPU in float64); the
-pairs left out are listed with the figures, and a subject where none fits is
-skipped with that reason.
+message.  The inputs are generated on the GPU itself, a chunk at a time, in
+their own dtype (:mod:`harness.tensors`, past ``ON_DEVICE_MIN_NUMEL``
+elements): a build is a few passes over GPU memory where the float64
+generation on the host took tens of seconds and 16-32 GiB of host memory, and
+the values are the same on every CUDA device.  Each (dtype, size) pair is kept only when
+:func:`example_bytes`'s estimate of one example fits in free GPU memory
+(``torch.cuda.mem_get_info``) and available host memory (what the oracle,
+which compares on the CPU, needs for the outputs); the pairs left out are
+listed with the figures, and a subject where none fits is skipped with that
+reason.
 
 How it is reached: ``tritondiff fuzz --huge``, the pytest profile
 ``gpu_huge``, or ``TRITONDIFF_HUGE_SHAPES=1`` (``config.huge_shapes``) for
@@ -35,12 +40,19 @@ from .exc import HugeShapesUnavailable, UsageError
 HUGE_SIZES = (2 ** 31 - 1, 2 ** 31, 2 ** 31 + 1, 2 ** 31 + 4097, 2 ** 31 + 2 ** 20 + 1, 2 ** 32 + 17)
 #: Dtypes drawn in huge mode (where the subject allows them).
 HUGE_DTYPES = ("float32", "float16")
-#: Hang timeout of one huge example, seconds (its inputs take tens of seconds to generate on the CPU).
-EXAMPLE_TIMEOUT_S = 600.0
+#: Hang timeout of one huge example, seconds.  Its inputs are generated on the GPU now (a few passes
+#: over GPU memory per build, four builds an example); what stays slow is the first call's compilation
+#: and, for an output as large as the input, the oracle's float64 comparison on the CPU (tens of seconds
+#: per call judged).
+EXAMPLE_TIMEOUT_S = 300.0
 #: Fraction of the free memory an example may plan to use.
 SAFETY = 0.9
 #: Headroom for the CUDA context, allocator fragmentation and kernel workspaces.
 HEADROOM_BYTES = 2 ** 30
+#: float64 temporaries per output element of the oracle's comparison on the CPU, at its peak (measured:
+#: ``harness.oracle.compare`` of 2^24-element float32 outputs grew the resident set by 18 x 8 bytes per
+#: element, passing or failing: upcasts, errors, magnitudes, allowances, masks, statistics).
+ORACLE_HOST_TEMPORARIES = 18
 GIB = 2 ** 30
 
 _ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int32": 4, "int64": 8, "int8": 1,
@@ -126,26 +138,30 @@ def output_elements(subject: Subject, dtype: str, n: int) -> tuple[int, int] | N
 def example_bytes(subject: Subject, dtype: str, n: int) -> tuple[int, int]:
     """(GPU bytes, host bytes) one example of ``subject`` at size ``n`` in ``dtype`` may need at its peak.
 
-    GPU, the larger of two phases of :func:`harness.runner.run_case`: the float64
-    reference (inputs built in the dtype, upcast to float64, the reference's
-    outputs and as much again for its intermediates, eager's outputs) and the
-    candidate calls (inputs plus the mutation snapshot; two calls' outputs; the
-    eager and float64 outputs kept for the oracle, and three float64 temporaries
-    of the comparison).  Host: the float64 values and the two float64
-    temporaries of their generation, the cast copy kept for the next build, and
-    its transfer buffer.  Outputs are sized on the meta device, or taken as
-    large as the inputs when the reference cannot run there.
+    The inputs are generated on the GPU (:mod:`harness.tensors`: in their dtype, a chunk at a time; the
+    generator's workspace is counted once).  GPU, the larger of two phases of
+    :func:`harness.runner.run_case`: the float64 reference (the inputs' float64 upcast and the copy of
+    it the reference is given, the reference's outputs and as much again for its intermediates, eager's
+    outputs) and the candidate calls (the upcast, kept for the spread; eager's and the float64 outputs;
+    inputs plus the mutation snapshot and the four bool masks of the mutation check; two calls' outputs
+    and the copy of one).  Host: the oracle compares on the CPU -- its copies of the candidate's, eager's
+    and the float64 outputs and :data:`ORACLE_HOST_TEMPORARIES` float64 temporaries per output element;
+    nothing for the inputs.  Not counted: the spread (``runner._spread``), measured only once a
+    comparison has failed, which adds about five float64 copies of the inputs; where they do not fit the
+    verdict is judged without it.  Outputs are sized on the meta device, or taken as large as the inputs
+    when the reference cannot run there.
     """
-    per_elem = sum(_ITEMSIZE[dtype] for spec in subject.tensor_inputs().values() if spec.shape)
+    from .tensors import on_device_workspace_bytes
+
     count = sum(1 for spec in subject.tensor_inputs().values() if spec.shape)
-    inputs, inputs64 = per_elem * n, 8 * count * n
+    inputs, inputs64, masks = _ITEMSIZE[dtype] * count * n, 8 * count * n, 4 * count * n
     probe = output_elements(subject, dtype, n)
     out_n, out_item = probe if probe is not None else (count * n, _ITEMSIZE[dtype])
     outputs, outputs64 = out_item * out_n, 8 * out_n
-    reference = inputs + inputs64 + 2 * outputs64 + outputs
-    calls = 2 * inputs + 2 * outputs + outputs + outputs64 + 3 * outputs64
-    host = 5 * inputs64 + 2 * inputs
-    return max(reference, calls) + HEADROOM_BYTES, host + HEADROOM_BYTES
+    reference = 2 * inputs64 + 2 * outputs64 + outputs
+    calls = inputs64 + outputs64 + outputs + 2 * inputs + masks + 3 * outputs
+    host = 2 * outputs + outputs64 + ORACLE_HOST_TEMPORARIES * outputs64
+    return max(reference, calls) + on_device_workspace_bytes() + HEADROOM_BYTES, host + HEADROOM_BYTES
 
 
 def plan(subject: Subject, *, free_bytes: int, host_bytes: int, sizes: tuple[int, ...] = HUGE_SIZES) -> HugePlan:

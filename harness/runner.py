@@ -305,20 +305,22 @@ def _spread(subject: Subject, case: Case, upcast: dict[str, Any], truth: Any) ->
     order.  Where the even part is not small (a step: floor(3.0) moves one way only; a sum of steps, a
     comparison, a cast to int), the element gets no spread at all, so a bug there is judged as before.
     Each value's direction is a hash of its magnitude's bits, so equal values (and x, -x) move alike:
-    constant rows stay constant, exact cancellations stay exact.  None where the reference raises."""
+    constant rows stay constant, exact cancellations stay exact.  None where the reference raises, or where
+    the moved inputs do not fit in memory (huge mode: about five float64 copies of a 2^31-element input):
+    the verdict is then judged without the spread, never a harness error."""
     moved = [k for k, v in upcast.items() if isinstance(v, torch.Tensor) and v.dtype.is_floating_point and v.numel()]
     if not moved:
         return None
     runs = []
     for direction in (1.0, -1.0):
-        kwargs = {k: _detach(v) for k, v in upcast.items()}
-        for k in moved:
-            dtype = torch_dtype(case.tensors[k].dtype) if k in case.tensors else torch.float64
-            eps = _SPREAD_EPS.get(dtype, _SPREAD_EPS_DEFAULT)
-            kwargs[k] = upcast[k] * (1.0 + direction * eps * _value_signs(upcast[k]))
         try:
+            kwargs = {k: _detach(v) for k, v in upcast.items()}
+            for k in moved:
+                dtype = torch_dtype(case.tensors[k].dtype) if k in case.tensors else torch.float64
+                eps = _SPREAD_EPS.get(dtype, _SPREAD_EPS_DEFAULT)
+                kwargs[k] = upcast[k] * (1.0 + direction * eps * _value_signs(upcast[k]))
             runs.append(flatten(_detach(subject.reference(**kwargs))))
-        except Exception:  # noqa: BLE001 - outside the reference's domain: no spread
+        except Exception:  # noqa: BLE001 - outside the reference's domain, or out of memory (huge inputs): no spread
             return None
     out = []
     for t, up, down in zip(flatten(truth), *runs):

@@ -1,18 +1,31 @@
 """Materialise tensors from a :class:`~harness.case.TensorCase`: values, layout and guard regions.
 
-Values are generated in float64 on the CPU from the case's seed (so every
-process and device sees the same numbers), then cast and placed into the drawn
-layout.  Every tensor lives inside a larger storage whose elements before and
-after its span are a canary (NaN for floats, the dtype's max for ints): a
-kernel that reads past the end picks up poison, one that writes past the end
-is caught by :func:`guards_intact`.  ``materialize(..., fill=(before, after))``
-fills the guards with other values instead: the control run that tells a read
-of the canary apart from a NaN the kernel made itself.
+Values come from the case's seed and value family, so every process and device
+rebuilds the same numbers.  Two generators, one rule for which:
+
+* below :data:`ON_DEVICE_MIN_NUMEL` elements (every normal draw): float64 on the
+  CPU from a ``torch.Generator`` seeded with the case's seed, then cast and
+  copied into place -- the values every stored failure and regression replays;
+* from it on (huge mode's 2^31-element inputs on the GPU): on the tensor's own
+  device, :data:`CHUNK_NUMEL` elements at a time, each chunk cast straight into
+  the destination, so no full-size float64 tensor exists on the host or the
+  device.  A counter-based generator (splitmix64 of seed, stream and element
+  index) makes the values independent of chunking and bitwise the same on every
+  CUDA device.  Same families, clamp and non-finite sprinkle, other numbers.
+
+Either way they are placed into the drawn layout.  Every tensor lives inside a
+larger storage whose elements before and after its span are a canary (NaN for
+floats, the dtype's max for ints): a kernel that reads past the end picks up
+poison, one that writes past the end is caught by :func:`guards_intact`.
+``materialize(..., fill=(before, after))`` fills the guards with other values
+instead: the control run that tells a read of the canary apart from a NaN the
+kernel made itself.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Callable
 
 import torch
 
@@ -49,6 +62,19 @@ def canary_value(dtype: torch.dtype):
 
 # ---------------------------------------------------------------------------- values
 
+#: Tensors of at least this many elements get their values generated on their own device (the GPU in
+#: huge mode), chunk by chunk, by a counter-based generator (:func:`_fill_on_device`).  Above every
+#: normal draw (the nightly profile's 512 MiB budget bounds those at 2^29 one-byte elements), so every
+#: case drawn outside huge mode keeps the CPU values it always had; huge mode's 1-D inputs (2^31 - 1
+#: elements and up) are past it.
+ON_DEVICE_MIN_NUMEL = 1 << 30
+#: Elements generated at a time there.  The values do not depend on it; it bounds the workspace
+#: (:func:`on_device_workspace_bytes`).
+CHUNK_NUMEL = 1 << 22
+#: Chunk-sized 8-byte temporaries the generator holds at once, at most (the "large" family's peak).
+_WORKSPACE_CHUNKS = 8
+
+
 def _values(tc: TensorCase, shape: tuple[int, ...]) -> torch.Tensor:
     """float64 (or int64 / bool) CPU values of the case's family, before layout."""
     with torch.device("cpu"):      # whatever default device the caller set (a CPU generator draws them)
@@ -56,55 +82,226 @@ def _values(tc: TensorCase, shape: tuple[int, ...]) -> torch.Tensor:
 
 
 def _cpu_values(tc: TensorCase, shape: tuple[int, ...]) -> torch.Tensor:
-    gen = torch.Generator().manual_seed(tc.seed)
-    dtype = torch_dtype(tc.dtype)
     n = math.prod(shape)
+    draws = _GeneratorDraws(tc.seed, n)
+    v = _family_values(tc, draws)
+    if tc.nonfinite and n and v.dtype == torch.float64:
+        k = max(1, n // 1000)
+        pos = torch.randint(0, n, (k,), generator=draws.gen)
+        specials = _SPECIALS[tc.nonfinite]
+        kinds = torch.randint(0, len(specials), (k,), generator=draws.gen)
+        v[pos] = torch.tensor(specials, dtype=torch.float64)[kinds]
+    return v.reshape(shape)
+
+
+_SPECIALS = {"nan": [float("nan")], "inf": [float("inf")], "-inf": [float("-inf")],
+             "mixed": [float("nan"), float("inf"), float("-inf")]}
+
+
+def _family_values(tc: TensorCase, draws: "_GeneratorDraws | _CounterDraws") -> torch.Tensor:
+    """The ``draws.n`` values of the case's family, 1-D: float64 (clamped to ``tc.low`` / ``tc.high``),
+    int64 or bool; no non-finite sprinkle.  The same code for the CPU generator and the device's."""
+    dtype = torch_dtype(tc.dtype)
+    n = draws.n
     if dtype == torch.bool:
-        return (torch.rand(n, generator=gen, dtype=torch.float64) < 0.5).reshape(shape)
+        return draws.uniform() < 0.5
     if not dtype.is_floating_point:
         info = torch.iinfo(dtype)
         lo, hi = (max(info.min, -100), min(info.max, 100)) if tc.values != "large" else (info.min, info.max)
-        return torch.randint(lo, hi, (n,), generator=gen, dtype=torch.int64).reshape(shape)
+        return draws.integers(lo, hi)
     finfo = torch.finfo(dtype)
     fam = tc.values
-    sign = torch.where(torch.rand(n, generator=gen, dtype=torch.float64) < 0.5, -1.0, 1.0)
+    signs = draws.signs()              # a function giving +-1 per element (the CPU draws them here, always)
     if fam == "normal":
-        v = torch.randn(n, generator=gen, dtype=torch.float64)
+        v = draws.normal()
     elif fam == "uniform_pos":
-        v = torch.rand(n, generator=gen, dtype=torch.float64) * 2 + 1e-3
+        v = draws.uniform() * 2 + 1e-3
     elif fam == "large_offset":
         # mean >> std: catches E[x^2] - E[x]^2 cancellation and naive variance.
         offset = {torch.float16: 64.0, torch.bfloat16: 64.0}.get(dtype, 1000.0)
-        v = offset + torch.randn(n, generator=gen, dtype=torch.float64)
+        v = offset + draws.normal()
     elif fam == "large":
         # Squares overflow the dtype: |x| in [sqrt(max), 100 sqrt(max)).
         base = math.sqrt(finfo.max) * 1.01
-        v = sign * base * (1 + 99 * torch.rand(n, generator=gen, dtype=torch.float64))
+        v = signs() * base * (1 + 99 * draws.uniform())
         v = v.clamp(-finfo.max, finfo.max)
     elif fam == "near_max":
-        v = sign * finfo.max * (0.25 + 0.5 * torch.rand(n, generator=gen, dtype=torch.float64))
+        v = signs() * finfo.max * (0.25 + 0.5 * draws.uniform())
     elif fam == "tiny":
         # Down to subnormals of the dtype.  Exception: Triton's interpreter converts bfloat16
         # subnormals to float32 wrongly (seen with triton 3.9: -3.4e-39 loads as -1.8e-39), which
         # no kernel can fix, so in interpreter mode bfloat16 "tiny" stays in the normal range.
-        u = torch.rand(n, generator=gen, dtype=torch.float64).clamp_min(1e-3)
-        v = sign * finfo.tiny * ((1 + u) if (dtype == torch.bfloat16 and device.is_interpreter()) else u)
+        u = draws.uniform().clamp_min(1e-3)
+        v = signs() * finfo.tiny * ((1 + u) if (dtype == torch.bfloat16 and device.is_interpreter()) else u)
     elif fam == "zeros":
-        v = torch.zeros(n, dtype=torch.float64)
+        v = torch.zeros(n, dtype=torch.float64, device=draws.device)
     elif fam == "integer":
-        v = torch.randint(-8, 9, (n,), generator=gen).to(torch.float64)
+        v = draws.integers(-8, 9).to(torch.float64)
     else:
         raise ValueError(f"unknown value family {fam!r}")
     if tc.low is not None or tc.high is not None:
         v = v.clamp(tc.low, tc.high)
-    if tc.nonfinite and n:
+    return v
+
+
+class _GeneratorDraws:
+    """The CPU draws: one ``torch.Generator`` seeded with the case's seed, consumed in call order.
+    These are the values of every case below :data:`ON_DEVICE_MIN_NUMEL` (stored failures replay them)."""
+
+    device = "cpu"
+
+    def __init__(self, seed: int, n: int):
+        self.gen, self.n = torch.Generator().manual_seed(seed), n
+
+    def uniform(self) -> torch.Tensor:
+        return torch.rand(self.n, generator=self.gen, dtype=torch.float64)
+
+    def normal(self) -> torch.Tensor:
+        return torch.randn(self.n, generator=self.gen, dtype=torch.float64)
+
+    def integers(self, lo: int, hi: int) -> torch.Tensor:
+        return torch.randint(lo, hi, (self.n,), generator=self.gen, dtype=torch.int64)
+
+    def signs(self) -> Callable[[], torch.Tensor]:
+        sign = torch.where(self.uniform() < 0.5, -1.0, 1.0)       # default dtype, as it always was
+        return lambda: sign
+
+
+# ---------------------------------------------------------------------------- values on the device
+
+_MASK64 = (1 << 64) - 1
+
+
+def _int64(x: int) -> int:
+    """``x`` mod 2^64 as a signed 64-bit int (what a torch int64 holds)."""
+    x &= _MASK64
+    return x - (1 << 64) if x >> 63 else x
+
+
+_GOLDEN, _MIX1, _MIX2 = _int64(0x9E3779B97F4A7C15), _int64(0xBF58476D1CE4E5B9), _int64(0x94D049BB133111EB)
+
+
+def _stream_key(seed: int, stream: int) -> int:
+    """The key of one stream of a case's draws: splitmix64's finaliser of (seed, stream), in Python ints."""
+    z = ((seed & _MASK64) * 0x9E3779B97F4A7C15 + (stream + 1) * 0xD1B54A32D192ED03) & _MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return _int64(z ^ (z >> 31))
+
+
+def _shr(z: torch.Tensor, k: int) -> torch.Tensor:
+    """Logical right shift of int64 ``z`` (torch's ``>>`` is arithmetic)."""
+    return (z >> k) & ((1 << (64 - k)) - 1)
+
+
+def _hash(counter: torch.Tensor, key: int) -> torch.Tensor:
+    """64 random bits (int64) per element of ``counter``: splitmix64 of ``key + counter * golden``,
+    in int64 ops that wrap mod 2^64, so every device computes the same bits."""
+    z = counter * _GOLDEN
+    z += key
+    z ^= _shr(z, 30)
+    z *= _MIX1
+    z ^= _shr(z, 27)
+    z *= _MIX2
+    z ^= _shr(z, 31)
+    return z
+
+
+def _to_range(bits: torch.Tensor, lo: int, hi: int) -> torch.Tensor:
+    """Integers in [lo, hi) from 64 random bits (modulo bias below 2^-30 for the spans drawn here)."""
+    if hi - lo > 1 << 62:                     # int64 "large": the bits themselves, hi left out
+        return bits.clamp_max(hi - 1)
+    return _shr(bits, 1).remainder_(hi - lo).add_(lo)
+
+
+class _CounterDraws:
+    """Draws for elements ``start .. end - 1`` of a tensor generated on its device (:func:`_fill_on_device`).
+
+    Counter-based: a draw is splitmix64 of (case seed, stream, element index), the streams numbered in
+    call order (the signs have their own, drawn only by the families that use them), so an element's
+    value does not depend on the chunk it falls in, the chunk size, the order of the chunks, or the
+    device: torch's own CUDA generator would not do (its numbers depend on the GPU's SM count once a
+    tensor passes a few hundred thousand elements).  Integers and uniforms are bitwise the same on
+    every device; normals (Box-Muller: float64 log1p, sqrt, cos) on every CUDA device, and may differ
+    from the CPU's in the last float64 bit."""
+
+    def __init__(self, seed: int, start: int, end: int, device: torch.device):
+        self.seed, self.n, self.device, self._stream = seed, end - start, device, 0
+        self._index = torch.arange(start, end, dtype=torch.int64, device=device)
+
+    def _bits(self, stream: int | None = None) -> torch.Tensor:
+        if stream is None:
+            self._stream += 1
+            stream = self._stream
+        return _hash(self._index, _stream_key(self.seed, stream))
+
+    def uniform(self) -> torch.Tensor:
+        """float64 in [0, 1) from the top 53 bits (exact)."""
+        return _shr(self._bits(), 11).to(torch.float64).mul_(2.0 ** -53)
+
+    def normal(self) -> torch.Tensor:
+        r = self.uniform().neg_().log1p_().mul_(-2.0).sqrt_()      # sqrt(-2 ln(1 - u)), finite: u < 1
+        return r.mul_(self.uniform().mul_(2 * math.pi).cos_())
+
+    def integers(self, lo: int, hi: int) -> torch.Tensor:
+        return _to_range(self._bits(), lo, hi)
+
+    def signs(self) -> Callable[[], torch.Tensor]:
+        return lambda: torch.where(self._bits(stream=0) < 0, -1.0, 1.0)   # default dtype, as on the CPU
+
+
+#: Streams of the non-finite sprinkle, apart from the families' (numbered from 0 up): its positions (drawn
+#: over the sprinkle's own counter) and their kinds (drawn over the position).
+_SPRINKLE_POS, _SPRINKLE_KIND = 1 << 32, (1 << 32) + 1
+
+
+def _fill_on_device(target: torch.Tensor, tc: TensorCase, *, chunk: int | None = None) -> None:
+    """Write the values of ``tc`` into ``target`` (any layout, on its own device) with no full-size
+    temporary: :data:`CHUNK_NUMEL` elements at a time (``chunk`` overrides), each chunk generated in
+    float64 by :class:`_CounterDraws` and cast into place, then the non-finite sprinkle straight into
+    ``target``.  An N-D view that cannot be flattened goes through one buffer in its own dtype.
+
+    The families, the clamp and the sprinkle (``max(1, n // 1000)`` positions drawn with replacement)
+    are the CPU's; the numbers are others (see :class:`_CounterDraws`)."""
+    chunk = chunk or CHUNK_NUMEL
+    scratch = None
+    if target.dim() == 1:
+        flat = target
+    elif target.is_contiguous():
+        flat = target.view(-1)
+    else:
+        scratch = torch.empty(target.shape, dtype=target.dtype, device=target.device)
+        flat = scratch.view(-1)
+    n = flat.numel()
+    for start in range(0, n, chunk):
+        end = min(n, start + chunk)
+        flat[start:end].copy_(_family_values(tc, _CounterDraws(tc.seed, start, end, target.device)))
+    if tc.nonfinite and n and target.dtype.is_floating_point:
+        specials = torch.tensor(_SPECIALS[tc.nonfinite], dtype=target.dtype, device=target.device)
         k = max(1, n // 1000)
-        pos = torch.randint(0, n, (k,), generator=gen)
-        specials = {"nan": [float("nan")], "inf": [float("inf")], "-inf": [float("-inf")],
-                    "mixed": [float("nan"), float("inf"), float("-inf")]}[tc.nonfinite]
-        kinds = torch.randint(0, len(specials), (k,), generator=gen)
-        v[pos] = torch.tensor(specials, dtype=torch.float64)[kinds]
-    return v.reshape(shape)
+        for start in range(0, k, chunk):
+            counter = torch.arange(start, min(k, start + chunk), dtype=torch.int64, device=target.device)
+            pos = _to_range(_hash(counter, _stream_key(tc.seed, _SPRINKLE_POS)), 0, n)
+            # the kind is a function of the position: a position drawn twice gets one value, in any order
+            kinds = _to_range(_hash(pos, _stream_key(tc.seed, _SPRINKLE_KIND)), 0, len(specials))
+            flat[pos] = specials[kinds]
+    if scratch is not None:
+        target.copy_(scratch)
+
+
+def on_device_workspace_bytes() -> int:
+    """Memory the on-device generator holds while it runs (kept by CUDA's caching allocator after)."""
+    return _WORKSPACE_CHUNKS * 8 * CHUNK_NUMEL
+
+
+def _fill(target: torch.Tensor, tc: TensorCase, *, cache: bool = False) -> None:
+    """Write the values of ``tc`` (its family, seed, clamp and sprinkle; ``target``'s shape) into ``target``:
+    generated on ``target``'s device when it has :data:`ON_DEVICE_MIN_NUMEL` elements or more, else on
+    the CPU as always (``cache``: through the one-entry host cache of :func:`_host_values`)."""
+    if target.numel() >= ON_DEVICE_MIN_NUMEL:
+        _fill_on_device(target, tc)
+    else:
+        target.copy_(_host_values(tc, tuple(target.shape), target.dtype, cache=cache))
 
 
 # ---------------------------------------------------------------------------- layouts
@@ -159,20 +356,11 @@ def materialize(tc: TensorCase, device: torch.device | str = "cpu", *, guard: in
     checks for those values."""
     dtype = torch_dtype(tc.dtype)
     strides, offset, span = _layout_strides(tc)
-    if tc.layout == "expanded" and len(tc.shape) >= 1:
-        # values (and any NaN/inf sprinkle) drawn for the size-1 slice, then broadcast
-        dim = tc.layout_param % len(tc.shape)
-        small = tuple(min(1, d) if i == dim else d for i, d in enumerate(tc.shape))
-        values = _values(tc, small).expand(tc.shape)
-    elif tc in _host_cache:
-        values = None                                  # _cast_values has them
-    else:
-        values = _values(tc, tc.shape)
     storage = torch.full((guard + span + guard,), canary_value(dtype), dtype=dtype, device=device)
     if tc.layout == "strided" and span:
         # a slice of a real tensor: the elements the steps skip hold values of the same family
         filler = dataclasses.replace(tc, seed=tc.seed ^ 0x5EED, nonfinite="")
-        storage[guard:guard + span] = _values(filler, (span,)).to(dtype).to(device)
+        _fill(storage[guard:guard + span], filler)
     before, after = fill if fill is not None else (None, None)
     before = canary_value(dtype) if before is None else before
     after = canary_value(dtype) if after is None else after
@@ -182,30 +370,31 @@ def materialize(tc: TensorCase, device: torch.device | str = "cpu", *, guard: in
     view = storage.as_strided(tc.shape, strides, guard + offset)
     if view.numel():
         if tc.layout == "expanded":
-            dim = tc.layout_param % len(tc.shape)
-            view.narrow(dim, 0, 1).copy_(values.narrow(dim, 0, 1).to(dtype))
+            # values (and any NaN/inf sprinkle) drawn for the size-1 slice, which the view broadcasts
+            _fill(view.narrow(tc.layout_param % len(tc.shape), 0, 1), tc)
         else:
-            view.copy_(_cast_values(tc, values, dtype))
+            _fill(view, tc, cache=True)
     view._tritondiff_guard = (guard, offset, span, before, after)
     return view
 
 
-#: Tensors of at least this many elements keep their host values for the next build of the same case.
+#: Tensors of at least this many elements generated on the CPU keep their values in their dtype
+#: for the next build of the same case.
 HOST_CACHE_MIN_NUMEL = 1 << 28
-_host_cache: dict[TensorCase, torch.Tensor] = {}
+_host_cache: dict[tuple[TensorCase, tuple[int, ...]], torch.Tensor] = {}
 
 
-def _cast_values(tc: TensorCase, values: "torch.Tensor | None", dtype: torch.dtype) -> torch.Tensor:
-    """The case's values in its dtype on the CPU.  One example builds its inputs four times (eager,
-    float64, two calls); for a huge case (2^31 elements) generating them costs tens of seconds, so the
-    last huge one is kept (one entry: a few GiB of host memory)."""
-    hit = _host_cache.get(tc)
+def _host_values(tc: TensorCase, shape: tuple[int, ...], dtype: torch.dtype, *, cache: bool) -> torch.Tensor:
+    """The case's values of ``shape`` in ``dtype`` on the CPU.  One example builds its inputs four times
+    (eager, float64, two calls), so with ``cache`` the last large one is kept (one entry); large tensors
+    are generated on their device instead (:data:`ON_DEVICE_MIN_NUMEL`): this is for those below that."""
+    hit = _host_cache.get((tc, shape)) if cache else None
     if hit is not None:
         return hit
-    out = (values if values is not None else _values(tc, tc.shape)).to(dtype)
-    if out.numel() >= HOST_CACHE_MIN_NUMEL:
+    out = _values(tc, shape).to(dtype)
+    if cache and out.numel() >= HOST_CACHE_MIN_NUMEL:
         _host_cache.clear()
-        _host_cache[tc] = out
+        _host_cache[(tc, shape)] = out
     return out
 
 

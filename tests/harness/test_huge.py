@@ -22,6 +22,7 @@ from harness.exc import HugeShapesUnavailable, UsageError
 from harness.explore import explore
 from harness.runner import Verdict
 from harness.strategies import cases
+from harness.tensors import on_device_workspace_bytes
 
 GIB = 2 ** 30
 F = ("float32", "float16")
@@ -90,17 +91,26 @@ def test_outputs_are_sized_on_the_meta_device():
 
 
 def test_example_bytes_follow_the_runner_phases():
-    n = 2 ** 31
+    n, extra = 2 ** 31, huge.HEADROOM_BYTES + on_device_workspace_bytes()
     need, host = huge.example_bytes(norm, "float32", n)
-    # fp64 phase: inputs 4n + upcast 8n + 2*8 (output and intermediates) + 4 (eager) > calls: 2*4n + ...
-    assert need == 4 * n + 8 * n + 2 * 8 + 4 + huge.HEADROOM_BYTES
-    assert host == 5 * 8 * n + 2 * 4 * n + huge.HEADROOM_BYTES
+    # calls phase: the float64 upcast kept for the spread 8n + inputs and snapshot 2*4n + mutation masks 4n, plus
+    # the scalar outputs (eager 4, float64 8, three candidate copies 3*4) > the fp64 phase: upcast + its copy 2*8n
+    assert need == 8 * n + 8 * n + 4 * n + (4 + 8 + 12) + extra
+    assert host == 2 * 4 + 8 + huge.ORACLE_HOST_TEMPORARIES * 8 + huge.HEADROOM_BYTES   # no input on the host
     need16, _ = huge.example_bytes(norm, "float16", n)
-    assert need16 == 2 * n + 8 * n + 2 * 8 + 2 + huge.HEADROOM_BYTES
-    # an elementwise output as large as the input: the call phase (inputs, snapshot, outputs, oracle) wins
-    need_s, _ = huge.example_bytes(scale, "float32", n)
-    assert need_s == 2 * 4 * n + 3 * 4 * n + 4 * 8 * n + huge.HEADROOM_BYTES
-    assert huge.example_bytes(data, "float32", n)[0] == need_s     # unknown outputs: sized like the input
+    assert need16 == 2 * 8 * n + (2 * 8 + 2) + extra          # float16: the fp64 phase (16n + 18) > calls (16n + 16)
+    # an elementwise output as large as the input: float64 outputs, and the oracle's temporaries on the host
+    need_s, host_s = huge.example_bytes(scale, "float32", n)
+    assert need_s == 8 * n + (8 + 4) * n + 8 * n + 4 * n + 3 * 4 * n + extra
+    assert host_s == (2 * 4 + 8 + huge.ORACLE_HOST_TEMPORARIES * 8) * n + huge.HEADROOM_BYTES
+    assert huge.example_bytes(data, "float32", n) == (need_s, host_s)    # unknown outputs: sized like the input
+
+
+def test_a_reduction_needs_no_host_memory_for_its_inputs():
+    """Inputs are generated on the GPU: the host side no longer grows with the input (issue #9)."""
+    for dt in F:
+        sizes = {huge.example_bytes(norm, dt, n)[1] for n in huge.HUGE_SIZES}
+        assert len(sizes) == 1 and sizes.pop() < huge.HEADROOM_BYTES + 2 ** 10
 
 
 # ---------------------------------------------------------------------------------------------- plans
@@ -113,13 +123,13 @@ def test_plenty_of_memory_draws_every_size_in_both_dtypes():
     assert "2^31-1, 2^31, 2^31+1, 2^31+4097" in plan.describe()
 
 
-def test_an_h100_fits_the_norm_below_2_32_and_not_the_elementwise_subject():
+def test_an_h100_fits_the_norm_but_float32_past_2_32_and_not_the_elementwise_subject():
     plan = _plan(norm, free_gib=79, host_gib=120)
-    assert {n for _, n in plan.pairs} == set(huge.HUGE_SIZES[:-1])     # 2^32+17 is past the host memory
-    assert len(plan.left_out) == 2 and all("2^32" not in line and "4,294,967,313" in line for line in plan.left_out)
-    assert all("host memory is short" in line for line in plan.left_out)
+    assert set(plan.pairs) == {(dt, n) for dt in F for n in huge.HUGE_SIZES} - {("float32", 2 ** 32 + 17)}
+    assert plan.left_out == (f"float32 N={2 ** 32 + 17:,}: needs ~81.3 GiB GPU / 1.0 GiB host memory "
+                             "(GPU memory is short)",)
     with pytest.raises(HugeShapesUnavailable, match="not enough memory for N >= 2\\^31") as e:
-        _plan(scale, free_gib=79, host_gib=120)
+        _plan(scale, free_gib=79, host_gib=120)                       # the oracle's float64 outputs on the host
     assert "79.0 GiB GPU" in str(e.value) and "float16, N=2,147,483,647" in str(e.value)
     assert e.value.reason.startswith("not enough memory")
 

@@ -96,3 +96,22 @@ def test_a_reference_that_mutates_its_input_does_not_widen_the_spread(tmp_path):
     case = _case("x", (64,))
     verdict = run_case(off_by_half, case)
     assert verdict.status == "fail" and verdict.failure_class == "mismatch"
+
+
+def test_a_spread_that_runs_out_of_memory_is_left_out_not_a_harness_error(monkeypatch):
+    """Huge mode: the moved copies of a 2^31-element input may not fit on the GPU; the mismatch stands."""
+    from harness import runner
+
+    def no_memory(x):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 16.00 GiB")
+
+    @subject(reference=lambda x: x * 2, inputs={"x": tensor(("N",))}, dims={"N": (1, 64)}, disable=("isolation",))
+    def off(x):
+        return x * 2 + 0.5
+
+    case = _case("x", (64,))
+    monkeypatch.setattr(runner, "_value_signs", no_memory)
+    up = _upcast(build_inputs(off, case, guard=False))
+    assert _spread(off, case, up, off.reference(**up)) is None
+    verdict = runner.run_case(off, case)
+    assert verdict.status == "fail" and verdict.failure_class == "mismatch"
