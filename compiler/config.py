@@ -125,7 +125,7 @@ class CompilerConfig:
     # num_warps of every launch (None: one warp per elements_per_warp elements of the block,
     # at least 4 and at most max_num_warps).  GPU only.
     num_warps: Optional[int] = None
-    elements_per_warp: int = _by_mode(256, 512)
+    elements_per_warp: int = 256
     max_num_warps: int = 16
     # Let Triton / LLVM contract a * b + c into one FMA (Triton's enable_fp_fusion, True by
     # default there).  Off here: contraction changes rounding where the IR says otherwise, e.g.
