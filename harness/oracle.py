@@ -101,8 +101,10 @@ def compare(candidate: Any, eager: Any, truth: Any, *, multiplier: float = 3.0,
         return Comparison(False, "structure", f"candidate returned {len(cands)} output(s), the reference "
                           f"{len(eagers)}", [])
     reports = []
-    for i, (c, e, t) in enumerate(zip(cands, eagers, truths)):
-        reports.append(_compare_one(i, c, e, t, multiplier, rtol, atol, spreads[i] if i < len(spreads) else None))
+    with torch.device("cpu"):      # the comparison runs on CPU copies, whatever default device the caller set
+        for i, (c, e, t) in enumerate(zip(cands, eagers, truths)):
+            reports.append(_compare_one(i, c, e, t, multiplier, rtol, atol,
+                                        spreads[i] if i < len(spreads) else None))
     bad = [r for r in reports if r.failure_class]
     if not bad:
         return Comparison(True, None, "match", reports)

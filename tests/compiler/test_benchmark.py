@@ -55,7 +55,7 @@ def test_report_computes_bandwidth_speedups_and_geomean():
 
 
 def test_the_verdict_is_the_harness_oracle_against_a_float64_run_of_the_same_inputs():
-    x = torch.randn(64, 33, generator=torch.Generator().manual_seed(0)).requires_grad_()
+    x = torch.randn(64, 33, generator=torch.Generator().manual_seed(0), device="cpu").requires_grad_()
     (x64,) = benchmark._upcast((x,))
     assert x64.dtype == torch.float64 and x64.requires_grad and torch.equal(x64.detach().float(), x.detach())
     assert benchmark._upcast((3, None)) == (3, None)

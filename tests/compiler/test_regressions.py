@@ -74,7 +74,7 @@ def test_mixed_order_column_sums_of_many_equal_rows_stay_accurate():
     """The gate found x.sum(0) of 3,626 equal (expanded) rows 4e-5 off: the mixed-order kernel's
     column sums ran along a 4,096-row block axis, summed sequentially by the interpreter."""
     from compiler.subjects import row_and_column_reductions, run_compiled
-    v = torch.randn(17, generator=torch.Generator().manual_seed(0)).to(harness_device.torch_device())
+    v = torch.randn(17, generator=torch.Generator().manual_seed(0), device="cpu").to(harness_device.torch_device())
     x = v.expand(3626, 17)
     got = run_compiled(row_and_column_reductions, x)[2].double().cpu()
     truth = x.double().sum(0).cpu()

@@ -5,6 +5,7 @@ compute-sanitizer needs a GPU: its output here is captured text, and ``subproces
 import json
 import os
 import subprocess
+import types
 
 import pytest
 
@@ -117,7 +118,10 @@ def sanitizer(monkeypatch):
     def install(text, code=97):
         fake = _FakeSanitizer(text, code)
         monkeypatch.setattr(memcheck, "available", lambda: None)
-        monkeypatch.setattr(memcheck.subprocess, "run", fake)
+        # memcheck's own view of subprocess only: patching subprocess.run itself would also catch the
+        # ptxas call of a kernel compiled meanwhile on a GPU (seen: no .ptx.o, FileNotFoundError)
+        monkeypatch.setattr(memcheck, "subprocess", types.SimpleNamespace(run=fake,
+                                                                          TimeoutExpired=subprocess.TimeoutExpired))
         return fake
     return install
 
