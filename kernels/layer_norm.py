@@ -254,7 +254,8 @@ def _layer_norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, part_ptr, dw_
         w = tl.full([BLOCK_N], 1.0, dtype=tl.float32)
     dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float64)  # float64: see "Backward"
     db_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float64)
-    for block in tl.range(pid, tl.cdiv(M, BLOCK_M), num_programs):
+    # M // BLOCK_M + (a ragged block): tl.cdiv's M + BLOCK_M - 1 wraps for an int32 M near 2**31
+    for block in tl.range(pid, M // BLOCK_M + (M % BLOCK_M > 0).to(tl.int32), num_programs):
         rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
         row_mask = rows < M
         mask = row_mask[:, None] & col_mask[None, :]
@@ -569,8 +570,11 @@ def _backward(dy: torch.Tensor, x: torch.Tensor, weight: Optional[torch.Tensor],
     else:
         # Wide rows: dx per row in chunks, then dweight/dbias by column block x M-split.
         center = torch.empty(4 * m, dtype=torch.float32, device=dev)
+        # No FMA contraction: the kernel's exact cancellations (x * scale - shift of a constant row,
+        # sum(g * d) - mean(d) * sum(g)) are what make dx exactly 0 at N = 1; contracted, the H100 gave
+        # dx = 5.7e-7 (GPU campaign finding, reports/gpu/2026-11-24-h100-session4).
         launch(_layer_norm_bwd_dx_looped_kernel, (m,), dy2, x2, w, rstd, dx, center, m, n, dy2.stride(0),
-               x2.stride(0), HAS_W=weight is not None, **plan["dx_meta"])
+               x2.stride(0), HAS_W=weight is not None, enable_fp_fusion=False, **plan["dx_meta"])
         part = torch.empty(2 * plan["n_part"] * n, dtype=torch.float64, device=dev)
         launch(_layer_norm_bwd_dwdb_kernel, plan["grid"], dy2, x2, center, part, m, n, dy2.stride(0),
                x2.stride(0), plan["rows_per_split"], **plan["meta"])
