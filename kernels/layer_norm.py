@@ -254,8 +254,9 @@ def _layer_norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, part_ptr, dw_
         w = tl.full([BLOCK_N], 1.0, dtype=tl.float32)
     dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float64)  # float64: see "Backward"
     db_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float64)
-    # M // BLOCK_M + (a ragged block): tl.cdiv's M + BLOCK_M - 1 wraps for an int32 M near 2**31
-    for block in tl.range(pid, M // BLOCK_M + (M % BLOCK_M > 0).to(tl.int32), num_programs):
+    # ceil(M / BLOCK_M) as (M - 1) // BLOCK_M + 1 (M >= 1 here): tl.cdiv's M + BLOCK_M - 1 wraps for an
+    # int32 M near 2**31
+    for block in tl.range(pid, (M - 1) // BLOCK_M + 1, num_programs):
         rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
         row_mask = rows < M
         mask = row_mask[:, None] & col_mask[None, :]
