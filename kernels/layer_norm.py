@@ -91,9 +91,22 @@ import triton.language as tl
 from harness import device as _device
 
 from . import fast_path
-from .launch import cdiv, launch, pow2_ceil, pow2_floor
+from . import launch as _launch
+from .launch import cdiv, pow2_ceil, pow2_floor
 from .config import config, sm_count, store_dtype
 from .exc import UnsupportedInput
+
+
+def launch(kernel, grid: tuple, *args, **meta) -> None:
+    """``kernels.launch.launch`` without FMA contraction (``enable_fp_fusion=False``).
+
+    The kernels rely on exact cancellations -- a constant row's x * scale - shift is 0, so is
+    g - mean(g) at N = 1 -- that a contracted a * b + c breaks: on an H100 every M = N = 1
+    backward gave dx ~ -7.7e-7 (eager: 0) until contraction was switched off (GPU campaign finding,
+    reports/gpu/2026-11-24-h100-session4).  The kernels are memory-bound: FMA saves nothing here.
+    """
+    _launch.launch(kernel, grid, *args, enable_fp_fusion=False, **meta)
+
 
 _SUPPORTED = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -571,11 +584,8 @@ def _backward(dy: torch.Tensor, x: torch.Tensor, weight: Optional[torch.Tensor],
     else:
         # Wide rows: dx per row in chunks, then dweight/dbias by column block x M-split.
         center = torch.empty(4 * m, dtype=torch.float32, device=dev)
-        # No FMA contraction: the kernel's exact cancellations (x * scale - shift of a constant row,
-        # sum(g * d) - mean(d) * sum(g)) are what make dx exactly 0 at N = 1; contracted, the H100 gave
-        # dx = 5.7e-7 (GPU campaign finding, reports/gpu/2026-11-24-h100-session4).
         launch(_layer_norm_bwd_dx_looped_kernel, (m,), dy2, x2, w, rstd, dx, center, m, n, dy2.stride(0),
-               x2.stride(0), HAS_W=weight is not None, enable_fp_fusion=False, **plan["dx_meta"])
+               x2.stride(0), HAS_W=weight is not None, **plan["dx_meta"])
         part = torch.empty(2 * plan["n_part"] * n, dtype=torch.float64, device=dev)
         launch(_layer_norm_bwd_dwdb_kernel, plan["grid"], dy2, x2, center, part, m, n, dy2.stride(0),
                x2.stride(0), plan["rows_per_split"], **plan["meta"])

@@ -500,3 +500,16 @@ def test_looped_rescales_when_a_later_chunk_is_larger():
     _, w, b, dy = _make((4, 341), torch.float32, seed=25)
     with config.patch(launch_overrides=LOOPED):
         _check_relative(x, w, b, dy, 1e-5, 4e-5)
+
+
+@pytest.mark.parametrize("looped", [False, True])
+def test_one_column_backward_gives_exactly_zero_dx(looped):
+    """N = 1: xhat is 0 and g - mean(g) is 0, so dx is exactly 0 (eager's too).  On an H100 a contracted
+    a * b + c (FMA) gave dx ~ -7.7e-7 for every such row until the kernels launched without contraction."""
+    dev = device.torch_device()
+    gen = torch.Generator().manual_seed(5)
+    x, w, b, dy = (torch.randn(s, generator=gen).to(dev) for s in ((7, 1), (1,), (1,), (7, 1)))
+    x.requires_grad_()
+    with config.patch(launch_overrides=LOOPED if looped else {}):
+        dx, = torch.autograd.grad(kernels.layer_norm(x, (1,), w, b), (x,), dy)
+    assert torch.equal(dx, torch.zeros_like(dx)), dx.flatten().tolist()
