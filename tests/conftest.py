@@ -1,7 +1,16 @@
 """Shared fixtures.  harness.device is imported first: it decides CUDA vs the Triton interpreter
 before any test module defines a Triton kernel."""
 from harness import device  # noqa: F401
+import signal
+
 import pytest
+
+# A shell without job control starts background commands with SIGINT ignored, and that disposition is
+# inherited by every process below (Python then installs no KeyboardInterrupt handler).  The Ctrl-C tests
+# (a campaign's clean stop, a worker call interrupted) need SIGINT delivered, so pytest restores it:
+# `.ci/run &` from a script otherwise fails them while the same run in the foreground passes.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 from harness.executor import InProcess
 
