@@ -18,3 +18,6 @@ def test_bundled_subject(tritondiff, name):
     result = tritondiff.check(name)
     assert result.status == "pass"
     assert result.examples > 0, f"{name}: no example ran within the {tritondiff.profile.name} budget"
+    # every example skipped means the reference rejected every input: the subject checked nothing (the mHC
+    # backward subjects did, for weeks, through a keyword-name mismatch in their reference call)
+    assert result.skipped < result.examples, f"{name}: all {result.examples} examples skipped (reference raised)"
