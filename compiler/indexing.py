@@ -166,6 +166,24 @@ def _rejoin(expr: Expr) -> Expr:
     return expr
 
 
+def affine_strides(offset: Expr, syms: Sequence[sympy.Symbol]) -> Optional[tuple]:
+    """The coefficient of each of ``syms`` in ``offset`` (0 where absent), or None when ``offset`` is not
+    a sum of constants and symbol products (a floor or a modulo: no stride to read off)."""
+    coeffs = sympy.sympify(offset).as_coefficients_dict()
+    if any(not (k == 1 or k.is_Symbol or (k.is_Mul and all(a.is_Symbol or a.is_Number for a in k.args)))
+           for k in coeffs):
+        return None
+    return tuple(coeffs.get(s, 0) for s in syms)
+
+
+def walks_across(offset: Expr, syms: Sequence[sympy.Symbol]) -> bool:
+    """Does ``offset`` have stride 1 along an outer one of ``syms`` and move along the last one with
+    another stride (memory walked across the fast axis)?  One that stays put along the last (a value
+    per row, broadcast) does not."""
+    strides = affine_strides(offset, syms)
+    return strides is not None and strides[-1] not in (0, 1) and 1 in strides[:-1]
+
+
 def contiguous_strides(sizes: Sequence[int]) -> tuple[int, ...]:
     """Row-major strides of ``sizes`` (size-1 and size-0 dims get stride 1 in our layouts)."""
     strides = []

@@ -21,17 +21,6 @@ YSYM = indexing.index_symbol("yindex")
 GRID_Y_LIMIT = 65535
 
 
-def _walks_across(offset, syms: list) -> bool:
-    """Does ``offset`` (affine in ``syms``) have stride 1 along an outer dim and move along the last
-    one with another stride?  One that stays put along the last dim (a value per row, broadcast) is
-    read once per row by neighbouring lanes of a 1-D block: no reason for 2-D tiles."""
-    coeffs = sympy.sympify(offset).as_coefficients_dict()
-    if any(not (k == 1 or k.is_Symbol or (k.is_Mul and all(a.is_Symbol or a.is_Number for a in k.args)))
-           for k in coeffs):
-        return False
-    return coeffs.get(syms[-1], 0) not in (0, 1) and any(coeffs.get(s, 0) == 1 for s in syms[:-1])
-
-
 def _transposed_accesses(group: KernelGroup, stored: frozenset) -> int:
     """Loads and stores that walk memory across the output's fast dim."""
     count = 0
@@ -42,9 +31,9 @@ def _transposed_accesses(group: KernelGroup, stored: frozenset) -> int:
             continue
         for read in p.node.info.reads:
             offset = read.offset if read.offset is not None else read.buffer.layout.index(read.index)
-            count += _walks_across(offset, syms)
+            count += indexing.walks_across(offset, syms)
         if p.name in stored:
-            count += _walks_across(p.node.buf.layout.index(index), syms)
+            count += indexing.walks_across(p.node.buf.layout.index(index), syms)
     return count
 
 

@@ -17,6 +17,7 @@ import sympy
 import torch
 import triton
 
+from .. import indexing
 from ..exc import CodegenError
 from ..heuristics import ReductionChoice, choose_reduction, next_pow2, num_warps
 from ..ops import reduction_identity
@@ -498,11 +499,11 @@ def reads_along_kept_axis(group: KernelGroup) -> bool:
             offset = _read_in_kernel(read, p, bounds)
             if read.offset is None:
                 offset = read.buffer.layout.index(offset)
-            coeffs = sympy.expand(offset).as_coefficients_dict()
-            if coeffs.get(RSYM, 0) == 1:
+            offset = sympy.expand(offset)
+            if indexing.affine_strides(offset, [RSYM]) == (1,):
                 along_reduced += 1
-            elif coeffs.get(XSYM, 0) == 1 and coeffs.get(RSYM, 0) != 0:
-                along_kept += 1
+            else:
+                along_kept += indexing.walks_across(offset, [XSYM, RSYM])
     return along_kept > along_reduced
 
 
