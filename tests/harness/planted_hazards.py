@@ -1,4 +1,6 @@
 """Kernels with planted hazards (the bugs a plain output diff misses), each beside its correct twin."""
+import itertools
+
 import torch
 import triton
 import triton.language as tl
@@ -215,9 +217,15 @@ def sum_masked_tail_read(x):
 
 # ----------------------------------------------------------------------------- order of a final sum
 
+_SHUFFLES = itertools.count()
+
+
 def _shuffled(partial):
-    # stands for atomics (or a work queue) combining partials in whatever order programs finish
-    return partial[torch.randperm(partial.numel(), device=partial.device)]
+    # stands for atomics (or a work queue) combining partials in whatever order programs finish; each call
+    # its own permutation from a private generator (the global RNG's state depended on which tests ran
+    # before in the process: in one gate run two calls happened to agree and the plant went unseen)
+    g = torch.Generator().manual_seed(next(_SHUFFLES))
+    return partial[torch.randperm(partial.numel(), generator=g, device="cpu").to(partial.device)]
 
 
 @subject(**_SUM)
