@@ -404,15 +404,16 @@ class Recorder:
         record = self._record(result.case, result.verdict)
         final = dump_dir_for(self.c.dump_root, self.subject.name, record.signature)
         with dump_lock(self.c.dump_root):
-            if self.first is not None and self.first.signature != record.signature:
-                self.store.withdraw(self.first.signature, source=self.source, into=record.signature)
             # the slot ran out (an example answered "budget"): Hypothesis may not have finished shrinking
             state = "partial" if self.lane.executor.cut_short else "minimal"
             wanted = result.dump is not None and self.store.wants(record.signature, record.case_size, state)
             if wanted:
                 install_dump(result.dump, final)
                 record.dump = final
-            new, _ = self.store.record_finding(record, source=self.source, state=state if wanted else "first_seen")
+            # the shrunk sighting and the withdrawal of the first one commit together: a SIGKILL between
+            # two transactions left the first finding superseded and the shrunk one not yet recorded
+            new, _ = self.store.record_finding(record, source=self.source, state=state if wanted else "first_seen",
+                                               replaces=self.first.signature if self.first is not None else None)
             if wanted and not new:
                 self.store.improve(record, state=state)
         if self.first is None or self.first.signature != record.signature:

@@ -244,30 +244,40 @@ class Store:
     # -- findings --------------------------------------------------------------------------------
 
     def record_finding(self, record: FindingRecord, *, source: str, state: str = "first_seen",
-                       now: float | None = None) -> tuple[bool, int]:
+                       now: float | None = None, replaces: str | None = None) -> tuple[bool, int]:
         """Note that ``source`` saw ``record``; returns (new finding?, count).
 
         A new signature is inserted with the record's case and dump; a known one
         gets ``last_seen`` and, when ``source`` had not seen it before, ``count + 1``.
         The stored case/dump of a known finding only change through :meth:`improve`.
+        ``replaces``: ``source``'s earlier sighting of that signature shrank into this
+        one; it is withdrawn (see :meth:`withdraw`) in the same transaction, so a
+        process killed in between never leaves the sighting on neither finding.
         """
         now = time.time() if now is None else now
         _check_state(state)
         with self._write() as db:
-            fresh_source = db.execute("INSERT OR IGNORE INTO sightings VALUES (?, ?, ?)",
-                                      (record.signature, source, now)).rowcount == 1
-            row = db.execute("SELECT count FROM findings WHERE signature=?", (record.signature,)).fetchone()
-            if row is None:
-                db.execute("INSERT INTO findings VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,NULL)",
-                           (record.signature, record.subject, record.failure_class, record.location,
-                            record.message, json.dumps(record.case, sort_keys=True), int(record.case_size),
-                            _dumps(record.details), json.dumps(record.subject_ref, sort_keys=True), record.dump,
-                            state, now, now, 1))
-                return True, 1
-            count = row["count"] + (1 if fresh_source else 0)
-            db.execute("UPDATE findings SET last_seen=?, count=?, superseded_by=NULL WHERE signature=?",
-                       (now, count, record.signature))
-            return False, count
+            result = self._record(db, record, source, state, now)
+            if replaces is not None and replaces != record.signature:
+                self._withdraw(db, replaces, source, record.signature)
+            return result
+
+    @staticmethod
+    def _record(db, record: FindingRecord, source: str, state: str, now: float) -> tuple[bool, int]:
+        fresh_source = db.execute("INSERT OR IGNORE INTO sightings VALUES (?, ?, ?)",
+                                  (record.signature, source, now)).rowcount == 1
+        row = db.execute("SELECT count FROM findings WHERE signature=?", (record.signature,)).fetchone()
+        if row is None:
+            db.execute("INSERT INTO findings VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,NULL)",
+                       (record.signature, record.subject, record.failure_class, record.location,
+                        record.message, json.dumps(record.case, sort_keys=True), int(record.case_size),
+                        _dumps(record.details), json.dumps(record.subject_ref, sort_keys=True), record.dump,
+                        state, now, now, 1))
+            return True, 1
+        count = row["count"] + (1 if fresh_source else 0)
+        db.execute("UPDATE findings SET last_seen=?, count=?, superseded_by=NULL WHERE signature=?",
+                   (now, count, record.signature))
+        return False, count
 
     def withdraw(self, signature: str, *, source: str, into: str) -> bool:
         """Move ``source``'s sighting of ``signature`` to ``into`` (its first example shrank to another signature).
@@ -277,11 +287,15 @@ class Store:
         Returns True when that happened.
         """
         with self._write() as db:
-            if db.execute("DELETE FROM sightings WHERE signature=? AND source=?", (signature, source)).rowcount == 0:
-                return False
-            db.execute("UPDATE findings SET count=max(0, count-1) WHERE signature=?", (signature,))
-            return db.execute("UPDATE findings SET superseded_by=? WHERE signature=? AND count=0",
-                              (into, signature)).rowcount == 1
+            return self._withdraw(db, signature, source, into)
+
+    @staticmethod
+    def _withdraw(db, signature: str, source: str, into: str) -> bool:
+        if db.execute("DELETE FROM sightings WHERE signature=? AND source=?", (signature, source)).rowcount == 0:
+            return False
+        db.execute("UPDATE findings SET count=max(0, count-1) WHERE signature=?", (signature,))
+        return db.execute("UPDATE findings SET superseded_by=? WHERE signature=? AND count=0",
+                          (into, signature)).rowcount == 1
 
     def wants(self, signature: str, case_size: int, state: str) -> bool:
         """Would a case of ``case_size``, shrunk as far as ``state`` says, improve the stored finding?

@@ -85,6 +85,21 @@ def test_withdraw_moves_a_sighting_and_keeps_the_superseded_finding(store):
     assert store.finding(first)["superseded_by"] is None and store.findings(superseded=True) == []
 
 
+def test_a_shrunk_sighting_replaces_the_first_in_one_transaction(store, monkeypatch):
+    first, shrunk = "k|mismatch|out0:tail", "k|mismatch|out0:scalar"
+    store.record_finding(_record(first), source="a")
+    # a process dying inside the replacement (here: the withdrawal raising) must leave the first sighting live;
+    # as two transactions, the first finding was already superseded and the shrunk one not yet recorded
+    monkeypatch.setattr(Store, "_withdraw", staticmethod(lambda *a: (_ for _ in ()).throw(RuntimeError("killed"))))
+    with pytest.raises(RuntimeError):
+        store.record_finding(_record(shrunk), source="a", replaces=first)
+    assert [f["signature"] for f in store.findings()] == [first] and store.finding(shrunk) is None
+    monkeypatch.undo()
+    assert store.record_finding(_record(shrunk), source="a", replaces=first) == (True, 1)
+    assert [f["signature"] for f in store.findings()] == [shrunk]
+    assert store.finding(first)["superseded_by"] == shrunk
+
+
 def test_stats_accumulate_and_merge_coverage(store):
     store.add_stats("k", examples=3, skipped=1, seconds=1.5, coverage={"shape": {"1": 2, "<2^10": 1}})
     store.add_stats("k", examples=2, seconds=0.5, coverage={"shape": {"1": 1}, "dtype": {"float16": 2}})
