@@ -26,15 +26,13 @@ _graph_ids = itertools.count()
 
 
 def _signature(args: list) -> tuple:
-    sig = []
-    for a in args:
-        if isinstance(a, torch.Tensor):
-            sig.append(("T", tuple(a.shape), tuple(a.stride()), a.dtype, a.device.type, a.storage_offset()))
-        elif isinstance(a, (int, float, bool)) or a is None:
-            sig.append(("V", type(a).__name__, a))
-        else:
-            sig.append(("O", type(a).__name__))
-    return tuple(sig)
+    """What a compiled executable is specialised on: each tensor's shape, strides, dtype, device and
+    storage offset; each Python scalar's type and value (True and 1 differ).  Runs on every call, so it
+    keeps torch's own hashable objects (torch.Size, torch.device) rather than converting them."""
+    tensor = torch.Tensor
+    return tuple((a.shape, a.stride(), a.dtype, a.device, a.storage_offset()) if isinstance(a, tensor)
+                 else (type(a), a) if a is None or isinstance(a, (int, float, bool)) else (type(a),)
+                 for a in args)
 
 
 class CompiledGraph:

@@ -112,7 +112,7 @@ class Executable:
         self.module_path: Optional[str] = None
         self.artifacts = None            # its compiler.dump.Artifacts (set by the pipeline)
         self._last_use = self._compute_last_use()
-        self._launchers: dict[str, tuple[Any, dict, Optional[tuple]]] = {}
+        self._launchers: dict[str, tuple[Any, dict, Optional[tuple], tuple]] = {}
         self._stored: dict[str, list] = {}           # group -> the buffers it stores (allocated per call)
 
     def ensure_loaded(self) -> None:
@@ -179,18 +179,19 @@ class Executable:
 
     def _launch(self, spec: KernelSpec, env: dict, workspaces: dict) -> None:
         launcher = self._launchers.get(spec.name) or self._launcher(spec)
-        fn, options, grid = launcher
+        fn, options, grid, args = launcher
         if grid is None:
             return
         tensors = []
-        for arg in spec.args:
-            if arg.workspace:
-                if arg.name not in workspaces:
-                    workspaces[arg.name] = torch.empty(max(arg.numel, 1), dtype=arg.dtype,
-                                                       device=_device.torch_device())
-                tensors.append(workspaces[arg.name])
-            else:
-                tensors.append(env[arg.name])
+        for name, workspace in args:
+            if workspace is None:
+                tensors.append(env[name])
+                continue
+            ws = workspaces.get(name)
+            if ws is None:
+                ws = workspaces[name] = torch.empty(max(workspace.numel, 1), dtype=workspace.dtype,
+                                                    device=_device.torch_device())
+            tensors.append(ws)
         try:
             if _device.is_interpreter():
                 with _quiet_numpy():
@@ -203,15 +204,17 @@ class Executable:
             raise KernelCompileError(f"kernel {spec.name} failed: {type(e).__name__}: {e}", kernel=spec.name,
                                      path=self.module_path or "?") from e
 
-    def _launcher(self, spec: KernelSpec) -> tuple[Any, dict, Optional[tuple]]:
-        """The kernel's JIT function, launch options and grid (None: nothing to launch), once per kernel."""
+    def _launcher(self, spec: KernelSpec) -> tuple[Any, dict, Optional[tuple], tuple]:
+        """The kernel's JIT function, launch options, grid (None: nothing to launch) and arguments
+        (name, workspace spec or None), worked out once per kernel: this runs on every call."""
         options = dict(compile_options())
         if not _device.is_interpreter():
             options["num_warps"] = spec.num_warps
             if spec.meta.get("num_stages"):
                 options["num_stages"] = spec.meta["num_stages"]
         grid = None if any(g == 0 for g in spec.grid) else tuple(spec.grid)
-        self._launchers[spec.name] = (getattr(self.module, spec.name), options, grid)
+        args = tuple((arg.name, arg if arg.workspace else None) for arg in spec.args)
+        self._launchers[spec.name] = (getattr(self.module, spec.name), options, grid, args)
         return self._launchers[spec.name]
 
     # ---- extern calls

@@ -73,11 +73,18 @@ def is_interpreter() -> bool:
     return MODE == "interpreter"
 
 
-def torch_device():
-    """The ``torch.device`` tensors of an example are created on."""
-    import torch
+_TORCH_DEVICES: dict = {}
 
-    return torch.device("cuda") if MODE == "cuda" else torch.device("cpu")
+
+def torch_device():
+    """The ``torch.device`` tensors of an example are created on (one object per mode: the compiler's
+    runtime asks on every buffer it allocates)."""
+    dev = _TORCH_DEVICES.get(MODE)
+    if dev is None:
+        import torch
+
+        dev = _TORCH_DEVICES[MODE] = torch.device("cuda" if MODE == "cuda" else "cpu")
+    return dev
 
 
 def describe() -> str:
