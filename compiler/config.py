@@ -199,6 +199,7 @@ class CompilerConfig:
                 setattr(self, k, v)
 
     def __setattr__(self, name: str, value: Any) -> None:
+        _validate(name, value)                        # config.knob = value is checked as patch() checks it
         object.__setattr__(self, name, value)
         object.__setattr__(self, "_key", None)       # cache_key() recomputes after any change
 
@@ -253,6 +254,9 @@ def _validate(name: str, value: Any) -> None:
                           f"{TRITON_MAX_TENSOR_NUMEL:,} elements per block tensor (triton.language.core."
                           f"TRITON_MAX_TENSOR_NUMEL): Triton would reject the kernel; use at most "
                           f"{TRITON_MAX_TENSOR_NUMEL:,}", knob=name)
+    if name == "split_count" and value > 65_535:
+        raise ConfigError(f"compiler.config.split_count={value:,}: a split reduction's partial programs run along "
+                          "grid axis 1, where CUDA launches at most 65,535; use at most 65,535", knob=name)
     if name == "fallback_ops" and not isinstance(value, (frozenset, set)):
         raise ConfigError(f"compiler.config.fallback_ops wants a set of op names, got {value!r}", knob=name)
 

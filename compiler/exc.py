@@ -47,6 +47,20 @@ class CodegenError(CompilerError):
     """Triton source could not be produced for a fused group (a compiler bug, never bad input)."""
 
 
+class GridTooLarge(CodegenError):
+    """A generated kernel's grid asks for more programs along an axis than CUDA launches: 2^31 - 1 along
+    axis 0, 65,535 along axes 1 and 2 (a compiler bug: tilings fold such extents into axis 0 or a loop).
+
+    Fields: ``kernel``, ``grid``, ``axis`` and ``limit``.
+    """
+
+    def __init__(self, kernel: str, grid: tuple[int, ...], axis: int, limit: int):
+        super().__init__(f"kernel {kernel}: grid {tuple(grid)} has {grid[axis]:,} programs along axis {axis}, "
+                         f"CUDA launches at most {limit:,} there; this is a compiler bug (a tiling must fold the "
+                         "excess into axis 0 or loop inside the kernel): please report it with the dump")
+        self.kernel, self.grid, self.axis, self.limit = kernel, tuple(grid), axis, limit
+
+
 class TensorTooLarge(CodegenError):
     """A block-level tensor would exceed ``config.max_triton_tensor_numel``.
 

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 
+from harness.launches import GRID_LIMITS   # CUDA's programs per grid axis
+
 from ..counters import counters
+from ..exc import GridTooLarge
 from ..heuristics import choose_mixed_order
 from ..lowering import LoweredGraph
 from ..scheduler import Schedule
@@ -55,7 +58,17 @@ def generate(sched: Schedule, graph: LoweredGraph, name: str) -> GeneratedModule
     from .variants import add_templates_and_variants
     variants = add_templates_and_variants(sched, graph, name, kernels, parts)
     # --- end GEMM templates
+    for spec in [s for specs in kernels.values() for s in specs] + [s for vs in variants.values()
+                                                                   for v in vs for s in v.specs]:
+        check_grid(spec.name, spec.grid)
     return GeneratedModule(name, "\n".join(parts), kernels, variants)
+
+
+def check_grid(kernel: str, grid: tuple) -> None:
+    """Raise :class:`~compiler.exc.GridTooLarge` for a grid CUDA would refuse to launch."""
+    for axis, (n, limit) in enumerate(zip(grid, GRID_LIMITS)):
+        if n > limit:
+            raise GridTooLarge(kernel, tuple(grid), axis, limit)
 
 
 def _reductions(group) -> int:

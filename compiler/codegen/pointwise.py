@@ -12,13 +12,15 @@ from typing import Optional
 import sympy
 import triton
 
+from harness.launches import GRID_LIMITS
+
 from .. import heuristics, indexing
 from ..scheduler import XSYM, KernelGroup
 from .kernel import KernelSpec, TritonKernel
 from .nodes import GroupContext, emit_pointwise, needs_int64
 
 YSYM = indexing.index_symbol("yindex")
-GRID_Y_LIMIT = 65535
+GRID_Y_LIMIT = GRID_LIMITS[1]
 
 
 def _transposed_accesses(group: KernelGroup, stored: frozenset) -> int:
