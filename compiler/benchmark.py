@@ -125,6 +125,8 @@ def all_workloads() -> list[Workload]:
 class Result:
     backend: str
     ms: Optional[float] = None
+    gpu_ms: Optional[float] = None          # the kernels' summed durations per call (torch.profiler)
+    host_ms: Optional[float] = None         # wall time to enqueue one call, the GPU never waited on
     compile_s: Optional[float] = None
     error: Optional[str] = None
     matches_eager: Optional[bool] = None
@@ -190,7 +192,7 @@ def _judge(got: Any, eager: Any, truth: Any) -> bool:
 
 def run_one(w: Workload, backend: str, wrap: Callable, reference: Optional[tuple[Any, Any]]) -> tuple[Result, Any]:
     """Compile (timed, cold) and time ``w`` under one backend; ``reference`` is (eager output, float64 output)."""
-    from kernels.benchmarks._timing import bench
+    from kernels.benchmarks._timing import bench, host_ms, kernel_times
     res = Result(backend)
     try:
         torch._dynamo.reset()
@@ -207,6 +209,8 @@ def run_one(w: Workload, backend: str, wrap: Callable, reference: Optional[tuple
         elif backend == "eager":
             out = (out, w.build(w.fn)(*_upcast(inputs)))
         res.ms = bench(lambda: fn(*inputs)).median_ms
+        res.host_ms = host_ms(lambda: fn(*inputs), iters=20)
+        res.gpu_ms = sum(k[2] for k in kernel_times(lambda: fn(*inputs), iters=20))
         return res, out
     except Exception as e:  # noqa: BLE001  (reported per workload; the run goes on)
         res.error = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
@@ -249,39 +253,59 @@ def report(rows: list[dict], copy_gbps: float, env: dict) -> str:
     lines = ["# tritondiff compiler vs Inductor vs eager", "",
              ", ".join(f"{k}: {v}" for k, v in env.items()), "",
              f"measured device-to-device copy bandwidth: {copy_gbps:.0f} GB/s", "",
-             "| workload | shape | MB | backend | ms | GB/s | % copy BW | compile s | oracle | vs Inductor |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| workload | shape | MB | backend | ms | GB/s | % copy BW | compile s | oracle | vs Inductor | GPU ms | "
+             "host ms | vs Inductor (GPU ms) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     speedups: dict[str, list[float]] = {}
+    gpu_speedups: dict[str, list[float]] = {}
     for row in rows:
         mb = f"{row['bytes'] / 1e6:.1f}"
         if "skipped" in row:
-            lines.append(f"| {row['workload']} | {row['shape']} | {mb} | - | skipped: {row['skipped']} |||||| ")
+            lines.append(f"| {row['workload']} | {row['shape']} | {mb} | - | skipped: {row['skipped']} ||||||||| ")
             continue
-        ind = row["results"].get("inductor", {}).get("ms")
+        ind = row["results"].get("inductor", {})
         for backend, r in row["results"].items():
             if r["error"]:
-                lines.append(f"| {row['workload']} | {row['shape']} | {mb} | {backend} | failed: {r['error']} |||||| ")
+                lines.append(f"| {row['workload']} | {row['shape']} | {mb} | {backend} | failed: {r['error']} "
+                             "||||||||| ")
                 continue
             gbs = row["bytes"] / (r["ms"] * 1e-3) / 1e9
-            speed = ind / r["ms"] if ind else None
-            if backend.startswith("tritondiff") and speed:
-                speedups.setdefault(backend, []).append(speed)
+            speed = ind["ms"] / r["ms"] if ind.get("ms") else None
+            gpu, ind_gpu = r.get("gpu_ms"), ind.get("gpu_ms")
+            gpu_speed = ind_gpu / gpu if gpu and ind_gpu else None
+            if backend.startswith("tritondiff"):
+                if speed:
+                    speedups.setdefault(backend, []).append(speed)
+                if gpu_speed:
+                    gpu_speedups.setdefault(backend, []).append(gpu_speed)
             match = {None: "-", True: "pass", False: "FAIL"}[r["matches_eager"]]
             lines.append(f"| {row['workload']} | {row['shape']} | {mb} | {backend} | {r['ms']:.3f} | {gbs:.0f} | "
                          f"{100 * gbs / copy_gbps:.0f}% | {_fmt(r['compile_s'], '.1f')} | {match} | "
-                         f"{_fmt(speed, '.2f')}x |")
+                         f"{_fmt(speed, '.2f')}x | {_fmt(gpu, '.3f')} | {_fmt(r.get('host_ms'), '.3f')} | "
+                         f"{_fmt(gpu_speed, '.2f')}x |")
     lines.append("")
     for backend, values in speedups.items():
-        geo = math.exp(sum(math.log(v) for v in values) / len(values))
-        lines.append(f"geometric mean speedup of {backend} over Inductor ({len(values)} workloads): {geo:.3f}x")
+        lines.append(f"geometric mean speedup of {backend} over Inductor ({len(values)} workloads): "
+                     f"{_geomean(values):.3f}x")
+    for backend, values in gpu_speedups.items():
+        lines.append(f"geometric mean GPU-time speedup of {backend} over Inductor ({len(values)} workloads): "
+                     f"{_geomean(values):.3f}x")
     if not speedups:
         lines.append("geometric mean speedup over Inductor: - (no workload has both)")
     lines += ["",
-              "Time: median of CUDA-event timings after warm-up (triton.testing.do_bench, L2 flushed). GB/s: "
-              "minimal traffic / time. Compile s: wall time of the first call with empty Triton/Inductor caches. "
-              "Oracle: the harness's verdict (harness.oracle) on the first call's outputs -- as right as eager, "
-              "judged against the workload run in float64 on the same inputs."]
+              "Time (ms): median of CUDA-event timings after warm-up (triton.testing.do_bench, L2 flushed): what a "
+              "caller waits for, host time included where the host is slower than the GPU. GPU ms: the call's "
+              "kernels' summed durations (torch.profiler); host ms: wall time to enqueue one call without waiting "
+              "on the GPU. A row whose host ms exceeds its GPU ms is bound by the host path (dynamo guards, "
+              "AOTAutograd, launches), which moves between runs on a VM. GB/s: minimal traffic / time. Compile s: "
+              "wall time of the first call with empty Triton/Inductor caches. Oracle: the harness's verdict "
+              "(harness.oracle) on the first call's outputs -- as right as eager, judged against the workload run "
+              "in float64 on the same inputs."]
     return "\n".join(lines) + "\n"
+
+
+def _geomean(values: Sequence[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 def dry_run(selected: Sequence[Workload]) -> str:

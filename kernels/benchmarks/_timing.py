@@ -111,17 +111,23 @@ class Breakdown:
     kernels: list[tuple[str, float, float]]  # (name, launches per call, ms per call), slowest first
 
 
-def breakdown(fn: Callable[[], object], *, iters: int = 30) -> Breakdown:
-    """Latency, host time and per-kernel GPU time of ``fn`` (a CUDA callable)."""
-    from torch.profiler import ProfilerActivity, profile
-
+def host_ms(fn: Callable[[], object], *, iters: int = 30) -> float:
+    """Wall time to enqueue one call of ``fn``, the GPU never waited on (after 3 warm-up calls)."""
     for _ in range(3):
         fn()
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     for _ in range(iters):
         fn()
-    host_ms = (time.perf_counter() - t0) * 1e3 / iters
+    elapsed = time.perf_counter() - t0
+    torch.cuda.synchronize()
+    return elapsed * 1e3 / iters
+
+
+def kernel_times(fn: Callable[[], object], *, iters: int = 30) -> list[tuple[str, float, float]]:
+    """(kernel name, launches per call, GPU ms per call) of ``fn``'s kernels (torch.profiler), slowest first."""
+    from torch.profiler import ProfilerActivity, profile
+
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(iters):
@@ -133,6 +139,11 @@ def breakdown(fn: Callable[[], object], *, iters: int = 30) -> Breakdown:
             entry = per_kernel.setdefault(ev.name, [0.0, 0.0])
             entry[0] += 1
             entry[1] += ev.device_time_total / 1e3
-    kernels = sorted(((name[:90], n / iters, ms / iters) for name, (n, ms) in per_kernel.items()),
-                     key=lambda k: -k[2])
-    return Breakdown(bench(fn).median_ms, host_ms, sum(k[2] for k in kernels), sum(k[1] for k in kernels), kernels)
+    return sorted(((name[:90], n / iters, ms / iters) for name, (n, ms) in per_kernel.items()), key=lambda k: -k[2])
+
+
+def breakdown(fn: Callable[[], object], *, iters: int = 30) -> Breakdown:
+    """Latency, host time and per-kernel GPU time of ``fn`` (a CUDA callable)."""
+    host = host_ms(fn, iters=iters)
+    kernels = kernel_times(fn, iters=iters)
+    return Breakdown(bench(fn).median_ms, host, sum(k[2] for k in kernels), sum(k[1] for k in kernels), kernels)

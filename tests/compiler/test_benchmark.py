@@ -40,8 +40,10 @@ def test_without_a_gpu_it_exits_2_with_one_line(capsys):
 
 def test_report_computes_bandwidth_speedups_and_geomean():
     rows = [{"workload": "a", "shape": "[1]", "bytes": 2_000_000_000, "results": {
-        "inductor": {"ms": 2.0, "compile_s": 3.0, "error": None, "matches_eager": True},
-        "tritondiff": {"ms": 1.0, "compile_s": 1.5, "error": None, "matches_eager": True}}},
+        "inductor": {"ms": 2.0, "compile_s": 3.0, "error": None, "matches_eager": True, "gpu_ms": 0.9,
+                     "host_ms": 0.1},
+        "tritondiff": {"ms": 1.0, "compile_s": 1.5, "error": None, "matches_eager": True, "gpu_ms": 0.3,
+                       "host_ms": 0.2}}},
         {"workload": "b", "shape": "[2]", "bytes": 10, "results": {
             "inductor": {"ms": 1.0, "compile_s": 1.0, "error": None, "matches_eager": True},
             "tritondiff": {"ms": 2.0, "compile_s": 1.0, "error": None, "matches_eager": False}}},
@@ -49,7 +51,8 @@ def test_report_computes_bandwidth_speedups_and_geomean():
             "tritondiff": {"ms": None, "compile_s": None, "error": "KernelCompileError: x", "matches_eager": None}}},
         {"workload": "d", "shape": "[4]", "bytes": 10, "skipped": "time budget of 1 s spent", "results": {}}]
     text = benchmark.report(rows, 4000.0, {"device": "X"})
-    assert "| a | [1] | 2000.0 | tritondiff | 1.000 | 2000 | 50% | 1.5 | pass | 2.00x |" in text
+    assert "| a | [1] | 2000.0 | tritondiff | 1.000 | 2000 | 50% | 1.5 | pass | 2.00x | 0.300 | 0.200 | 3.00x |" in text
+    assert "GPU-time speedup of tritondiff over Inductor (1 workloads): 3.000x" in text   # b has no GPU time
     assert "| FAIL | 0.50x |" in text and "failed: KernelCompileError: x" in text and "skipped" in text
     assert f"(2 workloads): {math.exp((math.log(2) + math.log(0.5)) / 2):.3f}x" in text
 
