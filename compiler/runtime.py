@@ -112,7 +112,7 @@ class Executable:
         self.module_path: Optional[str] = None
         self.artifacts = None            # its compiler.dump.Artifacts (set by the pipeline)
         self._last_use = self._compute_last_use()
-        self._launchers: dict[str, tuple[Any, dict, Optional[tuple], tuple]] = {}
+        self._launchers: dict[tuple, tuple[Any, dict, Optional[tuple], tuple]] = {}
         self._stored: dict[str, list] = {}           # group -> the buffers it stores (allocated per call)
 
     def ensure_loaded(self) -> None:
@@ -178,8 +178,7 @@ class Executable:
             self._launch(spec, env, workspaces)
 
     def _launch(self, spec: KernelSpec, env: dict, workspaces: dict) -> None:
-        launcher = self._launchers.get(spec.name) or self._launcher(spec)
-        fn, options, grid, args = launcher
+        fn, options, grid, args = self._launcher(spec)
         if grid is None:
             return
         tensors = []
@@ -193,11 +192,11 @@ class Executable:
                                                     device=_device.torch_device())
             tensors.append(ws)
         try:
-            if _device.is_interpreter():
+            if isinstance(fn, _launch.Site):   # the compiled kernel's own launcher after the first call
+                fn(*tensors)
+            else:
                 with _quiet_numpy():
                     fn[grid](*tensors, **options)
-            else:   # the compiled kernel's own launcher after the first call (kernels.launch)
-                _launch.launch(fn, grid, *tensors, **options)
         except CompilerError:
             raise
         except Exception as e:  # noqa: BLE001  (Triton's errors have many types; all are ours to report)
@@ -205,8 +204,13 @@ class Executable:
                                      path=self.module_path or "?") from e
 
     def _launcher(self, spec: KernelSpec) -> tuple[Any, dict, Optional[tuple], tuple]:
-        """The kernel's JIT function, launch options, grid (None: nothing to launch) and arguments
-        (name, workspace spec or None), worked out once per kernel: this runs on every call."""
+        """The kernel's JIT function (a ``kernels.launch.Site`` on a GPU), launch options, grid (None: nothing
+        to launch) and arguments (name, workspace spec or None), worked out once per kernel and launch
+        config: autotune variants share a kernel's name and differ in warps / stages."""
+        key = (spec.name, spec.num_warps, spec.meta.get("num_stages"))
+        launcher = self._launchers.get(key)
+        if launcher is not None:
+            return launcher
         options = dict(compile_options())
         if not _device.is_interpreter():
             options["num_warps"] = spec.num_warps
@@ -214,8 +218,11 @@ class Executable:
                 options["num_stages"] = spec.meta["num_stages"]
         grid = None if any(g == 0 for g in spec.grid) else tuple(spec.grid)
         args = tuple((arg.name, arg if arg.workspace else None) for arg in spec.args)
-        self._launchers[spec.name] = (getattr(self.module, spec.name), options, grid, args)
-        return self._launchers[spec.name]
+        fn = getattr(self.module, spec.name)
+        if not _device.is_interpreter() and grid is not None:
+            fn = _launch.Site(fn, grid, **options)
+        self._launchers[key] = launcher = (fn, options, grid, args)
+        return launcher
 
     # ---- extern calls
     def _run_extern(self, kernel: ExternKernel, env: dict) -> None:

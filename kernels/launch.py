@@ -94,3 +94,40 @@ def launch(kernel, grid: tuple, *args: Any, **meta: Any) -> None:
         _compiled[key] = kernel[grid](*args, **meta)
         return
     compiled[tuple(grid) + (1,) * (3 - len(grid))](*args, *rest)
+
+
+class Site:
+    """One launch site whose kernel, grid, constexprs and options stay fixed and whose arguments are
+    tensors of fixed dtypes (a compiled graph's kernel: its executable is specialised on them).
+
+    What is left for Triton to specialise on is each tensor's 16-byte alignment and the device, so the
+    key is just that; a call costs the alignment check and the compiled kernel's launcher.  Observed
+    launches take the JIT path as :func:`launch` does.
+    """
+
+    __slots__ = ("kernel", "grid", "meta", "_grid3", "_rest", "_compiled")
+
+    def __init__(self, kernel, grid: tuple, **meta: Any):
+        self.kernel, self.grid, self.meta = kernel, tuple(grid), meta
+        self._grid3 = self.grid + (1,) * (3 - len(self.grid))
+        self._rest: list | None = None          # the constexprs in parameter order, after the tensors
+        self._compiled: dict[tuple, Any] = {}
+
+    def __call__(self, *tensors: torch.Tensor) -> None:
+        if _observed():
+            self.kernel[self.grid](*tensors, **self.meta)
+            return
+        key = (torch.cuda.current_device(), tuple(t.data_ptr() % 16 == 0 for t in tensors))
+        compiled = self._compiled.get(key)
+        if compiled is None:
+            if self._rest is None:
+                names = getattr(self.kernel, "arg_names", None) or ()
+                constexprs = {k: v for k, v in self.meta.items() if k not in _OPTIONS}
+                tail = names[len(tensors):]
+                # a parameter left to its default (or no JITFunction): every call takes the JIT path
+                self._rest = [constexprs[n] for n in tail] if names and all(n in constexprs for n in tail) else False
+            launched = self.kernel[self.grid](*tensors, **self.meta)
+            if self._rest is not False:
+                self._compiled[key] = launched
+            return
+        compiled[self._grid3](*tensors, *self._rest)

@@ -119,3 +119,25 @@ def test_fp_fusion_is_off_by_default_and_part_of_the_compile_cache_key():
     key = compiler.config.cache_key()
     with compiler.config.patch(fp_fusion=True):
         assert compiler.config.cache_key() != key
+
+
+def test_autotune_variants_of_one_kernel_launch_with_their_own_warps_and_stages(monkeypatch):
+    """Variants share the kernel's name; a launcher cache keyed by name alone gave every trial the first one's
+    options, so autotuning on a GPU timed one config under many names."""
+    import dataclasses
+
+    from compiler import runtime
+    from compiler.backend import capture_graphs
+    from compiler.pipeline import compile_graph
+    (g,) = capture_graphs(lambda x: torch.softmax(x, -1), torch.randn(9, 41))
+    exe = compile_graph(g.gm, g.args, "variants")
+    exe.ensure_loaded()
+    (spec,) = [s for specs in exe.generated.kernels.values() for s in specs]
+    monkeypatch.setattr(runtime._device, "is_interpreter", lambda: False)
+    monkeypatch.setattr(runtime._launch, "Site", lambda fn, grid, **options: ("site", options))
+    exe._launchers.clear()
+    variants = [dataclasses.replace(spec, num_warps=w, meta={**spec.meta, "num_stages": st})
+                for w, st in ((2, 1), (8, 1), (8, 3))]
+    seen = [exe._launcher(v)[1] for v in variants + variants]
+    assert [(o["num_warps"], o["num_stages"]) for o in seen] == [(2, 1), (8, 1), (8, 3)] * 2
+    assert exe._launcher(variants[1]) is exe._launcher(variants[1])          # worked out once per config

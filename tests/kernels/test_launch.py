@@ -126,3 +126,36 @@ def test_an_unhashable_constexpr_takes_the_jit_path(unobserved):
     for _ in range(2):
         L.launch(k, (1,), torch.zeros(4), 4, 1.0, BLOCK=[16], FLAG=True, num_warps=1)
     assert [c[0] for c in k.calls] == ["jit", "jit"]
+
+
+class _TensorKernel(_Kernel):
+    arg_names = ["x_ptr", "y_ptr", "BLOCK"]
+
+
+def test_a_site_jits_once_per_alignment_then_calls_the_compiled_launcher(unobserved):
+    k = _TensorKernel()
+    site = L.Site(k, (4,), BLOCK=1024, num_warps=4)
+    x, y = torch.zeros(64), torch.zeros(64)
+    site(x, y)
+    site(x, y)
+    assert [c[0] for c in k.calls] == ["jit", "compiled"]
+    assert k.calls[0] == ("jit", (4,), (x, y), {"BLOCK": 1024, "num_warps": 4})
+    assert k.calls[1] == ("compiled", (4, 1, 1), (x, y, 1024))               # the constexpr appended by name
+    site(x[1:], y)                                                          # misaligned: its own specialisation
+    site(x[1:], y)
+    assert [c[0] for c in k.calls] == ["jit", "compiled", "jit", "compiled"]
+
+
+def test_a_site_with_a_defaulted_constexpr_or_observed_launches_keeps_the_jit_path(unobserved, monkeypatch):
+    k = _TensorKernel()
+    site = L.Site(k, (2, 3), num_warps=4)                                   # BLOCK left to its default
+    x = torch.zeros(8)
+    for _ in range(3):
+        site(x, x)
+    assert [c[0] for c in k.calls] == ["jit"] * 3
+    k2 = _TensorKernel()
+    observed = L.Site(k2, (1,), BLOCK=8)
+    monkeypatch.setattr(L, "_observed", lambda: True)
+    for _ in range(2):
+        observed(x, x)
+    assert [c[0] for c in k2.calls] == ["jit", "jit"]
