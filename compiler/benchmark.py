@@ -220,26 +220,37 @@ def run_one(w: Workload, backend: str, wrap: Callable, reference: Optional[tuple
 
 
 def run(selected: Sequence[Workload], budget_s: float,
-        backends: Optional[dict[str, Callable[[Callable], Callable]]] = None) -> tuple[list[dict], float]:
+        backends: Optional[dict[str, Callable[[Callable], Callable]]] = None,
+        on_row: Optional[Callable[[list[dict], float], None]] = None) -> tuple[list[dict], float]:
+    """Every selected workload under every backend.  The budget is checked before each backend's run (a
+    workload under ten variants takes minutes), and ``on_row(rows, copy_gbps)`` is called after each
+    workload, so a run cut off by the nightly's command limit still leaves the rows it finished."""
     from kernels.benchmarks._timing import copy_bandwidth_gbps
     copy_gbps = copy_bandwidth_gbps()
     start, rows = time.perf_counter(), []
+    spent = f"time budget of {budget_s:.0f} s spent"
     for w in selected:
         row: dict = {"workload": w.name, "shape": w.shape, "bytes": w.nbytes, "results": {}}
         if time.perf_counter() - start > budget_s:
-            row["skipped"] = f"time budget of {budget_s:.0f} s spent"
+            row["skipped"] = spent
             rows.append(row)
             continue
         reference = None
         for backend, wrap in (backends or _backends()).items():
+            if time.perf_counter() - start > budget_s:
+                row["results"][backend] = dataclasses.asdict(Result(backend, error=spent))
+                continue
             res, out = run_one(w, backend, wrap, reference)
             if backend == "eager" and out is not None:
                 reference = out                   # (eager output, float64 output)
             row["results"][backend] = dataclasses.asdict(res)
             del out
         rows.append(row)
-        print(f"  {w.name}: " + ", ".join(f"{b} {r['ms']:.3f} ms" if r["ms"] else f"{b} failed"
-                                          for b, r in row["results"].items()), file=sys.stderr, flush=True)
+        print(f"  {w.name}: " + ", ".join(f"{b} {r['ms']:.3f} ms (GPU {_fmt(r['gpu_ms'], '.3f')})" if r["ms"]
+                                          else f"{b} failed" for b, r in row["results"].items()),
+              file=sys.stderr, flush=True)
+        if on_row is not None:
+            on_row(rows, copy_gbps)
     return rows, copy_gbps
 
 
@@ -362,15 +373,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     from kernels.benchmarks._timing import environment
     _isolate_caches()
-    rows, copy_gbps = run(selected, args.budget_s, _backends(args.backends, variants))
-    text = report(rows, copy_gbps, environment())
-    print(text, end="")
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"env": environment(), "copy_gbps": copy_gbps, "rows": rows}, f, indent=1)
+    env = environment()
+
+    def write(rows: list[dict], copy_gbps: float) -> str:
+        text = report(rows, copy_gbps, env)
+        if args.out:
+            with open(args.out, "w") as f:
+                f.write(text)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"env": env, "copy_gbps": copy_gbps, "rows": rows}, f, indent=1)
+        return text
+
+    rows, copy_gbps = run(selected, args.budget_s, _backends(args.backends, variants), on_row=write)
+    print(write(rows, copy_gbps), end="")
     return 0
 
 

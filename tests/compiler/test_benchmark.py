@@ -95,3 +95,25 @@ def test_a_variant_compiles_and_runs_under_its_knobs():
     x = torch.randn(8, 100)
     torch.testing.assert_close(fn(x), x.sum(-1))
     assert "looped" in dump.last_artifacts().texts["triton"]
+
+
+def test_the_budget_is_checked_per_backend_and_each_finished_workload_is_written(monkeypatch):
+    """A workload under many variants takes minutes: the run stops between backends, and the report is
+    rewritten after every workload, so a nightly command cut at its limit keeps what it measured."""
+    from kernels.benchmarks import _timing
+    clock = [0.0]
+    monkeypatch.setattr(benchmark.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(_timing, "copy_bandwidth_gbps", lambda: 1000.0)
+
+    def fake_run_one(w, backend, wrap, reference):
+        clock[0] += 6.0
+        return benchmark.Result(backend, ms=1.0, gpu_ms=0.5, host_ms=0.1), ("out", "truth")
+    monkeypatch.setattr(benchmark, "run_one", fake_run_one)
+    written = []
+    selected = [w for w in benchmark.all_workloads() if w.name.startswith("nrm2")][:2]
+    rows, _ = benchmark.run(selected, 10.0, on_row=lambda rows, gbps: written.append([r["workload"] for r in rows]))
+    first = rows[0]["results"]
+    assert [first[b]["ms"] for b in ("eager", "inductor")] == [1.0, 1.0]
+    assert first["tritondiff"]["error"] == "time budget of 10 s spent"
+    assert rows[1]["skipped"] == "time budget of 10 s spent"
+    assert written == [[selected[0].name]]
