@@ -27,11 +27,13 @@ _graph_ids = itertools.count()
 
 def _signature(args: list) -> tuple:
     """What a compiled executable is specialised on: each tensor's shape, strides, dtype, device and
-    storage offset; each Python scalar's type and value (True and 1 differ).  Runs on every call, so it
-    keeps torch's own hashable objects (torch.Size, torch.device) rather than converting them."""
+    storage offset; each Python scalar's type and value (True and 1 differ; a float by its bits, so -0.0
+    is not 0.0 and every NaN finds the same entry).  Runs on every call, so it keeps torch's own
+    hashable objects (torch.Size, torch.device) rather than converting them."""
     tensor = torch.Tensor
     return tuple((a.shape, a.stride(), a.dtype, a.device, a.storage_offset()) if isinstance(a, tensor)
-                 else (type(a), a) if a is None or isinstance(a, (int, float, bool)) else (type(a),)
+                 else (float, a.hex()) if isinstance(a, float)
+                 else (type(a), a) if a is None or isinstance(a, (int, bool)) else (type(a),)
                  for a in args)
 
 

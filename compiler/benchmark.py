@@ -125,6 +125,7 @@ def all_workloads() -> list[Workload]:
 class Result:
     backend: str
     ms: Optional[float] = None
+    skipped: Optional[str] = None           # not run (the time budget was spent)
     gpu_ms: Optional[float] = None          # the kernels' summed durations per call (torch.profiler)
     host_ms: Optional[float] = None         # wall time to enqueue one call, the GPU never waited on
     compile_s: Optional[float] = None
@@ -209,14 +210,23 @@ def run_one(w: Workload, backend: str, wrap: Callable, reference: Optional[tuple
         elif backend == "eager":
             out = (out, w.build(w.fn)(*_upcast(inputs)))
         res.ms = bench(lambda: fn(*inputs)).median_ms
-        res.host_ms = host_ms(lambda: fn(*inputs), iters=20)
-        res.gpu_ms = sum(k[2] for k in kernel_times(lambda: fn(*inputs), iters=20))
-        return res, out
     except Exception as e:  # noqa: BLE001  (reported per workload; the run goes on)
-        res.error = f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
+        res.error = _one_line(e)
+        torch.cuda.empty_cache()
         return res, None
+    try:      # the breakdown columns: a profiler failure costs them, never the measured latency or reference
+        res.host_ms = host_ms(lambda: fn(*inputs), iters=20)
+        kernels = kernel_times(lambda: fn(*inputs), iters=20)
+        res.gpu_ms = sum(k[2] for k in kernels) if kernels else None     # no kernel seen: unknown, not 0
+    except Exception as e:  # noqa: BLE001
+        print(f"  {w.name} [{backend}]: GPU / host time not measured: {_one_line(e)}", file=sys.stderr)
     finally:
         torch.cuda.empty_cache()
+    return res, out
+
+
+def _one_line(e: BaseException) -> str:
+    return f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
 
 
 def run(selected: Sequence[Workload], budget_s: float,
@@ -238,7 +248,7 @@ def run(selected: Sequence[Workload], budget_s: float,
         reference = None
         for backend, wrap in (backends or _backends()).items():
             if time.perf_counter() - start > budget_s:
-                row["results"][backend] = dataclasses.asdict(Result(backend, error=spent))
+                row["results"][backend] = dataclasses.asdict(Result(backend, skipped=spent))
                 continue
             res, out = run_one(w, backend, wrap, reference)
             if backend == "eager" and out is not None:
@@ -247,7 +257,8 @@ def run(selected: Sequence[Workload], budget_s: float,
             del out
         rows.append(row)
         print(f"  {w.name}: " + ", ".join(f"{b} {r['ms']:.3f} ms (GPU {_fmt(r['gpu_ms'], '.3f')})" if r["ms"]
-                                          else f"{b} failed" for b, r in row["results"].items()),
+                                          else f"{b} {'skipped' if r.get('skipped') else 'failed'}"
+                                          for b, r in row["results"].items()),
               file=sys.stderr, flush=True)
         if on_row is not None:
             on_row(rows, copy_gbps)
@@ -276,6 +287,10 @@ def report(rows: list[dict], copy_gbps: float, env: dict) -> str:
             continue
         ind = row["results"].get("inductor", {})
         for backend, r in row["results"].items():
+            if r.get("skipped"):
+                lines.append(f"| {row['workload']} | {row['shape']} | {mb} | {backend} | skipped: {r['skipped']} "
+                             "||||||||| ")
+                continue
             if r["error"]:
                 lines.append(f"| {row['workload']} | {row['shape']} | {mb} | {backend} | failed: {r['error']} "
                              "||||||||| ")
@@ -340,6 +355,14 @@ def _isolate_caches() -> None:
         pass
 
 
+def _replace(path: str, text: str) -> None:
+    """Write ``path`` whole or not at all (a run killed mid-write keeps the previous version)."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m compiler.benchmark", description=__doc__.split("\n")[0])
     parser.add_argument("--out", help="write the Markdown report here")
@@ -378,11 +401,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     def write(rows: list[dict], copy_gbps: float) -> str:
         text = report(rows, copy_gbps, env)
         if args.out:
-            with open(args.out, "w") as f:
-                f.write(text)
+            _replace(args.out, text)
         if args.json:
-            with open(args.json, "w") as f:
-                json.dump({"env": env, "copy_gbps": copy_gbps, "rows": rows}, f, indent=1)
+            _replace(args.json, json.dumps({"env": env, "copy_gbps": copy_gbps, "rows": rows}, indent=1))
         return text
 
     rows, copy_gbps = run(selected, args.budget_s, _backends(args.backends, variants), on_row=write)

@@ -23,9 +23,12 @@ import functools
 import triton
 
 from harness import device as _device
+from harness.launches import GRID_LIMITS
 
 from .config import config
 from .exc import ConfigError
+
+GRID_AXIS_1_LIMIT = GRID_LIMITS[1]      # programs along grid axis 1 (CUDA)
 
 
 def next_pow2(n: int) -> int:
@@ -139,7 +142,8 @@ def split_count(xprograms: int, rnumel: int, rblock: int) -> int:
     chunks = _cdiv(rnumel, rblock)
     fill = max(1, target_programs() // max(1, xprograms))
     long_enough = max(1, rnumel // config.split_min_chunk)
-    return max(1, min(chunks, max(2, min(fill, long_enough))))
+    # the partials run along grid axis 1: CUDA launches at most 65,535 there (a large sm_count x programs_per_sm)
+    return max(1, min(chunks, max(2, min(fill, long_enough)), GRID_AXIS_1_LIMIT))
 
 
 def choose_reduction(xnumel: int, rnumel: int, split_ok: bool, outer: bool = False) -> ReductionChoice:

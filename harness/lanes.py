@@ -412,10 +412,10 @@ class Recorder:
                 record.dump = final
             # the shrunk sighting and the withdrawal of the first one commit together: a SIGKILL between
             # two transactions left the first finding superseded and the shrunk one not yet recorded
+            # (and a better case replaces the stored one in that transaction too)
             new, _ = self.store.record_finding(record, source=self.source, state=state if wanted else "first_seen",
-                                               replaces=self.first.signature if self.first is not None else None)
-            if wanted and not new:
-                self.store.improve(record, state=state)
+                                               replaces=self.first.signature if self.first is not None else None,
+                                               improve=wanted)
         if self.first is None or self.first.signature != record.signature:
             self.c.events.put(LaneEvent("finding", self.lane.index, self.subject.name,
                                      _short(f"{record.failure_class}: {record.message}"), new=new,

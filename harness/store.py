@@ -244,7 +244,8 @@ class Store:
     # -- findings --------------------------------------------------------------------------------
 
     def record_finding(self, record: FindingRecord, *, source: str, state: str = "first_seen",
-                       now: float | None = None, replaces: str | None = None) -> tuple[bool, int]:
+                       now: float | None = None, replaces: str | None = None,
+                       improve: bool = False) -> tuple[bool, int]:
         """Note that ``source`` saw ``record``; returns (new finding?, count).
 
         A new signature is inserted with the record's case and dump; a known one
@@ -253,11 +254,15 @@ class Store:
         ``replaces``: ``source``'s earlier sighting of that signature shrank into this
         one; it is withdrawn (see :meth:`withdraw`) in the same transaction, so a
         process killed in between never leaves the sighting on neither finding.
+        ``improve``: a known finding also takes the record's case as :meth:`improve`
+        would, in the same transaction (its dump is already installed).
         """
         now = time.time() if now is None else now
         _check_state(state)
         with self._write() as db:
             result = self._record(db, record, source, state, now)
+            if improve and not result[0]:
+                self._improve(db, record, state)
             if replaces is not None and replaces != record.signature:
                 self._withdraw(db, replaces, source, record.signature)
             return result
@@ -312,15 +317,19 @@ class Store:
         """Install ``record`` (a shrunk case) as the finding's case when :meth:`wants` says it is better."""
         _check_state(state)
         with self._write() as db:
-            row = db.execute("SELECT state, case_size, dump FROM findings WHERE signature=?",
-                             (record.signature,)).fetchone()
-            if row is None or not _better(row, record.case_size, state):
-                return False
-            db.execute("UPDATE findings SET case_json=?, case_size=?, message=?, location=?, details_json=?, "
-                       "dump=?, state=? WHERE signature=?",
-                       (json.dumps(record.case, sort_keys=True), int(record.case_size), record.message,
-                        record.location, _dumps(record.details), record.dump, state, record.signature))
-            return True
+            return self._improve(db, record, state)
+
+    @staticmethod
+    def _improve(db, record: FindingRecord, state: str) -> bool:
+        row = db.execute("SELECT state, case_size, dump FROM findings WHERE signature=?",
+                         (record.signature,)).fetchone()
+        if row is None or not _better(row, record.case_size, state):
+            return False
+        db.execute("UPDATE findings SET case_json=?, case_size=?, message=?, location=?, details_json=?, "
+                   "dump=?, state=? WHERE signature=?",
+                   (json.dumps(record.case, sort_keys=True), int(record.case_size), record.message,
+                    record.location, _dumps(record.details), record.dump, state, record.signature))
+        return True
 
     def finding(self, signature: str) -> dict | None:
         row = self._db.execute("SELECT * FROM findings WHERE signature=?", (signature,)).fetchone()

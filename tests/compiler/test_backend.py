@@ -109,3 +109,12 @@ def test_a_backward_run_from_inside_a_compiled_function_is_not_traced_by_dynamo(
     got = compiler.compile(fn)(x)
     assert_same(got, x.detach().cos() * 6, rtol=1e-5, atol=1e-5)
     assert compiler.counters["graphs_compiled"] >= 2
+
+
+def test_executable_keys_tell_signed_zeros_nans_and_bools_apart():
+    from compiler.backend import _signature
+    assert _signature([0.0]) != _signature([-0.0])            # a compiled graph may bake the sign in
+    assert _signature([float("nan")]) == _signature([float("-nan") * 0 + float("nan")])   # every NaN: one entry
+    assert _signature([True]) != _signature([1]) != _signature([1.0])
+    x = torch.zeros(4, 3)
+    assert _signature([x]) == _signature([torch.ones(4, 3)]) != _signature([x.t()])

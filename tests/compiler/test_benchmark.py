@@ -114,6 +114,26 @@ def test_the_budget_is_checked_per_backend_and_each_finished_workload_is_written
     rows, _ = benchmark.run(selected, 10.0, on_row=lambda rows, gbps: written.append([r["workload"] for r in rows]))
     first = rows[0]["results"]
     assert [first[b]["ms"] for b in ("eager", "inductor")] == [1.0, 1.0]
-    assert first["tritondiff"]["error"] == "time budget of 10 s spent"
+    assert first["tritondiff"]["skipped"] == "time budget of 10 s spent" and first["tritondiff"]["error"] is None
+    assert "| tritondiff | skipped: time budget of 10 s spent |" in benchmark.report(rows, 1000.0, {})
     assert rows[1]["skipped"] == "time budget of 10 s spent"
     assert written == [[selected[0].name]]
+
+
+def test_a_profiler_failure_costs_the_breakdown_columns_not_the_latency_or_the_reference(monkeypatch):
+    from kernels.benchmarks import _timing
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    monkeypatch.setattr(_timing, "bench", lambda fn: _timing.Timing(1.5, 1.0, 2.0))
+    monkeypatch.setattr(_timing, "host_ms", lambda fn, iters: 0.2)
+
+    def broken_profiler(fn, iters):
+        raise RuntimeError("CUPTI unavailable")
+    monkeypatch.setattr(_timing, "kernel_times", broken_profiler)
+    w = benchmark.Workload("double", "[3]", torch.float32, 24, lambda: (torch.ones(3),), lambda f: f, lambda x: x * 2)
+    res, out = benchmark.run_one(w, "eager", lambda f: f, None)
+    assert (res.ms, res.host_ms, res.gpu_ms, res.error) == (1.5, 0.2, None, None)
+    assert torch.equal(out[0], torch.full((3,), 2.0))               # eager's output stays the reference
+    monkeypatch.setattr(_timing, "kernel_times", lambda fn, iters: [])
+    res, _ = benchmark.run_one(w, "eager", lambda f: f, None)
+    assert res.gpu_ms is None                                       # no kernel seen: unknown, not 0.000

@@ -31,9 +31,9 @@ def _rows_for(y_programs: int) -> int:
 
 
 def _plan(rows: int):
-    """The launch plan of transposed_copy for an input of XNUMEL x rows (compiled for meta tensors: the
-    capture runs once eagerly, at 256 MiB; nothing is launched)."""
-    (g,) = capture_graphs(transposed_copy, torch.empty(XNUMEL, rows))
+    """The launch plan of transposed_copy for an input of XNUMEL x rows (traced and compiled for meta
+    tensors: no memory, nothing launched)."""
+    (g,) = capture_graphs(transposed_copy, torch.empty(XNUMEL, rows, device="meta"))
     exe = compile_graph(g.gm, g.args, "grid")
     return [spec for specs in exe.generated.kernels.values() for spec in specs]
 

@@ -57,6 +57,9 @@ def test_split_count_never_exceeds_the_chunks_and_obeys_a_forced_count():
     with compiler.config.patch(**H100, split_count=7):
         assert heuristics.split_count(1, 2**21, 1024) == 7
         assert heuristics.split_count(1, 4 * 1024, 1024) == 4
+    # a machine "wide" enough to ask for more partials than grid axis 1 launches: capped at CUDA's 65,535
+    with compiler.config.patch(**{**H100, "sm_count": 100_000, "split_min_chunk": 16}):
+        assert heuristics.split_count(1, 2**32, 16) == 65_535
 
 
 def test_choose_reduction_split_uses_the_sm_based_count():

@@ -100,6 +100,18 @@ def test_a_shrunk_sighting_replaces_the_first_in_one_transaction(store, monkeypa
     assert store.finding(first)["superseded_by"] == shrunk
 
 
+def test_a_better_case_of_a_known_finding_is_installed_with_the_sighting(store, monkeypatch):
+    store.record_finding(_record(size=500, dump="/d/500"), source="a")
+    monkeypatch.setattr(Store, "_improve", staticmethod(lambda *a: (_ for _ in ()).throw(RuntimeError("killed"))))
+    with pytest.raises(RuntimeError):                                   # dies inside: the sighting is not kept
+        store.record_finding(_record(size=9, dump="/d/9"), source="b", state="minimal", improve=True)
+    assert store.finding("k|mismatch|out0:tail")["count"] == 1
+    monkeypatch.undo()
+    assert store.record_finding(_record(size=9, dump="/d/9"), source="b", state="minimal", improve=True) == (False, 2)
+    kept = store.finding("k|mismatch|out0:tail")
+    assert (kept["case_size"], kept["dump"], kept["state"]) == (9, "/d/9", "minimal")
+
+
 def test_stats_accumulate_and_merge_coverage(store):
     store.add_stats("k", examples=3, skipped=1, seconds=1.5, coverage={"shape": {"1": 2, "<2^10": 1}})
     store.add_stats("k", examples=2, seconds=0.5, coverage={"shape": {"1": 1}, "dtype": {"float16": 2}})
