@@ -18,6 +18,7 @@ import tempfile
 from typing import Any, Iterator, Optional
 
 from harness import device as _device
+from harness.launches import GRID_LIMITS   # CUDA's programs per grid axis
 
 from .exc import ConfigError
 
@@ -254,9 +255,10 @@ def _validate(name: str, value: Any) -> None:
                           f"{TRITON_MAX_TENSOR_NUMEL:,} elements per block tensor (triton.language.core."
                           f"TRITON_MAX_TENSOR_NUMEL): Triton would reject the kernel; use at most "
                           f"{TRITON_MAX_TENSOR_NUMEL:,}", knob=name)
-    if name == "split_count" and value > 65_535:
+    if name == "split_count" and value > GRID_LIMITS[1]:
         raise ConfigError(f"compiler.config.split_count={value:,}: a split reduction's partial programs run along "
-                          "grid axis 1, where CUDA launches at most 65,535; use at most 65,535", knob=name)
+                          f"grid axis 1, where CUDA launches at most {GRID_LIMITS[1]:,}; use at most "
+                          f"{GRID_LIMITS[1]:,}", knob=name)
     if name == "fallback_ops" and not isinstance(value, (frozenset, set)):
         raise ConfigError(f"compiler.config.fallback_ops wants a set of op names, got {value!r}", knob=name)
 

@@ -28,8 +28,6 @@ from harness.launches import GRID_LIMITS
 from .config import config
 from .exc import ConfigError
 
-GRID_AXIS_1_LIMIT = GRID_LIMITS[1]      # programs along grid axis 1 (CUDA)
-
 
 def next_pow2(n: int) -> int:
     return triton.next_power_of_2(max(int(n), 1))
@@ -143,7 +141,7 @@ def split_count(xprograms: int, rnumel: int, rblock: int) -> int:
     fill = max(1, target_programs() // max(1, xprograms))
     long_enough = max(1, rnumel // config.split_min_chunk)
     # the partials run along grid axis 1: CUDA launches at most 65,535 there (a large sm_count x programs_per_sm)
-    return max(1, min(chunks, max(2, min(fill, long_enough)), GRID_AXIS_1_LIMIT))
+    return max(1, min(chunks, max(2, min(fill, long_enough)), GRID_LIMITS[1]))
 
 
 def choose_reduction(xnumel: int, rnumel: int, split_ok: bool, outer: bool = False) -> ReductionChoice:

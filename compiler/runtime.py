@@ -212,14 +212,15 @@ class Executable:
         if launcher is not None:
             return launcher
         options = dict(compile_options())
-        if not _device.is_interpreter():
+        compiled = not _device.is_interpreter()
+        if compiled:
             options["num_warps"] = spec.num_warps
             if spec.meta.get("num_stages"):
                 options["num_stages"] = spec.meta["num_stages"]
         grid = None if any(g == 0 for g in spec.grid) else tuple(spec.grid)
         args = tuple((arg.name, arg if arg.workspace else None) for arg in spec.args)
         fn = getattr(self.module, spec.name)
-        if not _device.is_interpreter() and grid is not None:
+        if compiled and grid is not None:
             fn = _launch.Site(fn, grid, **options)
         self._launchers[key] = launcher = (fn, options, grid, args)
         return launcher

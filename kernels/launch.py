@@ -78,22 +78,33 @@ def launch(kernel, grid: tuple, *args: Any, **meta: Any) -> None:
     if _observed():
         kernel[grid](*args, **meta)
         return
-    constexprs = {k: v for k, v in meta.items() if k not in _OPTIONS}
-    names = getattr(kernel, "arg_names", None)   # a JITFunction's; anything else launches as it asks
+    rest = _trailing_constexprs(kernel, len(args), meta)
     try:
-        if names is None:
+        if rest is None:
             raise TypeError(type(kernel).__name__)
         key = (kernel, torch.cuda.current_device(), tuple(_arg_key(a) for a in args),
-               tuple(sorted(constexprs.items())), tuple(meta.get(k) for k in _OPTIONS))
-        rest = [constexprs[name] for name in names[len(args):]]
+               tuple(sorted((k, v) for k, v in meta.items() if k not in _OPTIONS)),
+               tuple(meta.get(k) for k in _OPTIONS))
         compiled = _compiled.get(key)            # hashing the key: an unhashable constexpr raises TypeError
-    except (TypeError, KeyError):                # an argument we do not key on, or one left to its default
+    except TypeError:                            # an argument we do not key on
         kernel[grid](*args, **meta)
         return
     if compiled is None:
         _compiled[key] = kernel[grid](*args, **meta)
         return
     compiled[tuple(grid) + (1,) * (3 - len(grid))](*args, *rest)
+
+
+def _trailing_constexprs(kernel, nargs: int, meta: dict) -> list | None:
+    """The values of ``kernel``'s parameters after its first ``nargs`` (its constexprs), in parameter order,
+    as its compiled launcher takes them; None when one is left to its default or ``kernel`` is no
+    JITFunction (such a launch always takes the JIT path)."""
+    names = getattr(kernel, "arg_names", None)
+    if names is None:
+        return None
+    constexprs = {k: v for k, v in meta.items() if k not in _OPTIONS}
+    tail = names[nargs:]
+    return [constexprs[n] for n in tail] if all(n in constexprs for n in tail) else None
 
 
 class Site:
@@ -120,12 +131,9 @@ class Site:
         key = (torch.cuda.current_device(), tuple(t.data_ptr() % 16 == 0 for t in tensors))
         compiled = self._compiled.get(key)
         if compiled is None:
-            if self._rest is None:
-                names = getattr(self.kernel, "arg_names", None) or ()
-                constexprs = {k: v for k, v in self.meta.items() if k not in _OPTIONS}
-                tail = names[len(tensors):]
-                # a parameter left to its default (or no JITFunction): every call takes the JIT path
-                self._rest = [constexprs[n] for n in tail] if names and all(n in constexprs for n in tail) else False
+            if self._rest is None:      # False: a defaulted parameter, every call takes the JIT path
+                rest = _trailing_constexprs(self.kernel, len(tensors), self.meta)
+                self._rest = False if rest is None else rest
             launched = self.kernel[self.grid](*tensors, **self.meta)
             if self._rest is not False:
                 self._compiled[key] = launched

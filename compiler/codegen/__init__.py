@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from harness.launches import GRID_LIMITS   # CUDA's programs per grid axis
+from harness import launches
+from harness.exc import GridLimitExceeded
 
 from ..counters import counters
 from ..exc import GridTooLarge
@@ -65,10 +66,12 @@ def generate(sched: Schedule, graph: LoweredGraph, name: str) -> GeneratedModule
 
 
 def check_grid(kernel: str, grid: tuple) -> None:
-    """Raise :class:`~compiler.exc.GridTooLarge` for a grid CUDA would refuse to launch."""
-    for axis, (n, limit) in enumerate(zip(grid, GRID_LIMITS)):
-        if n > limit:
-            raise GridTooLarge(kernel, tuple(grid), axis, limit)
+    """Raise :class:`~compiler.exc.GridTooLarge` for a grid CUDA would refuse to launch (the harness's
+    launch check, raised as the compiler's error: here it is a code generation bug)."""
+    try:
+        launches.check_grid(kernel, tuple(grid))
+    except GridLimitExceeded as e:
+        raise GridTooLarge(e.kernel, e.grid, e.axis, e.limit) from None
 
 
 def _reductions(group) -> int:
