@@ -65,6 +65,10 @@ class KernelConfig(TypedConfig):
     # when nothing observes launches (kernels/launch.py: same kernel, less host time).
     # TRITONDIFF_FAST_LAUNCH.
     fast_launch: bool = knob(True, env="TRITONDIFF_FAST_LAUNCH", parse=flag, check=is_bool)
+    # That relaunch goes through torch's static CUDA launcher (Inductor's) where the compiled kernel
+    # allows, else through Triton's compiled launcher (kernels/launch.py says when).  Read when a
+    # specialisation is first cached.  TRITONDIFF_STATIC_LAUNCH.
+    static_launch: bool = knob(True, env="TRITONDIFF_STATIC_LAUNCH", parse=flag, check=is_bool)
 
     def launch(self, kernel: str, table: dict[str, _T], device: torch.device) -> _T:
         """The launch parameters of ``kernel`` on ``device``: its table's entry, then the overrides."""

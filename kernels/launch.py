@@ -14,11 +14,20 @@ launchers pass: each tensor's dtype and 16-byte alignment, each integer's being 
 whenever something observes launches -- the interpreter, a Triton launch hook, the harness's
 launch recorder (which wraps ``JITFunction.run`` to capture sources and check grids) -- and when
 ``kernels.config.fast_launch`` is off (``TRITONDIFF_FAST_LAUNCH=0``).
+
+Where the compiled kernel allows it, the cached launch skips Triton's launcher too and goes through
+torch's static CUDA launcher (``torch._C._StaticCudaLauncher``, the one Inductor launches its
+kernels with): one C call that packs the arguments by a type string worked out once and calls
+``cuLaunchKernel`` with the function Triton already loaded.  What it cannot express takes Triton's
+launcher: scratch memory, clusters, cooperative or PDL launches, tensor descriptors, instrumented
+builds, fp16 / bf16 scalars, grids of 2^31 programs or more (its C code multiplies the three
+extents in an int), ROCm, a torch without it, or ``kernels.config.static_launch`` off
+(``TRITONDIFF_STATIC_LAUNCH=0``).
 """
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import triton
@@ -86,13 +95,14 @@ def launch(kernel, grid: tuple, *args: Any, **meta: Any) -> None:
                tuple(sorted((k, v) for k, v in meta.items() if k not in _OPTIONS)),
                tuple(meta.get(k) for k in _OPTIONS))
         compiled = _compiled.get(key)            # hashing the key: an unhashable constexpr raises TypeError
+                                                 # (compiled: the cached specialisation's relauncher)
     except TypeError:                            # an argument we do not key on
         kernel[grid](*args, **meta)
         return
     if compiled is None:
-        _compiled[key] = kernel[grid](*args, **meta)
+        _compiled[key] = relauncher(kernel[grid](*args, **meta), len(args), rest)
         return
-    compiled[tuple(grid) + (1,) * (3 - len(grid))](*args, *rest)
+    compiled(tuple(grid) + (1,) * (3 - len(grid)), key[1], args)
 
 
 def _trailing_constexprs(kernel, nargs: int, meta: dict) -> list | None:
@@ -128,14 +138,116 @@ class Site:
         if _observed():
             self.kernel[self.grid](*tensors, **self.meta)
             return
-        key = (torch.cuda.current_device(), tuple(t.data_ptr() % 16 == 0 for t in tensors))
-        compiled = self._compiled.get(key)
-        if compiled is None:
+        device = torch.cuda.current_device()
+        key = (device, tuple(t.data_ptr() % 16 == 0 for t in tensors))
+        fire = self._compiled.get(key)
+        if fire is None:
             if self._rest is None:      # False: a defaulted parameter, every call takes the JIT path
                 rest = _trailing_constexprs(self.kernel, len(tensors), self.meta)
                 self._rest = False if rest is None else rest
             launched = self.kernel[self.grid](*tensors, **self.meta)
             if self._rest is not False:
-                self._compiled[key] = launched
+                self._compiled[key] = relauncher(launched, len(tensors), self._rest)
             return
-        compiled[self._grid3](*tensors, *self._rest)
+        fire(self._grid3, device, tensors)
+
+
+# ------------------------------------------------------------------ relaunching a compiled kernel
+
+# Triton scalar types torch's static launcher packs as they are (its type letters).  fp16 / bf16 are
+# left out: it would pack them as a 4-byte float where Triton's launcher packs 2 bytes.
+_STATIC_CODES = {"i1": "i", "i8": "b", "i16": "h", "i32": "i", "i64": "l", "u1": "I", "u8": "B", "u16": "H",
+                 "u32": "I", "u64": "K", "fp32": "f", "f32": "f", "fp64": "d"}
+_STATIC_GRID_LIMIT = 2 ** 31         # its C code takes grid x * y * z as an int
+
+
+def static_plan(compiled: Any, nargs: int) -> tuple[str, tuple[int, ...] | None, int] | str:
+    """How torch's static CUDA launcher relaunches ``compiled`` for calls passing its first ``nargs``
+    parameters (the rest are constexprs): the type letters of the parameters the binary takes, the
+    positions of those among the ``nargs`` (None: all of them, in order) and how many scratch pointers
+    (None) follow them.  A string instead says why it cannot (the launch then takes Triton's launcher).
+    """
+    if not config.static_launch:
+        return "kernels.config.static_launch is off"
+    if torch.version.hip is not None:
+        return "ROCm (the static launcher here is CUDA's)"
+    if not hasattr(torch._C, "_StaticCudaLauncher"):
+        return f"torch {torch.__version__} has no torch._C._StaticCudaLauncher"
+    try:
+        md, src = compiled.metadata, compiled.src
+        names = list(src.fn.arg_names)
+        signature = dict(src.signature)
+        constants = list(getattr(src, "constants", {}) or {})
+    except AttributeError as e:
+        return f"not a Triton CompiledKernel ({e})"
+    if getattr(md, "num_ctas", 1) != 1:
+        return f"num_ctas={md.num_ctas} (a cluster launch)"
+    for flag in ("launch_cooperative_grid", "launch_pdl"):
+        if getattr(md, flag, False):
+            return f"{flag} is set"
+    if getattr(md, "tensordesc_meta", None):
+        return "tensor-descriptor arguments"
+    if getattr(md, "instrumentation_mode", ""):
+        return f"instrumented build ({md.instrumentation_mode})"
+    slots = 0
+    for scratch in ("global_scratch_size", "profile_scratch_size"):
+        if hasattr(md, scratch):                # the binary takes the pointer whenever Triton knows of it
+            if getattr(md, scratch):
+                return f"{scratch}={getattr(md, scratch)} (scratch memory the launcher must allocate)"
+            slots += 1
+
+    def index(k: Any) -> int | None:
+        if isinstance(k, str):
+            return names.index(k) if k in names else None
+        if isinstance(k, tuple):
+            return k[0] if len(k) == 1 else None
+        return k if isinstance(k, int) else None
+
+    typed = {index(k): ty for k, ty in signature.items()}
+    folded = {index(k) for k in constants}
+    if None in typed or None in folded:
+        return "tuple parameters"
+    codes, keep = [], []
+    for i in sorted(typed):
+        ty = typed[i]
+        if ty == "constexpr" or i in folded:
+            continue
+        if not isinstance(ty, str):
+            return f"parameter {names[i]} has type {ty!r}"
+        if i >= nargs:
+            return f"parameter {names[i]} ({ty}) is passed as a constexpr"
+        code = "O" if ty.startswith("*") else _STATIC_CODES.get(ty)
+        if code is None:
+            return f"parameter {names[i]} has type {ty}"
+        codes.append(code)
+        keep.append(i)
+    return "".join(codes), (None if keep == list(range(nargs)) else tuple(keep)), slots
+
+
+def relauncher(compiled: Any, nargs: int, rest: list) -> Callable[[tuple, int, tuple], None]:
+    """``fire(grid3, device, args)``: launch ``compiled`` again on ``grid3`` (three extents) with ``args`` (its
+    first ``nargs`` parameters; ``rest`` are the constexprs after them, as Triton's launcher takes them) on
+    ``device``'s current stream.  Through torch's static launcher where :func:`static_plan` allows,
+    else through Triton's compiled launcher.  ``fire.via`` says which ("static" / "triton")."""
+    plan = static_plan(compiled, nargs)
+    if isinstance(plan, str):
+        def fire(grid3: tuple, device: int, args: tuple) -> None:
+            compiled[grid3](*args, *rest)
+        fire.via, fire.why = "triton", plan
+        return fire
+    codes, keep, slots = plan
+    compiled._init_handles()                 # a no-op: the launch that compiled it loaded it
+    function, warps, shared = compiled.function, compiled.metadata.num_warps, compiled.metadata.shared
+    launch_kernel = torch._C._StaticCudaLauncher._launch_kernel
+    raw_stream = torch._C._cuda_getCurrentRawStream
+    tail = (None,) * slots
+
+    def fire(grid3: tuple, device: int, args: tuple) -> None:
+        gx, gy, gz = grid3
+        if gx * gy * gz >= _STATIC_GRID_LIMIT:
+            compiled[grid3](*args, *rest)
+            return
+        passed = args if keep is None else tuple(args[i] for i in keep)
+        launch_kernel(function, gx, gy, gz, warps, shared, codes, passed + tail, raw_stream(device))
+    fire.via, fire.why = "static", ""
+    return fire

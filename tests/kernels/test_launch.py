@@ -1,12 +1,15 @@
 """kernels.launch: the compiled-launcher fast path takes the JIT path once per specialisation, then calls the
 cached compiled kernel with the arguments in signature order; anything that observes launches keeps the JIT path.
-(The GPU path itself runs in the GPU nightly; here stand-in kernels check the caching and the arguments.)"""
+Relaunches go through torch's static CUDA launcher where static_plan allows.  (The GPU path itself runs in the
+GPU nightly; on CPU, stand-in kernels and a recorder for the static launcher check caching, plans and arguments.)"""
 import sys
+from types import SimpleNamespace
 from unittest import mock
 
 import pytest
 import torch
 
+from harness import device
 from kernels import launch as L
 from kernels.config import config
 
@@ -159,3 +162,165 @@ def test_a_site_with_a_defaulted_constexpr_or_observed_launches_keeps_the_jit_pa
     for _ in range(2):
         observed(x, x)
     assert [c[0] for c in k2.calls] == ["jit", "jit"]
+
+
+# ---------------------------------------------------------------- torch's static launcher (static_plan / relauncher)
+
+class _Bin:
+    """A stand-in triton CompiledKernel: its source's signature, its metadata, its runner."""
+
+    def __init__(self, names, signature, constants=(), **metadata):
+        self.src = SimpleNamespace(fn=SimpleNamespace(arg_names=names), signature=signature,
+                                   constants={c: None for c in constants})
+        md = dict(num_warps=4, shared=1024, num_ctas=1, launch_cooperative_grid=False, launch_pdl=False,
+                  global_scratch_size=0, profile_scratch_size=0)
+        md.update(metadata)
+        self.metadata = SimpleNamespace(**md)
+        self.function = 0xF00
+        self.runs = []
+
+    def _init_handles(self):
+        pass
+
+    def __getitem__(self, grid):
+        return lambda *args: self.runs.append((grid, args))
+
+
+_NAMES = ["x_ptr", "n", "scale", "BLOCK"]
+_SIG = {"x_ptr": "*fp32", "n": "i32", "scale": "fp32", "BLOCK": "constexpr"}
+
+
+@pytest.fixture
+def static_launcher(monkeypatch):
+    """torch._C's static launcher replaced by a recorder (present on CPU builds too, but it launches CUDA)."""
+    calls = []
+    monkeypatch.setattr(torch._C, "_StaticCudaLauncher",
+                        SimpleNamespace(_launch_kernel=lambda *a: calls.append(a)), raising=False)
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda device: 7000 + device, raising=False)
+    monkeypatch.setattr(torch.version, "hip", None)
+    return calls
+
+
+def test_static_plan_types_every_passed_parameter_and_appends_the_scratch_pointers(static_launcher):
+    assert L.static_plan(_Bin(_NAMES, _SIG), 3) == ("Oif", None, 2)
+    # triton < 3.5 knew no profile scratch: one pointer fewer
+    old = _Bin(_NAMES, _SIG)
+    del old.metadata.profile_scratch_size
+    assert L.static_plan(old, 3) == ("Oif", None, 1)
+    # n == 1 was folded into the binary (a constexpr in the signature, or a constant by index): not passed
+    assert L.static_plan(_Bin(_NAMES, {**_SIG, "n": "constexpr"}), 3) == ("Of", (0, 2), 2)
+    assert L.static_plan(_Bin(_NAMES, _SIG, constants=[(1,)]), 3) == ("Of", (0, 2), 2)
+    wide = {**_SIG, "n": "i64", "scale": "fp64", "x_ptr": "*bf16"}
+    assert L.static_plan(_Bin(_NAMES, wide), 3) == ("Old", None, 2)
+
+
+@pytest.mark.parametrize("change, why", [
+    (dict(signature={**_SIG, "scale": "fp16"}), "scale has type fp16"),
+    (dict(signature={**_SIG, "BLOCK": "i32"}), "BLOCK (i32) is passed as a constexpr"),
+    (dict(signature={**_SIG, "x_ptr": ("*fp32", "*fp32")}), "x_ptr has type"),
+    (dict(global_scratch_size=256), "global_scratch_size=256"),
+    (dict(profile_scratch_size=64), "profile_scratch_size=64"),
+    (dict(num_ctas=2), "num_ctas=2"),
+    (dict(launch_cooperative_grid=True), "launch_cooperative_grid"),
+    (dict(launch_pdl=True), "launch_pdl"),
+    (dict(tensordesc_meta=[{}]), "tensor-descriptor"),
+    (dict(instrumentation_mode="gsan"), "instrumented"),
+])
+def test_static_plan_refuses_what_the_static_launcher_cannot_express(static_launcher, change, why):
+    signature = change.pop("signature", _SIG)
+    plan = L.static_plan(_Bin(_NAMES, signature, **change), 3)
+    assert isinstance(plan, str) and why in plan
+
+
+def test_static_plan_refuses_without_the_launcher_on_rocm_or_when_switched_off(static_launcher, monkeypatch):
+    b = _Bin(_NAMES, _SIG)
+    with config.patch(static_launch=False):
+        assert "static_launch is off" in L.static_plan(b, 3)
+    assert "not a Triton CompiledKernel" in L.static_plan(object(), 3)
+    monkeypatch.setattr(torch.version, "hip", "6.2")
+    assert "ROCm" in L.static_plan(b, 3)
+    monkeypatch.setattr(torch.version, "hip", None)
+    monkeypatch.delattr(torch._C, "_StaticCudaLauncher")
+    assert "no torch._C._StaticCudaLauncher" in L.static_plan(b, 3)
+
+
+def test_the_static_relauncher_passes_function_grid_warps_shared_types_args_and_stream(static_launcher):
+    b, x = _Bin(_NAMES, _SIG), torch.zeros(4)
+    fire = L.relauncher(b, 3, [128])
+    assert fire.via == "static"
+    fire((5, 2, 1), 1, (x, 9, 0.5))
+    assert static_launcher == [(0xF00, 5, 2, 1, 4, 1024, "Oif", (x, 9, 0.5, None, None), 7001)]
+    folded = L.relauncher(_Bin(_NAMES, {**_SIG, "n": "constexpr"}), 3, [128])
+    folded((1, 1, 1), 0, (x, 1, 0.5))
+    assert static_launcher[-1][6:] == ("Of", (x, 0.5, None, None), 7000)
+    assert b.runs == []
+
+
+def test_grids_of_2_31_programs_and_refused_kernels_take_tritons_launcher(static_launcher):
+    b, x = _Bin(_NAMES, _SIG), torch.zeros(4)
+    fire = L.relauncher(b, 3, [128])
+    fire((2 ** 16, 2 ** 15, 1), 0, (x, 9, 0.5))                   # 2^31 programs: its C code's int overflows
+    assert static_launcher == [] and b.runs == [((2 ** 16, 2 ** 15, 1), (x, 9, 0.5, 128))]
+    refused = _Bin(_NAMES, _SIG, global_scratch_size=8)
+    fire = L.relauncher(refused, 3, [128])
+    assert fire.via == "triton" and "global_scratch_size" in fire.why
+    fire((3, 1, 1), 0, (x, 9, 0.5))
+    assert static_launcher == [] and refused.runs == [((3, 1, 1), (x, 9, 0.5, 128))]
+
+
+# ---------------------------------------------------------------- the real launchers, on a GPU
+
+if not device.is_interpreter():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def _axpy(x_ptr, y_ptr, out_ptr, n, alpha, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < n
+        tl.store(out_ptr + offs, alpha * tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
+
+    @triton.jit
+    def _add(x_ptr, y_ptr, out_ptr, N: tl.constexpr, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        m = offs < N
+        tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
+
+
+@pytest.mark.skipif(device.is_interpreter(), reason="needs a GPU: launches compiled kernels")
+@pytest.mark.parametrize("static", [True, False])
+@pytest.mark.parametrize("n", [1, 1000, 4096])
+def test_relaunches_on_a_gpu_match_the_jit_launch(static, n, monkeypatch):
+    monkeypatch.setattr(L, "_compiled", {})
+    with config.patch(static_launch=static):
+        results = []
+        for seed in range(3):                          # the first call takes the JIT path, the others relaunch
+            g = torch.Generator(device="cuda").manual_seed(seed)
+            x, y = (torch.randn(n, device="cuda", generator=g) for _ in range(2))
+            out = torch.full_like(x, float("nan"))
+            L.launch(_axpy, (L.cdiv(n, 256),), x, y, out, n, 0.75, BLOCK=256, num_warps=4)
+            results.append((out, 0.75 * x + y))
+        torch.cuda.synchronize()
+    for out, want in results:
+        torch.testing.assert_close(out, want, rtol=0, atol=0)
+    (fire,) = L._compiled.values()
+    assert fire.via == ("static" if static else "triton"), getattr(fire, "why", "")
+
+
+@pytest.mark.skipif(device.is_interpreter(), reason="needs a GPU: launches compiled kernels")
+@pytest.mark.parametrize("static", [True, False])
+def test_a_site_relaunches_on_a_gpu_aligned_or_not(static):
+    n = 3000
+    with config.patch(static_launch=static):
+        site = L.Site(_add, (L.cdiv(n, 512),), N=n, BLOCK=512, num_warps=4)
+        results = []
+        for offset in (0, 0, 0, 1, 1, 0):           # offset 1: a pointer off 16 bytes, its own specialisation
+            x, y = (torch.randn(n + 1, device="cuda")[offset:offset + n] for _ in range(2))
+            out = torch.full_like(x, float("nan"))
+            site(x, y, out)
+            results.append((out, x + y))
+        torch.cuda.synchronize()
+    for out, want in results:
+        torch.testing.assert_close(out, want, rtol=0, atol=0)
+    assert len(site._compiled) == 2
+    assert {f.via for f in site._compiled.values()} == {"static" if static else "triton"}
