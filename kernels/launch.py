@@ -26,6 +26,7 @@ extents in an int), ROCm, a torch without it, or ``kernels.config.static_launch`
 """
 from __future__ import annotations
 
+import re
 import sys
 from typing import Any, Callable
 
@@ -221,7 +222,19 @@ def static_plan(compiled: Any, nargs: int) -> tuple[str, tuple[int, ...] | None,
             return f"parameter {names[i]} has type {ty}"
         codes.append(code)
         keep.append(i)
+    codes += ["O"] * slots
+    params = _entry_params(getattr(compiled, "asm", {}).get("ptx"))
+    if params is not None and params != len(codes):      # a Triton whose ABI adds parameters we do not know of
+        return f"the binary takes {params} parameters, the plan passes {len(codes)}"
     return "".join(codes), (None if keep == list(range(nargs)) else tuple(keep)), slots
+
+
+def _entry_params(ptx: Any) -> int | None:
+    """Parameters of the kernel entry in PTX text (None: no PTX to read)."""
+    if not isinstance(ptx, str):
+        return None
+    m = re.search(r"\.entry\s+[\w$]+\s*\((.*?)\)", ptx, re.S)
+    return m.group(1).count(".param") if m else None
 
 
 def relauncher(compiled: Any, nargs: int, rest: list) -> Callable[[tuple, int, tuple], None]:

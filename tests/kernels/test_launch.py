@@ -194,24 +194,49 @@ _SIG = {"x_ptr": "*fp32", "n": "i32", "scale": "fp32", "BLOCK": "constexpr"}
 def static_launcher(monkeypatch):
     """torch._C's static launcher replaced by a recorder (present on CPU builds too, but it launches CUDA)."""
     calls = []
-    monkeypatch.setattr(torch._C, "_StaticCudaLauncher",
-                        SimpleNamespace(_launch_kernel=lambda *a: calls.append(a)), raising=False)
+    def launch_kernel(function, gx, gy, gz, warps, shared, codes, args, stream):
+        if len(codes) != len(args):                    # as the real one checks
+            raise RuntimeError("Mismatch between number of argument types and provided arguments")
+        calls.append((function, gx, gy, gz, warps, shared, codes, args, stream))
+
+    monkeypatch.setattr(torch._C, "_StaticCudaLauncher", SimpleNamespace(_launch_kernel=launch_kernel), raising=False)
     monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda device: 7000 + device, raising=False)
     monkeypatch.setattr(torch.version, "hip", None)
     return calls
 
 
 def test_static_plan_types_every_passed_parameter_and_appends_the_scratch_pointers(static_launcher):
-    assert L.static_plan(_Bin(_NAMES, _SIG), 3) == ("Oif", None, 2)
+    assert L.static_plan(_Bin(_NAMES, _SIG), 3) == ("OifOO", None, 2)
     # triton < 3.5 knew no profile scratch: one pointer fewer
     old = _Bin(_NAMES, _SIG)
     del old.metadata.profile_scratch_size
-    assert L.static_plan(old, 3) == ("Oif", None, 1)
+    assert L.static_plan(old, 3) == ("OifO", None, 1)
     # n == 1 was folded into the binary (a constexpr in the signature, or a constant by index): not passed
-    assert L.static_plan(_Bin(_NAMES, {**_SIG, "n": "constexpr"}), 3) == ("Of", (0, 2), 2)
-    assert L.static_plan(_Bin(_NAMES, _SIG, constants=[(1,)]), 3) == ("Of", (0, 2), 2)
+    assert L.static_plan(_Bin(_NAMES, {**_SIG, "n": "constexpr"}), 3) == ("OfOO", (0, 2), 2)
+    assert L.static_plan(_Bin(_NAMES, _SIG, constants=[(1,)]), 3) == ("OfOO", (0, 2), 2)
     wide = {**_SIG, "n": "i64", "scale": "fp64", "x_ptr": "*bf16"}
-    assert L.static_plan(_Bin(_NAMES, wide), 3) == ("Old", None, 2)
+    assert L.static_plan(_Bin(_NAMES, wide), 3) == ("OldOO", None, 2)
+
+
+_PTX = """.visible .entry _k(
+\t.param .u64 .ptr .global .align 1 _k_param_0,
+\t.param .u32 _k_param_1,
+\t.param .f32 _k_param_2,%s
+\t.param .u64 .ptr .global .align 1 _k_param_3,
+\t.param .u64 .ptr .global .align 1 _k_param_4
+)
+.reqntid 128
+{
+\tld.param.b64 \t%%rd7, [_k_param_0];
+}"""
+
+
+def test_static_plan_checks_its_parameter_count_against_the_binarys_ptx(static_launcher):
+    b = _Bin(_NAMES, _SIG)
+    b.asm = {"ptx": _PTX % ""}
+    assert L.static_plan(b, 3) == ("OifOO", None, 2)
+    b.asm = {"ptx": _PTX % "\n\t.param .u64 _k_param_extra,"}   # a Triton that passes one more
+    assert L.static_plan(b, 3) == "the binary takes 6 parameters, the plan passes 5"
 
 
 @pytest.mark.parametrize("change, why", [
@@ -249,10 +274,10 @@ def test_the_static_relauncher_passes_function_grid_warps_shared_types_args_and_
     fire = L.relauncher(b, 3, [128])
     assert fire.via == "static"
     fire((5, 2, 1), 1, (x, 9, 0.5))
-    assert static_launcher == [(0xF00, 5, 2, 1, 4, 1024, "Oif", (x, 9, 0.5, None, None), 7001)]
+    assert static_launcher == [(0xF00, 5, 2, 1, 4, 1024, "OifOO", (x, 9, 0.5, None, None), 7001)]
     folded = L.relauncher(_Bin(_NAMES, {**_SIG, "n": "constexpr"}), 3, [128])
     folded((1, 1, 1), 0, (x, 1, 0.5))
-    assert static_launcher[-1][6:] == ("Of", (x, 0.5, None, None), 7000)
+    assert static_launcher[-1][6:] == ("OfOO", (x, 0.5, None, None), 7000)
     assert b.runs == []
 
 
