@@ -322,9 +322,10 @@ def test_relaunches_on_a_gpu_match_the_jit_launch(static, n, monkeypatch):
         for seed in range(3):                          # the first call takes the JIT path, the others relaunch
             g = torch.Generator(device="cuda").manual_seed(seed)
             x, y = (torch.randn(n, device="cuda", generator=g) for _ in range(2))
-            out = torch.full_like(x, float("nan"))
+            out, want = torch.full_like(x, float("nan")), torch.full_like(x, float("nan"))
             L.launch(_axpy, (L.cdiv(n, 256),), x, y, out, n, 0.75, BLOCK=256, num_warps=4)
-            results.append((out, 0.75 * x + y))
+            _axpy[(L.cdiv(n, 256),)](x, y, want, n, 0.75, BLOCK=256, num_warps=4)   # the JIT path, bit for bit
+            results.append((out, want))                # (not 0.75 * x + y: the kernel contracts it to an FMA)
         torch.cuda.synchronize()
     for out, want in results:
         torch.testing.assert_close(out, want, rtol=0, atol=0)
