@@ -123,6 +123,12 @@ class CompilerConfig:
     # Use int64 index arithmetic in every kernel (it is used anyway when an index can pass
     # 2**31 - 1).
     force_int64_indexing: bool = False
+    # L2 eviction hints on the loads of a reduction loop (tl.load's eviction_policy): 'evict_last'
+    # where the kernel reads the buffer again in a later pass or every program reads it (a row
+    # vector such as a layer norm's weight), 'evict_first' on the last streaming read, so a
+    # two-pass looped reduction finds its rows still in L2 on the second pass.  No effect on
+    # results, and none in the interpreter.
+    eviction_hints: bool = True
     # num_warps of every launch (None: one warp per elements_per_warp elements of the block,
     # at least 4 and at most max_num_warps).  GPU only.
     num_warps: Optional[int] = None

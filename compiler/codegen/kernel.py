@@ -90,6 +90,8 @@ class TritonKernel:
         self.tile: list[int] = []
         self.in_reduction_loop = False  # inside a loop over the reduced axis (rindex is loop-local)
         self.meta: dict = {}
+        self._loop_loads: list[tuple[int, str, bool]] = []   # (line, buffer, read by every program) in a loop
+        self._load_lines: dict[str, int] = {}                # buffer -> line of its last load anywhere
 
     # ---- arguments
     def arg(self, name: str) -> str:
@@ -239,9 +241,23 @@ class TritonKernel:
             src = f"{src} + tl.zeros({self.scalar_shape}, tl.int32)"
         src = self._index_var(src)
         ptr = self.arg(name)
-        if mask:
-            return self.newvar(f"tl.load({ptr} + {src}, {mask}, other=0)", buf.get_dtype())
-        return self.newvar(f"tl.load({ptr} + {src})", buf.get_dtype())
+        before = len(self.lines)
+        expr = f"tl.load({ptr} + {src}, {mask}, other=0)" if mask else f"tl.load({ptr} + {src})"
+        var = self.newvar(expr, buf.get_dtype())
+        if len(self.lines) > before:                        # a new load, not a CSE hit
+            self._load_lines[name] = before
+            if self.in_reduction_loop:
+                shared = bool(self.active) and self.active[0] not in symbols   # the same for every row block
+                self._loop_loads.append((before, name, shared))
+        return var
+
+    def _eviction_policies(self) -> dict[int, str]:
+        """Line -> eviction policy of each load in a reduction loop (``config.eviction_hints``): keep in L2
+        what a later pass or every program reads again, let the last streaming read go first."""
+        if not config.eviction_hints:
+            return {}
+        return {line: "evict_last" if shared or self._load_lines[name] > line else "evict_first"
+                for line, name, shared in self._loop_loads}
 
     def store(self, name: str, index: sympy.Expr, value: CSEVar) -> None:
         buf = self.buffers[name]
@@ -261,7 +277,10 @@ class TritonKernel:
         out = ["@triton.jit", f"def {self.name}({', '.join(params)}):"]
         for comment in self.meta.get("comments", []):
             out.append(f"    # {comment}")
-        for indent, line in self.lines:
+        policies = self._eviction_policies()
+        for i, (indent, line) in enumerate(self.lines):
+            if i in policies:                          # "tmpN = tl.load(...)": the hint goes before its ")"
+                line = f"{line[:-1]}, eviction_policy='{policies[i]}')"
             out.append("    " * indent + line)
         if not self.lines:
             out.append("    pass")

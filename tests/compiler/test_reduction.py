@@ -240,3 +240,34 @@ def test_reads_along_kept_axis_counts_load_orientation():
     assert [reads_along_kept_axis(g) for g in groups(lambda x: x.sum(0), x)] == [True]
     assert [reads_along_kept_axis(g) for g in groups(lambda x: x.sum(1), x)] == [False]
     assert [reads_along_kept_axis(g) for g in groups(lambda x: x.t().contiguous().sum(0) * 2, x)] == [False]
+
+
+def _loads(source: str) -> list[tuple[str, str]]:
+    """(pointer, eviction policy or '') of every tl.load in ``source``, in order."""
+    return [(m.group(1), m.group(3) or "") for m in
+            re.finditer(r"tl\.load\((p_\w+) \+[^\n]*?(eviction_policy='(\w+)')?\)\n", source)]
+
+
+def test_looped_reductions_keep_what_a_later_pass_or_every_row_rereads_in_l2():
+    def ln(x, w, b):
+        return torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b)
+
+    args = (torch.randn(4, 300), torch.randn(300), torch.randn(300))
+    (g,) = capture_graphs(ln, *args)
+    with compiler.config.patch(reduction_strategy="looped", rblock=64):
+        exe = compile_graph(g.gm, g.args, "ev")
+        (src,) = kernel_sources(exe.generated.source)
+        loads = _loads(src)
+        x, w, b = (f"p_{n}" for n in ("arg0", "arg1", "arg2"))
+        # every pass but the last rereads x: kept; the last pass lets it go; w and b: every row reads them
+        x_policies = [p for ptr, p in loads if ptr == x]
+        assert len(x_policies) >= 2 and set(x_policies[:-1]) == {"evict_last"} and x_policies[-1] == "evict_first"
+        assert {p for ptr, p in loads if ptr in (w, b)} == {"evict_last"}
+        with compiler.config.patch(eviction_hints=False):
+            off = kernel_sources(compile_graph(g.gm, g.args, "ev_off").generated.source)[0]
+        assert "eviction_policy" not in off
+        assert [ptr for ptr, _ in _loads(off)] == [ptr for ptr, _ in loads]      # the same loads, unhinted
+        got = run_compiled(ln, *args)                                            # the hinted kernel runs right
+    assert_same(got, ln(*args), rtol=1e-5, atol=1e-5)
+    with compiler.config.patch(reduction_strategy="persistent"):                 # no loop: nothing to hint
+        assert "eviction_policy" not in compile_graph(g.gm, g.args, "ev_p").generated.source

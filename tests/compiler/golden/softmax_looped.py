@@ -10,7 +10,7 @@ def G_inference_k0(p_arg0, p_buf4):
         rindex = roffset + rbase
         rmask = rindex < 41
         idx1 = (rindex + (41 * xindex))
-        tmp2 = tl.load(p_arg0 + idx1, xmask & rmask, other=0)
+        tmp2 = tl.load(p_arg0 + idx1, xmask & rmask, other=0, eviction_policy='evict_last')
         tmp3 = tl.full([1, 1], float("-inf"), tl.float32)
         tmp4 = tl.where(rmask, tmp2, tmp3)
         acc0 = _td_maximum(acc0, tmp4)
@@ -24,7 +24,7 @@ def G_inference_k0(p_arg0, p_buf4):
         rindex = roffset + rbase
         rmask = rindex < 41
         idx11 = (rindex + (41 * xindex))
-        tmp12 = tl.load(p_arg0 + idx11, xmask & rmask, other=0)
+        tmp12 = tl.load(p_arg0 + idx11, xmask & rmask, other=0, eviction_policy='evict_last')
         tmp13 = tmp12 - tmp9
         tmp14 = tl.exp(tmp13)
         tmp15 = tl.full([1, 1], 0.0, tl.float32)
@@ -35,7 +35,7 @@ def G_inference_k0(p_arg0, p_buf4):
         rindex = roffset + rbase
         rmask = rindex < 41
         idx18 = (rindex + (41 * xindex))
-        tmp19 = tl.load(p_arg0 + idx18, xmask & rmask, other=0)
+        tmp19 = tl.load(p_arg0 + idx18, xmask & rmask, other=0, eviction_policy='evict_first')
         tmp20 = tmp19 - tmp9
         tmp21 = tl.exp(tmp20)
         tmp22 = tmp21 / tmp17
