@@ -3,7 +3,8 @@
     python -m compiler.benchmark [--out FILE.md] [--json FILE] [--only NAME ...] [--budget-s S] [--dry-run]
                                  [--backends inductor tritondiff] [--variant NAME:KNOB=VALUE,... ...]
 
-Per workload and backend: time (median of CUDA-event timings after warm-up, ``_timing.bench``),
+Per workload and backend: time (CUDA-event timings after warm-up, ``_timing.bench``: the median of
+``ROUNDS`` rounds that each time every backend once, interleaved, so host drift on a VM hits all alike),
 GB/s of the workload's minimal traffic (bytes every implementation must move: inputs read
 once, outputs written once, saved statistics of a backward), that as a % of the measured
 device-to-device copy bandwidth, the speedup of tritondiff over Inductor, and each backend's
@@ -24,6 +25,7 @@ import dataclasses
 import json
 import math
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -126,6 +128,7 @@ class Result:
     backend: str
     ms: Optional[float] = None
     skipped: Optional[str] = None           # not run (the time budget was spent)
+    ms_rounds: Optional[list] = None        # the latency of each round (ms is their median)
     gpu_ms: Optional[float] = None          # the kernels' summed durations per call (torch.profiler)
     host_ms: Optional[float] = None         # wall time to enqueue one call, the GPU never waited on
     compile_s: Optional[float] = None
@@ -191,9 +194,14 @@ def _judge(got: Any, eager: Any, truth: Any) -> bool:
     return oracle.compare(got, eager, truth).passed
 
 
-def run_one(w: Workload, backend: str, wrap: Callable, reference: Optional[tuple[Any, Any]]) -> tuple[Result, Any]:
-    """Compile (timed, cold) and time ``w`` under one backend; ``reference`` is (eager output, float64 output)."""
-    from kernels.benchmarks._timing import bench, host_ms, kernel_times
+ROUNDS = 5      # latency / host-time rounds per workload, the backends interleaved in each
+
+
+def prepare(w: Workload, backend: str, wrap: Callable,
+            reference: Optional[tuple[Any, Any]]) -> tuple[Result, Any, Optional[Callable[[], Any]]]:
+    """Compile ``w`` under one backend (the first call timed, cold) and judge its output against ``reference``
+    (eager output, float64 output).  Returns the result so far, the output (for eager: the reference pair)
+    and the timed callable (None when it failed)."""
     res = Result(backend)
     try:
         torch._dynamo.reset()
@@ -209,20 +217,54 @@ def run_one(w: Workload, backend: str, wrap: Callable, reference: Optional[tuple
             res.matches_eager = _judge(out, *reference)
         elif backend == "eager":
             out = (out, w.build(w.fn)(*_upcast(inputs)))
-        res.ms = bench(lambda: fn(*inputs)).median_ms
     except Exception as e:  # noqa: BLE001  (reported per workload; the run goes on)
         res.error = _one_line(e)
         torch.cuda.empty_cache()
-        return res, None
-    try:      # the breakdown columns: a profiler failure costs them, never the measured latency or reference
-        res.host_ms = host_ms(lambda: fn(*inputs), iters=20)
-        kernels = kernel_times(lambda: fn(*inputs), iters=20)
-        res.gpu_ms = sum(k[2] for k in kernels) if kernels else None     # no kernel seen: unknown, not 0
-    except Exception as e:  # noqa: BLE001
-        print(f"  {w.name} [{backend}]: GPU / host time not measured: {_one_line(e)}", file=sys.stderr)
-    finally:
-        torch.cuda.empty_cache()
-    return res, out
+        return res, None, None
+    return res, out, lambda: fn(*inputs)
+
+
+def measure(timed: dict[str, tuple[Result, Callable[[], Any]]], rounds: int = ROUNDS) -> None:
+    """Fill each result's latency and host time, then its GPU time.
+
+    Latency and host time are taken in ``rounds`` rounds; each round measures every backend once, in an
+    order rotated from round to round, and the median of the rounds is kept.  On a VM the host's speed
+    drifts over seconds: backends measured one after the other would each see another machine.  GPU
+    time (torch.profiler) is steady, so it is taken once.
+    """
+    from kernels.benchmarks._timing import bench, host_ms, kernel_times
+    names = list(timed)
+    lat: dict[str, list[float]] = {n: [] for n in names}
+    host: dict[str, list[float]] = {n: [] for n in names}
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            res, call = timed[name]
+            if res.error:
+                continue
+            try:
+                lat[name].append(bench(call, warmup_ms=10, rep_ms=40).median_ms)
+            except Exception as e:  # noqa: BLE001  (a failure while timing: reported, the others go on)
+                res.error = _one_line(e)
+                continue
+            try:
+                host[name].append(host_ms(call, iters=20))
+            except Exception as e:  # noqa: BLE001
+                print(f"  [{name}]: host time not measured: {_one_line(e)}", file=sys.stderr)
+    for name in names:
+        res, call = timed[name]
+        if lat[name] and not res.error:
+            res.ms = statistics.median(lat[name])
+            res.ms_rounds = lat[name]
+        if host[name]:
+            res.host_ms = statistics.median(host[name])
+        if res.error:
+            continue
+        try:      # a profiler failure costs the GPU column, never the measured latency
+            kernels = kernel_times(call, iters=20)
+            res.gpu_ms = sum(k[2] for k in kernels) if kernels else None     # no kernel seen: unknown, not 0
+        except Exception as e:  # noqa: BLE001
+            print(f"  [{name}]: GPU time not measured: {_one_line(e)}", file=sys.stderr)
+    torch.cuda.empty_cache()
 
 
 def _one_line(e: BaseException) -> str:
@@ -245,16 +287,22 @@ def run(selected: Sequence[Workload], budget_s: float,
             row["skipped"] = spent
             rows.append(row)
             continue
-        reference = None
+        reference, results, timed = None, {}, {}
         for backend, wrap in (backends or _backends()).items():
             if time.perf_counter() - start > budget_s:
-                row["results"][backend] = dataclasses.asdict(Result(backend, skipped=spent))
+                results[backend] = Result(backend, skipped=spent)
                 continue
-            res, out = run_one(w, backend, wrap, reference)
+            res, out, call = prepare(w, backend, wrap, reference)
             if backend == "eager" and out is not None:
                 reference = out                   # (eager output, float64 output)
-            row["results"][backend] = dataclasses.asdict(res)
+            results[backend] = res
+            if call is not None:
+                timed[backend] = (res, call)
             del out
+        measure(timed)
+        del timed, reference
+        torch.cuda.empty_cache()
+        row["results"] = {b: dataclasses.asdict(r) for b, r in results.items()}
         rows.append(row)
         print(f"  {w.name}: " + ", ".join(f"{b} {r['ms']:.3f} ms (GPU {_fmt(r['gpu_ms'], '.3f')})" if r["ms"]
                                           else f"{b} {'skipped' if r.get('skipped') else 'failed'}"
@@ -319,10 +367,11 @@ def report(rows: list[dict], copy_gbps: float, env: dict) -> str:
     if not speedups:
         lines.append("geometric mean speedup over Inductor: - (no workload has both)")
     lines += ["",
-              "Time (ms): median of CUDA-event timings after warm-up (triton.testing.do_bench, L2 flushed): what a "
+              f"Time (ms): CUDA-event timings after warm-up (triton.testing.do_bench, L2 flushed), the median of "
+              f"{ROUNDS} rounds that each measure every backend once, in turn: what a "
               "caller waits for, host time included where the host is slower than the GPU. GPU ms: the call's "
               "kernels' summed durations (torch.profiler); host ms: wall time to enqueue one call without waiting "
-              "on the GPU. A row whose host ms exceeds its GPU ms is bound by the host path (dynamo guards, "
+              "on the GPU (median of the rounds). A row whose host ms exceeds its GPU ms is bound by the host path (dynamo guards, "
               "AOTAutograd, launches), which moves between runs on a VM. GB/s: minimal traffic / time. Compile s: "
               "wall time of the first call with empty Triton/Inductor caches. Oracle: the harness's verdict "
               "(harness.oracle) on the first call's outputs -- as right as eager, judged against the workload run "
