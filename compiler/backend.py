@@ -49,7 +49,7 @@ class CompiledGraph:
         self.cache: dict[tuple, Executable] = {}
 
     def executable(self, args: list) -> Executable:
-        key = (_signature(args), config.cache_key())
+        key = (_signature(args), config.cache_token())
         exe = self.cache.get(key)
         if exe is None:
             from .pipeline import compile_graph

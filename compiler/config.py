@@ -219,9 +219,18 @@ class CompilerConfig:
         if key is None:
             key = tuple((f.name, getattr(self, f.name)) for f in dataclasses.fields(self) if f.name not in _NOT_IN_KEY)
             object.__setattr__(self, "_key", key)
+            object.__setattr__(self, "_token", _TOKENS.setdefault(key, len(_TOKENS)))
         return key
 
+    def cache_token(self) -> int:
+        """A small int standing for ``cache_key()``: equal keys, equal tokens, for the life of the process
+        (a compiled graph's lookup hashes it on every call instead of the key's few dozen pairs)."""
+        if self.__dict__.get("_key") is None:
+            self.cache_key()
+        return self.__dict__["_token"]
 
+
+_TOKENS: dict[tuple, int] = {}      # cache_key() -> cache_token()
 _NOT_IN_KEY = frozenset({"execution", "verify_ir", "dump_dir", "keep_artifacts", "cache_dir", "autotune_cache_dir",
                          "autotune_persist", "autotune_cpu_timing", "autotune_recheck"})
 

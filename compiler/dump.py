@@ -85,7 +85,7 @@ def begin(graph: str) -> Artifacts:
 
 def note_ran(artifacts: Optional[Artifacts]) -> None:
     """Record that the graph of ``artifacts`` was compiled or ran (``ran_artifacts()`` returns it)."""
-    if artifacts is None:
+    if artifacts is None or (_ran and next(reversed(_ran)) == id(artifacts)):   # none, or already the latest
         return
     _ran.pop(id(artifacts), None)
     _ran[id(artifacts)] = artifacts

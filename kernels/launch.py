@@ -55,7 +55,15 @@ def pow2_floor(n: int) -> int:
 
 def cdiv(a: int, b: int) -> int:
     return -(-a // b)
-_compiled: dict[tuple, Any] = {}
+
+
+_compiled: dict[tuple, Any] = {}     # launch()'s specialisations -> their relaunchers
+
+
+def _current_device() -> int:
+    """``torch.cuda.current_device()`` without its Python wrapper (asked on every relaunch)."""
+    get = getattr(torch._C, "_cuda_getDevice", None)
+    return get() if get is not None else torch.cuda.current_device()
 
 
 def _arg_key(a: Any) -> tuple:
@@ -92,7 +100,7 @@ def launch(kernel, grid: tuple, *args: Any, **meta: Any) -> None:
     try:
         if rest is None:
             raise TypeError(type(kernel).__name__)
-        key = (kernel, torch.cuda.current_device(), tuple(_arg_key(a) for a in args),
+        key = (kernel, _current_device(), tuple(_arg_key(a) for a in args),
                tuple(sorted((k, v) for k, v in meta.items() if k not in _OPTIONS)),
                tuple(meta.get(k) for k in _OPTIONS))
         compiled = _compiled.get(key)            # hashing the key: an unhashable constexpr raises TypeError
@@ -139,7 +147,7 @@ class Site:
         if _observed():
             self.kernel[self.grid](*tensors, **self.meta)
             return
-        device = torch.cuda.current_device()
+        device = _current_device()
         key = (device, tuple(t.data_ptr() % 16 == 0 for t in tensors))
         fire = self._compiled.get(key)
         if fire is None:
