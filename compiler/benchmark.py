@@ -204,7 +204,6 @@ def prepare(w: Workload, backend: str, wrap: Callable,
     and the timed callable (None when it failed)."""
     res = Result(backend)
     try:
-        torch._dynamo.reset()
         torch.manual_seed(0)                      # every backend gets the same inputs as the reference
         inputs = w.make()
         fn = w.build(wrap(w.fn))
@@ -234,6 +233,8 @@ def measure(timed: dict[str, tuple[Result, Callable[[], Any]]], rounds: int = RO
     """
     from kernels.benchmarks._timing import bench, host_ms, kernel_times
     names = list(timed)
+    if not names:                 # every backend failed to compile, or the budget ran out
+        return
     lat: dict[str, list[float]] = {n: [] for n in names}
     host: dict[str, list[float]] = {n: [] for n in names}
     for r in range(rounds):
@@ -255,10 +256,10 @@ def measure(timed: dict[str, tuple[Result, Callable[[], Any]]], rounds: int = RO
         if lat[name] and not res.error:
             res.ms = statistics.median(lat[name])
             res.ms_rounds = lat[name]
+        if res.error:             # failed in a later round: no latency, so no host time beside it either
+            continue
         if host[name]:
             res.host_ms = statistics.median(host[name])
-        if res.error:
-            continue
         try:      # a profiler failure costs the GPU column, never the measured latency
             kernels = kernel_times(call, iters=20)
             res.gpu_ms = sum(k[2] for k in kernels) if kernels else None     # no kernel seen: unknown, not 0
@@ -288,6 +289,9 @@ def run(selected: Sequence[Workload], budget_s: float,
             rows.append(row)
             continue
         reference, results, timed = None, {}, {}
+        # once per workload, not per backend: a reset drops every compiled frame, so a later reset would make
+        # the backends prepared before it compile again inside the timing, unjudged
+        torch._dynamo.reset()
         for backend, wrap in (backends or _backends()).items():
             if time.perf_counter() - start > budget_s:
                 results[backend] = Result(backend, skipped=spent)
@@ -299,8 +303,9 @@ def run(selected: Sequence[Workload], budget_s: float,
             if call is not None:
                 timed[backend] = (res, call)
             del out
+        del reference                             # the float64 outputs: not held while timing
         measure(timed)
-        del timed, reference
+        del timed
         torch.cuda.empty_cache()
         row["results"] = {b: dataclasses.asdict(r) for b, r in results.items()}
         rows.append(row)

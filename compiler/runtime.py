@@ -18,6 +18,7 @@ import types
 from typing import Any, Callable, Optional, Sequence
 
 import torch
+import torch.utils.deterministic as _deterministic
 
 from harness import device as _device
 from kernels import launch as _launch
@@ -82,11 +83,24 @@ def _quiet_numpy():
 
 def _alloc(layout: Layout) -> torch.Tensor:
     """An uninitialised buffer on the execution device.  Through the C++ entry points Inductor's wrappers
-    allocate with where this torch has them (a third of ``torch.empty_strided``'s host time)."""
+    allocate with where this torch has them (a third of ``torch.empty_strided``'s host time), unless
+    something watches allocations: those entry points skip the dispatcher, so neither the harness's NaN
+    poisoning (deterministic ``fill_uninitialized_memory``) nor its zero-fill dispatch mode would see the
+    buffer, and an output a kernel leaves half written would go unreported."""
     fast = _FAST_EMPTY.get(_device.MODE)
-    if fast is not None:
+    if fast is not None and not _allocations_watched():
         return fast(layout.size, layout.stride, layout.dtype)
     return torch.empty_strided(layout.size, layout.stride, dtype=layout.dtype, device=_device.torch_device())
+
+
+def _allocations_watched() -> bool:
+    """A dispatch mode is active, or torch fills fresh memory (deterministic mode's NaN fill)."""
+    if _dispatch_stack_len is None or _dispatch_stack_len():
+        return True
+    return torch.are_deterministic_algorithms_enabled() and _deterministic.fill_uninitialized_memory
+
+
+_dispatch_stack_len = getattr(torch._C, "_len_torch_dispatch_stack", None)
 
 
 def _fast_empty() -> dict:

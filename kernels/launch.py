@@ -72,7 +72,7 @@ def _arg_key(a: Any) -> tuple:
     if isinstance(a, bool):
         return ("b", a)
     if isinstance(a, int):
-        return ("i", a == 1, a % 16 == 0, not -2 ** 31 <= a < 2 ** 31)
+        return ("i", a == 1, a % 16 == 0, not -2 ** 31 <= a < 2 ** 31, a >= 2 ** 63)   # i32 / i64 / u64
     if isinstance(a, float):
         return ("f",)
     raise TypeError(type(a).__name__)          # anything else: not cached (JIT path)

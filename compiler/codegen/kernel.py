@@ -90,8 +90,9 @@ class TritonKernel:
         self.tile: list[int] = []
         self.in_reduction_loop = False  # inside a loop over the reduced axis (rindex is loop-local)
         self.meta: dict = {}
-        self._loop_loads: list[tuple[int, str, bool]] = []   # (line, buffer, read by every program) in a loop
-        self._load_lines: dict[str, int] = {}                # buffer -> line of its last load anywhere
+        self._loads: list[tuple[int, str, Optional[int], bool]] = []   # (line, buffer, loop, read again anyway)
+        self._loop = None                                    # the reduction loop being emitted (a serial)
+        self._loops = 0
 
     # ---- arguments
     def arg(self, name: str) -> str:
@@ -132,12 +133,15 @@ class TritonKernel:
         self._indent += 1
         self._scopes.append({})
         self.registers.append({})
-        was = self.in_reduction_loop
+        was, was_loop = self.in_reduction_loop, self._loop
         self.in_reduction_loop = over_reduction or was
+        if over_reduction:
+            self._loops += 1
+            self._loop = self._loops
         try:
             yield
         finally:
-            self.in_reduction_loop = was
+            self.in_reduction_loop, self._loop = was, was_loop
             self.registers.pop()
             self._scopes.pop()
             self._indent -= 1
@@ -245,19 +249,25 @@ class TritonKernel:
         expr = f"tl.load({ptr} + {src}, {mask}, other=0)" if mask else f"tl.load({ptr} + {src})"
         var = self.newvar(expr, buf.get_dtype())
         if len(self.lines) > before:                        # a new load, not a CSE hit
-            self._load_lines[name] = before
-            if self.in_reduction_loop:
-                shared = bool(self.active) and self.active[0] not in symbols   # the same for every row block
-                self._loop_loads.append((before, name, shared))
+            # read again anyway: the same address for every row block (the row axis is not in the index),
+            # or on every step of the loop (the reduced axis is not)
+            reread = any(sym not in symbols for sym in self.active[:2])
+            self._loads.append((before, name, self._loop if self.in_reduction_loop else None, reread))
         return var
 
     def _eviction_policies(self) -> dict[int, str]:
         """Line -> eviction policy of each load in a reduction loop (``config.eviction_hints``): keep in L2
-        what a later pass or every program reads again, let the last streaming read go first."""
+        what is read again -- by a later pass or outside the loop, by every row block, on every step -- and
+        let the last streaming read go first."""
         if not config.eviction_hints:
             return {}
-        return {line: "evict_last" if shared or self._load_lines[name] > line else "evict_first"
-                for line, name, shared in self._loop_loads}
+        policies = {}
+        for line, name, loop, reread in self._loads:
+            if loop is None:
+                continue
+            later = any(n == name and ln > line and lp != loop for ln, n, lp, _ in self._loads)
+            policies[line] = "evict_last" if reread or later else "evict_first"
+        return policies
 
     def store(self, name: str, index: sympy.Expr, value: CSEVar) -> None:
         buf = self.buffers[name]

@@ -167,3 +167,39 @@ def test_rounds_interleave_the_backends_in_a_rotating_order_and_keep_the_median(
     for name, (res, _) in timed.items():
         assert res.ms == 1.0 and res.ms_rounds[0] == 10.0 and len(res.ms_rounds) == 3
         assert (res.host_ms, res.gpu_ms) == (0.1, 0.5)
+
+
+def test_measure_with_nothing_to_time_returns_and_a_backend_failing_mid_run_reports_no_times(monkeypatch):
+    from kernels.benchmarks import _timing
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    benchmark.measure({}, rounds=3)                           # every prepare failed: nothing to do, no crash
+    calls = {"n": 0}
+
+    def flaky(fn, **kw):
+        calls["n"] += 1
+        if fn() == "bad" and calls["n"] > 2:
+            raise RuntimeError("illegal memory access")
+        return _timing.Timing(1.0, 1.0, 1.0)
+    monkeypatch.setattr(_timing, "bench", flaky)
+    monkeypatch.setattr(_timing, "host_ms", lambda fn, iters: 0.1)
+    monkeypatch.setattr(_timing, "kernel_times", lambda fn, iters: [("k", 1.0, 0.5)])
+    timed = {n: (benchmark.Result(n), lambda n=n: n) for n in ("good", "bad")}
+    benchmark.measure(timed, rounds=3)
+    good, bad = timed["good"][0], timed["bad"][0]
+    assert (good.ms, good.host_ms, good.gpu_ms) == (1.0, 0.1, 0.5)
+    assert bad.error.startswith("RuntimeError") and (bad.ms, bad.host_ms, bad.gpu_ms) == (None, None, None)
+
+
+def test_dynamo_is_reset_once_per_workload_not_per_backend(monkeypatch):
+    """A reset drops every compiled frame: one per backend would make the backends prepared before it compile
+    again inside the timing."""
+    from kernels.benchmarks import _timing
+    monkeypatch.setattr(_timing, "copy_bandwidth_gbps", lambda: 1000.0)
+    resets = []
+    monkeypatch.setattr(torch._dynamo, "reset", lambda: resets.append(1))
+    monkeypatch.setattr(benchmark, "prepare", lambda w, b, wrap, ref: (benchmark.Result(b), None, None))
+    monkeypatch.setattr(benchmark, "measure", lambda timed: None)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    selected = [w for w in benchmark.all_workloads() if w.name.startswith("nrm2")]
+    benchmark.run(selected, 1e9)
+    assert len(resets) == len(selected)

@@ -242,10 +242,12 @@ def test_reads_along_kept_axis_counts_load_orientation():
     assert [reads_along_kept_axis(g) for g in groups(lambda x: x.t().contiguous().sum(0) * 2, x)] == [False]
 
 
-def _loads(source: str) -> list[tuple[str, str]]:
-    """(pointer, eviction policy or '') of every tl.load in ``source``, in order."""
+def _loads(source: str, *, streaming: bool = False) -> list[tuple[str, str]]:
+    """(pointer, eviction policy or '') of every tl.load in ``source``, in order (``streaming``: only those
+    masked along the reduced axis, i.e. that walk it; a per-row scalar load is read again on every step)."""
     return [(m.group(1), m.group(3) or "") for m in
-            re.finditer(r"tl\.load\((p_\w+) \+[^\n]*?(eviction_policy='(\w+)')?\)\n", source)]
+            re.finditer(r"tl\.load\((p_\w+) \+[^\n]*?(eviction_policy='(\w+)')?\)\n", source)
+            if not streaming or "rmask" in m.group(0)]
 
 
 def test_looped_reductions_keep_what_a_later_pass_or_every_row_rereads_in_l2():
@@ -259,10 +261,13 @@ def test_looped_reductions_keep_what_a_later_pass_or_every_row_rereads_in_l2():
         (src,) = kernel_sources(exe.generated.source)
         loads = _loads(src)
         x, w, b = (f"p_{n}" for n in ("arg0", "arg1", "arg2"))
-        # every pass but the last rereads x: kept; the last pass lets it go; w and b: every row reads them
-        x_policies = [p for ptr, p in loads if ptr == x]
+        # every pass but the last rereads the row of x: kept; the last pass lets it go; w and b: every row
+        # block reads them; a per-row scalar of x (no reduced index): read on every step, kept
+        x_policies = [p for ptr, p in _loads(src, streaming=True) if ptr == x]
         assert len(x_policies) >= 2 and set(x_policies[:-1]) == {"evict_last"} and x_policies[-1] == "evict_first"
         assert {p for ptr, p in loads if ptr in (w, b)} == {"evict_last"}
+        assert {p for line in src.splitlines() if "tl.load(p_arg0" in line and "rmask" not in line
+                for p in re.findall(r"evict_\w+", line)} <= {"evict_last"}
         with compiler.config.patch(eviction_hints=False):
             off = kernel_sources(compile_graph(g.gm, g.args, "ev_off").generated.source)[0]
         assert "eviction_policy" not in off

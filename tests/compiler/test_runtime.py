@@ -8,6 +8,7 @@ import torch
 import compiler
 from harness import device
 from compiler.exc import CompilerError, KernelCompileError
+from compiler import runtime
 from compiler.runtime import load_module
 from tests.compiler.util import assert_same, check, run_compiled
 
@@ -152,3 +153,36 @@ def test_autotune_variants_of_one_kernel_launch_with_their_own_warps_and_stages(
         exe._launch(v, env, {})
     assert launched == [(2, 1), (8, 1), (8, 3)] * 2
     assert len(made) == 3                                                  # worked out once per config
+
+
+def test_buffers_stay_visible_to_the_harness_poisoning_and_zero_fill():
+    """The fast C++ allocation skips the dispatcher: while the harness poisons fresh memory (NaN) or runs its
+    zero-fill control, buffers must come from torch.empty_strided, or a half-written output goes unseen."""
+    from compiler.ir import Layout
+    from harness.runner import _ZeroFill, poisoned_allocations
+    layout = Layout((64,), (1,), torch.float32)
+    with poisoned_allocations():
+        assert torch.isnan(runtime._alloc(layout)).all()
+    with _ZeroFill():
+        assert (runtime._alloc(layout) == 0).all()
+    out = runtime._alloc(layout)                          # nothing watching: any contents, the right layout
+    assert out.shape == (64,) and out.stride() == (1,) and out.dtype == torch.float32
+
+
+def test_a_kernel_that_skips_part_of_its_output_is_seen_under_poisoning(monkeypatch):
+    """End to end: a compiled graph whose kernel writes only the first half of its output (planted by
+    halving every launch grid) gives NaN in the rest under poisoned allocations."""
+    from harness.runner import poisoned_allocations
+    real = runtime.Executable._launcher
+
+    def half_grid(self, spec):
+        fn, options, grid, args = real(self, spec)
+        return fn, options, (grid[0] // 2,), args
+    monkeypatch.setattr(runtime.Executable, "_launcher", half_grid)
+
+    def f(x):
+        return x * 2 + 1
+    x = torch.randn(4096)
+    with compiler.config.patch(pointwise_block=1024), poisoned_allocations():
+        out = compiler.compile_fresh(f)(x)
+    assert torch.isnan(out[2048:]).all() and torch.equal(out[:2048], f(x)[:2048])

@@ -350,3 +350,11 @@ def test_a_site_relaunches_on_a_gpu_aligned_or_not(static):
         torch.testing.assert_close(out, want, rtol=0, atol=0)
     assert len(site._compiled) == 2
     assert {f.via for f in site._compiled.values()} == {"static" if static else "triton"}
+
+
+def test_u64_and_i64_integers_are_different_specialisations(unobserved):
+    # Triton types an int >= 2^63 as u64: relaunching that binary with 2^62 would pack it as unsigned
+    k = _Kernel()
+    for n in (2 ** 63, 2 ** 62, 2 ** 63 + 32, 2 ** 62 + 32):
+        L.launch(k, (1,), torch.zeros(4), n, 1.0, BLOCK=16, FLAG=True, num_warps=1)
+    assert [c[0] for c in k.calls] == ["jit", "jit", "compiled", "compiled"]
