@@ -5,7 +5,10 @@ A target for a profiler (issue #8: our backward dx kernel takes ~118 us against 
     ncu --metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct,gpu__time_duration.sum \\
         python -m kernels.benchmarks.ln_dx_probe
 
-prints DRAM bytes, L2 hit rate and duration per kernel launch.  Without a GPU it says so and exits 0.
+prints DRAM bytes, L2 hit rate and duration per kernel launch.  ``--variant KNOB=VALUE[,...]`` (repeatable)
+instead prints each tritondiff kernel's GPU time (torch.profiler) under those ``compiler.config`` knobs, next
+to the defaults and Inductor's kernels: per-kernel effects that a whole-workload sweep hides.  Without a GPU
+it says so and exits 0.
 """
 from __future__ import annotations
 
@@ -16,11 +19,16 @@ import torch
 from kernels.benchmarks import _timing
 
 
-def main() -> int:
+def main(argv=None) -> int:
+    import argparse
+    parser = argparse.ArgumentParser(prog="python -m kernels.benchmarks.ln_dx_probe")
+    parser.add_argument("--variant", action="append", default=[], metavar="KNOB=VALUE[,KNOB=VALUE]")
+    args = parser.parse_args(argv)
     if not _timing.require_gpu("kernels.benchmarks.ln_dx_probe"):
         return 0
     import compiler
     from compiler import workloads
+    from compiler.benchmark import parse_variant
 
     def fwd_bwd(fn):
         def run(x, w, b, dy):
@@ -32,13 +40,27 @@ def main() -> int:
     w = torch.randn(n, device="cuda", dtype=torch.float16, requires_grad=True)
     b = torch.randn(n, device="cuda", dtype=torch.float16, requires_grad=True)
     dy = torch.randn(m, n, device="cuda", dtype=torch.float16)
-    for name, compiled in (("tritondiff", compiler.compile_fresh(workloads.layer_norm)),
-                           ("inductor", torch.compile(workloads.layer_norm))):
+    if not args.variant:
+        for name, compiled in (("tritondiff", compiler.compile_fresh(workloads.layer_norm)),
+                               ("inductor", torch.compile(workloads.layer_norm))):
+            run = fwd_bwd(compiled)
+            for _ in range(2):
+                run(x, w, b, dy)
+            torch.cuda.synchronize()
+            print(f"ln_dx_probe: {name} ran", file=sys.stderr)
+        return 0
+    cases = [("inductor", {}), ("tritondiff", {})] + [parse_variant(f"v:{v}") for v in args.variant]
+    for i, (label, knobs) in enumerate(cases):
+        compiled = torch.compile(workloads.layer_norm) if label == "inductor" else \
+            compiler.compile_fresh(workloads.layer_norm)
         run = fwd_bwd(compiled)
-        for _ in range(2):
-            run(x, w, b, dy)
-        torch.cuda.synchronize()
-        print(f"ln_dx_probe: {name} ran", file=sys.stderr)
+        with compiler.config.patch(**knobs):
+            for _ in range(3):
+                run(x, w, b, dy)
+            kernels = _timing.kernel_times(lambda: run(x, w, b, dy), iters=20)
+        name = label if label == "inductor" else f"tritondiff {knobs or 'defaults'}"
+        print(f"{name}: " + "; ".join(f"{k[:48]} {ms * 1e3:.1f} us" for k, _, ms in kernels)
+              + f"; total {sum(k[2] for k in kernels) * 1e3:.1f} us")
     return 0
 
 
