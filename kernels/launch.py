@@ -60,10 +60,12 @@ def cdiv(a: int, b: int) -> int:
 _compiled: dict[tuple, Any] = {}     # launch()'s specialisations -> their relaunchers
 
 
+_cuda_get_device = getattr(torch._C, "_cuda_getDevice", None)     # absent from CPU-only builds
+
+
 def _current_device() -> int:
     """``torch.cuda.current_device()`` without its Python wrapper (asked on every relaunch)."""
-    get = getattr(torch._C, "_cuda_getDevice", None)
-    return get() if get is not None else torch.cuda.current_device()
+    return _cuda_get_device() if _cuda_get_device is not None else torch.cuda.current_device()
 
 
 def _arg_key(a: Any) -> tuple:
@@ -96,22 +98,21 @@ def launch(kernel, grid: tuple, *args: Any, **meta: Any) -> None:
     if _observed():
         kernel[grid](*args, **meta)
         return
-    rest = _trailing_constexprs(kernel, len(args), meta)
     try:
-        if rest is None:
-            raise TypeError(type(kernel).__name__)
         key = (kernel, _current_device(), tuple(_arg_key(a) for a in args),
                tuple(sorted((k, v) for k, v in meta.items() if k not in _OPTIONS)),
                tuple(meta.get(k) for k in _OPTIONS))
-        compiled = _compiled.get(key)            # hashing the key: an unhashable constexpr raises TypeError
-                                                 # (compiled: the cached specialisation's relauncher)
+        fire = _compiled.get(key)                # hashing the key: an unhashable constexpr raises TypeError
     except TypeError:                            # an argument we do not key on
         kernel[grid](*args, **meta)
         return
-    if compiled is None:
-        _compiled[key] = relauncher(kernel[grid](*args, **meta), len(args), rest)
+    if fire is None:
+        launched = kernel[grid](*args, **meta)
+        rest = _trailing_constexprs(kernel, len(args), meta)   # None: never relaunched, always the JIT path
+        if rest is not None:
+            _compiled[key] = relauncher(launched, len(args), rest)
         return
-    compiled(tuple(grid) + (1,) * (3 - len(grid)), key[1], args)
+    fire(tuple(grid) + (1,) * (3 - len(grid)), key[1], args)
 
 
 def _trailing_constexprs(kernel, nargs: int, meta: dict) -> list | None:
