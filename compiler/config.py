@@ -104,8 +104,16 @@ class CompilerConfig:
     # --- pointwise -------------------------------------------------------------------------
     # Elements per program of a 1-D pointwise kernel (a power of two).
     pointwise_block: int = _by_mode(65_536, 1024)
-    # "auto" uses 2-D tiles when a load is transposed relative to the output; "1d" / "2d" force.
+    # "auto" uses 2-D tiles when a load is transposed relative to the output, else unrolls a short
+    # dim when that saves streaming loads (below), else 1-D; "1d" / "2d" / "unrolled" force one
+    # ("unrolled" is 1-D where the output has no short dim to unroll).
     pointwise_tiling: str = "auto"
+    # Unrolled tiling: each program computes every index of one short output dim (extent at most
+    # this, not the last dim) for a block of the other dims, so a load that does not depend on that
+    # dim is issued once for all of them instead of once per output -- mHC post_res reads each
+    # x_streams row once for its 4 output streams, not 4 times.  1: never unroll; at most
+    # MAX_UNROLL_EXTENT (each index is one more copy of the kernel body).
+    pointwise_unroll_max_extent: int = 8
     # Elements per 2-D pointwise tile (YBLOCK * XBLOCK).
     pointwise_tile_numel: int = _by_mode(65_536, 1024)
 
@@ -130,9 +138,12 @@ class CompilerConfig:
     # results, and none in the interpreter.
     eviction_hints: bool = True
     # num_warps of every launch (None: one warp per elements_per_warp elements of the block,
-    # at least 4 and at most max_num_warps).  GPU only.
+    # at least 4 and at most max_num_warps).  GPU only.  512 (16 values per thread of a 4096-element
+    # block): on an H100 the layer-norm backward dx kernel (4096 x 10240 fp16, RBLOCK 4096) took 93 us
+    # with 8 warps and 120 us with 16, its dW/dB kernel 67 us against 73 us
+    # (python -m kernels.benchmarks.ln_dx_probe, reports/gpu/2026-11-24-h100-session7).
     num_warps: Optional[int] = None
-    elements_per_warp: int = 256
+    elements_per_warp: int = 512
     max_num_warps: int = 16
     # Let Triton / LLVM contract a * b + c into one FMA (Triton's enable_fp_fusion, True by
     # default there).  Off here: contraction changes rounding where the IR says otherwise, e.g.
@@ -230,6 +241,8 @@ class CompilerConfig:
         return self.__dict__["_token"]
 
 
+MAX_UNROLL_EXTENT = 16
+
 _TOKENS: dict[tuple, int] = {}      # cache_key() -> cache_token()
 _NOT_IN_KEY = frozenset({"execution", "verify_ir", "dump_dir", "keep_artifacts", "cache_dir", "autotune_cache_dir",
                          "autotune_persist", "autotune_cpu_timing", "autotune_recheck"})
@@ -237,7 +250,7 @@ _NOT_IN_KEY = frozenset({"execution", "verify_ir", "dump_dir", "keep_artifacts",
 
 _CHOICES = {
     "reduction_strategy": ("auto", "persistent", "looped", "split"),
-    "pointwise_tiling": ("auto", "1d", "2d"),
+    "pointwise_tiling": ("auto", "1d", "2d", "unrolled"),
     "execution": ("triton", "ir", "ir_unfused"),
     "matmul": ("template", "extern", "autotune"),
 }
@@ -274,6 +287,9 @@ def _validate(name: str, value: Any) -> None:
         raise ConfigError(f"compiler.config.split_count={value:,}: a split reduction's partial programs run along "
                           f"grid axis 1, where CUDA launches at most {GRID_LIMITS[1]:,}; use at most "
                           f"{GRID_LIMITS[1]:,}", knob=name)
+    if name == "pointwise_unroll_max_extent" and value > MAX_UNROLL_EXTENT:
+        raise ConfigError(f"compiler.config.pointwise_unroll_max_extent={value}: each unrolled index is one more copy "
+                          f"of the kernel body; use at most {MAX_UNROLL_EXTENT}", knob=name)
     if name == "fallback_ops" and not isinstance(value, (frozenset, set)):
         raise ConfigError(f"compiler.config.fallback_ops wants a set of op names, got {value!r}", knob=name)
 

@@ -4,8 +4,9 @@
 steps, each an op applied to earlier values with parameters valid for their shapes and
 dtypes (shapes and dtypes are tracked on meta tensors while drawing).  Programs are
 dtype-agnostic: they run in whatever floating dtype their inputs have (the subject draws
-float32 / float16 / bfloat16), and ``reduction_knobs()`` draws the reduction strategy
-(auto / persistent / looped / split, with a small forced RBLOCK so short axes loop).  A ``Program`` is callable (``program(*xs)``
+float32 / float16 / bfloat16), and ``codegen_knobs()`` draws the reduction strategy
+(auto / persistent / looped / split, with a small forced RBLOCK so short axes loop) and the
+pointwise tiling (auto / 1d / 2d / unrolled).  A ``Program`` is callable (``program(*xs)``
 runs it with torch ops, so ``compiler.compile(program)`` compiles it) and its ``repr`` is
 Python source a regression test can paste.
 
@@ -28,6 +29,7 @@ STRATEGIES = ("auto", "persistent", "looped", "split")
 #: still takes several loop iterations and partials.
 FORCED_RBLOCKS = (None, 16, 128)
 CAST_DTYPES = ("float32", "float16", "bfloat16")
+TILINGS = ("auto", "1d", "2d", "unrolled")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -276,6 +278,16 @@ def reduction_knobs(draw) -> dict:
     return knobs
 
 
+@st.composite
+def codegen_knobs(draw) -> dict:
+    """``reduction_knobs()`` and a forced pointwise tiling (``{}`` is every automatic choice)."""
+    knobs = draw(reduction_knobs())
+    tiling = draw(st.sampled_from(TILINGS))
+    if tiling != "auto":
+        knobs["pointwise_tiling"] = tiling
+    return knobs
+
+
 def make_inputs(program: Program, seed: int, dtype: torch.dtype = torch.float32) -> list[torch.Tensor]:
     """Seeded normal inputs (drawn on CPU, so a seed means one thing everywhere) on the kernel device."""
     from harness import device
@@ -316,5 +328,5 @@ def check_program(program: Program, seed: int = 0, dtype: torch.dtype = torch.fl
     return FuzzResult(False, found.describe(), program, found.stage)
 
 
-__all__ = ["Program", "Step", "OPS", "programs", "reduction_knobs", "check_program", "make_inputs", "FuzzResult",
-           "STRATEGIES", "FORCED_RBLOCKS"]
+__all__ = ["Program", "Step", "OPS", "programs", "reduction_knobs", "codegen_knobs", "check_program", "make_inputs", "FuzzResult",
+           "STRATEGIES", "FORCED_RBLOCKS", "TILINGS"]

@@ -239,6 +239,19 @@ def want_2d_tiling(transposed_accesses: int, total_accesses: int) -> bool:
     return transposed_accesses > 0
 
 
+def want_unrolled(streaming_unrolled: int, streaming_flat: int, extent: int) -> bool:
+    """Unroll a short output dim of ``extent`` indices in a pointwise kernel (``config.pointwise_tiling``)?
+
+    ``streaming_unrolled``: loads the unrolled kernel issues per block that stream along the
+    output's rows, serving ``extent`` outputs each; ``streaming_flat``: those the 1-D kernel
+    issues per output.  Worth it when a streamed read is shared by the unrolled indices (loads
+    fixed along a row -- a per-row coefficient -- are cheap broadcasts either way).
+    """
+    if config.pointwise_tiling != "auto":
+        return config.pointwise_tiling == "unrolled"
+    return streaming_unrolled < extent * streaming_flat
+
+
 def num_warps(block_numel: int) -> int:
     """Warps of a launch whose largest block tensor has ``block_numel`` elements.
 
@@ -252,4 +265,4 @@ def num_warps(block_numel: int) -> int:
 
 __all__ = ["should_inline", "FusionTraffic", "fusion_score", "mixed_order_saving", "sm_count", "target_programs",
            "split_count", "choose_reduction", "choose_mixed_order", "choose_pointwise_block", "choose_tile",
-           "want_2d_tiling", "num_warps", "ReductionChoice", "next_pow2"]
+           "want_2d_tiling", "want_unrolled", "num_warps", "ReductionChoice", "next_pow2"]

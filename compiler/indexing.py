@@ -12,6 +12,7 @@ unmasked lanes, where C (Triton) and Python semantics agree.
 from __future__ import annotations
 
 import functools
+import math
 from typing import Iterable, Mapping, Optional, Sequence
 
 import sympy
@@ -118,17 +119,49 @@ def simplify(expr: Expr, bounds: Optional[Mapping[sympy.Symbol, int]] = None) ->
         ub = upper_bound(base, bounds)
         if ub is not None and lower_bound_nonneg(base) and ub < int(d):
             return sympy.Integer(0)
+        split = _split_low(base, int(d), bounds)
+        if split is not None:                      # (m*S + r) // (m*k) == S // k when 0 <= r < m
+            high, m, _ = split
+            return simplify(FloorDiv(high, int(d) // m), bounds)
         return FloorDiv(base, d)
     if isinstance(expr, sympy.Mod):
         base, d = args
         ub = upper_bound(base, bounds)
         if d.is_Integer and ub is not None and lower_bound_nonneg(base) and ub < int(d):
             return base
+        split = _split_low(base, int(d), bounds) if d.is_Integer else None
+        if split is not None:                      # (m*S + r) % (m*k) == m*(S % k) + r when 0 <= r < m
+            high, m, low = split
+            return m * simplify(sympy.Mod(high, int(d) // m), bounds) + low
         return sympy.Mod(base, d)
     rebuilt = expr.func(*args)
     if rebuilt.is_Add:
         rebuilt = _rejoin(rebuilt)
     return rebuilt
+
+
+def _split_low(base: Expr, d: int, bounds: Mapping[sympy.Symbol, int]) -> Optional[tuple[Expr, int, Expr]]:
+    """``base`` as ``m*S + r`` with ``m > 1`` a divisor of ``d``, S integer and ``0 <= r < m``:
+    (S, m, r) for the largest such m, or None.  (256*R + C with C < 256, over d = 1024: (R, 256, C).)"""
+    if not base.is_Add:
+        return None
+    terms = [(t, t.as_coeff_Mul()[0]) for t in base.args]
+    best = None
+    for _, coeff in terms:
+        if not coeff.is_Integer or int(coeff) == 0:
+            continue
+        m = math.gcd(abs(int(coeff)), d)
+        if m <= 1 or (best is not None and m <= best[1]):
+            continue
+        high = [t for t, c in terms if c.is_Integer and int(c) % m == 0]
+        low = sympy.Add(*[t for t, c in terms if not (c.is_Integer and int(c) % m == 0)])
+        if not high or low == 0 or not lower_bound_nonneg(low):
+            continue
+        ub = upper_bound(low, bounds)
+        if ub is None or ub >= m:
+            continue
+        best = (sympy.expand(sympy.Add(*high) / m), m, low)
+    return best
 
 
 def _rejoin(expr: Expr) -> Expr:

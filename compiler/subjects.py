@@ -239,10 +239,10 @@ def run_program(program, x: torch.Tensor, knobs=()):
 @subject(name="compiler.graph_fuzz", reference=run_program,
          inputs={"program": fuzz.programs().map(fuzz.Program.to_json),
                  "x": tensor(("N",), dtypes=FLOATS, layouts=("contiguous",)),
-                 "knobs": fuzz.reduction_knobs().map(lambda knobs: sorted(knobs.items()))},
+                 "knobs": fuzz.codegen_knobs().map(lambda knobs: sorted(knobs.items()))},
          dims={"N": FUZZ_NUMEL})
 def graph_fuzz(program, x, knobs=()):
-    """A random program in x's dtype, its reductions forced to the drawn strategy (``knobs``: config
+    """A random program in x's dtype, its reductions and pointwise tiling forced as drawn (``knobs``: config
     (name, value) pairs, plain lists in a harness case)."""
     parsed = fuzz.Program.from_json(program)  # outside the compiled region: dynamo sees only tensor ops
     return run_compiled(lambda x: parsed(*program_inputs(parsed, x)), x, **dict(knobs))

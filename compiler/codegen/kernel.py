@@ -91,6 +91,7 @@ class TritonKernel:
         self.in_reduction_loop = False  # inside a loop over the reduced axis (rindex is loop-local)
         self.meta: dict = {}
         self._loads: list[tuple[int, str, Optional[int], bool]] = []   # (line, buffer, loop, read again anyway)
+        self.load_indexes: list[sympy.Expr] = []             # the index of each load emitted (CSE hits once)
         self._loop = None                                    # the reduction loop being emitted (a serial)
         self._loops = 0
 
@@ -249,6 +250,7 @@ class TritonKernel:
         expr = f"tl.load({ptr} + {src}, {mask}, other=0)" if mask else f"tl.load({ptr} + {src})"
         var = self.newvar(expr, buf.get_dtype())
         if len(self.lines) > before:                        # a new load, not a CSE hit
+            self.load_indexes.append(sympy.sympify(index))
             # read again anyway: the same address for every row block (the row axis is not in the index),
             # or on every step of the loop (the reduced axis is not)
             reread = any(sym not in symbols for sym in self.active[:2])

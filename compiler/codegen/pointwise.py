@@ -1,9 +1,16 @@
-"""Pointwise kernels: 1-D (one flat index per lane) or 2-D tiles (rows x columns).
+"""Pointwise kernels: 1-D (one flat index per lane), 2-D tiles (rows x columns), or unrolled.
 
-A fused pointwise group iterates ``xindex`` over its elements.  With 2-D tiling the flat
-index is rewritten ``xindex -> yindex * X + xindex`` (X the last dim), so a transposed load
-walks a tile instead of striding across the whole tensor; the rewrite only changes how
-lanes are assigned, never which element a lane computes.
+A fused pointwise group iterates ``xindex`` over its elements.  The other tilings only
+change which elements a lane computes, never what it computes there:
+
+- 2-D: the flat index is rewritten ``xindex -> yindex * X + xindex`` (X the last dim), so a
+  transposed load walks a tile instead of striding across the whole tensor;
+- unrolled: a short dim of J indices (J <= ``config.pointwise_unroll_max_extent``) with I
+  elements after it leaves the lane index; the body is emitted once per index j with
+  ``xindex -> (xindex // I) * J * I + j * I + xindex % I``, and a load that does not depend
+  on j is the same expression every time -- the kernel's CSE issues it once for all J
+  outputs (mHC post_res mixes 4 streams of x_streams into 4 outputs: each stream row is read
+  once, not 4 times).
 """
 from __future__ import annotations
 
@@ -15,12 +22,14 @@ import triton
 from harness.launches import GRID_LIMITS
 
 from .. import heuristics, indexing
+from ..config import config
 from ..scheduler import XSYM, KernelGroup
 from .kernel import KernelSpec, TritonKernel
 from .nodes import GroupContext, emit_pointwise, needs_int64
 
 YSYM = indexing.index_symbol("yindex")
 GRID_Y_LIMIT = GRID_LIMITS[1]
+_ROW, _COL = indexing.index_symbol("urow"), indexing.index_symbol("ucol")  # only for telling loads apart
 
 
 def _transposed_accesses(group: KernelGroup, stored: frozenset) -> int:
@@ -50,6 +59,31 @@ def _tile_split(group: KernelGroup) -> Optional[tuple[int, int]]:
     return None
 
 
+def _unroll_dims(group: KernelGroup) -> list[tuple[int, int]]:
+    """(J, I) of each dim the unrolled tiling could take: a dim of the first multi-dim node with
+    2 <= J <= ``config.pointwise_unroll_max_extent`` indices and I > 1 elements after it."""
+    for p in group.placed:
+        ranges = [int(r) for r in p.node.buf.data.ranges]
+        if sum(r != 1 for r in ranges) < 2:
+            continue
+        dims = []
+        for d, extent in enumerate(ranges):
+            inner = 1
+            for r in ranges[d + 1:]:
+                inner *= r
+            if 2 <= extent <= config.pointwise_unroll_max_extent and inner > 1:
+                dims.append((extent, inner))
+        return dims
+    return []
+
+
+def _streaming_loads(k: TritonKernel, inner: int) -> int:
+    """Loads of ``k`` whose address moves along rows of ``inner`` lanes (not one value per row)."""
+    bounds = {_ROW: max(1, k.axes[XSYM].numel // inner), _COL: inner}
+    split = {XSYM: _ROW * inner + _COL}
+    return sum(1 for e in k.load_indexes if _COL in indexing.simplify(e.xreplace(split), bounds).free_symbols)
+
+
 def pointwise_kernel(name: str, ctx: GroupContext) -> KernelSpec:
     group = ctx.group
     split = _tile_split(group)
@@ -59,15 +93,29 @@ def pointwise_kernel(name: str, ctx: GroupContext) -> KernelSpec:
         yblock, xblock = heuristics.choose_tile(ynumel, xnumel, transposed=transposed > 0)
         if triton.cdiv(ynumel, yblock) <= GRID_Y_LIMIT:
             return _kernel_2d(name, ctx, ynumel, xnumel, yblock, xblock)
-    return _kernel_1d(name, ctx)
+    flat, flat_kernel = _kernel_1d(name, ctx)
+    if config.pointwise_tiling not in ("auto", "unrolled"):
+        return flat
+    best = None                           # (streaming loads per output, spec)
+    for extent, inner in _unroll_dims(group):
+        spec, k = _kernel_1d(name, ctx, unroll=(extent, inner))
+        streaming = _streaming_loads(k, inner)
+        if heuristics.want_unrolled(streaming, _streaming_loads(flat_kernel, inner), extent):
+            if best is None or streaming / extent < best[0]:
+                best = (streaming / extent, spec)
+    return flat if best is None else best[1]
 
 
-def _kernel_1d(name: str, ctx: GroupContext) -> KernelSpec:
+def _kernel_1d(name: str, ctx: GroupContext, unroll: Optional[tuple[int, int]] = None) \
+        -> tuple[KernelSpec, TritonKernel]:
+    """A 1-D kernel; ``unroll=(J, I)``: over the group's elements less a dim of J indices with I elements
+    after it, the body emitted once per index of that dim (module docstring)."""
     group = ctx.group
-    numel = group.xnumel
+    extent, inner = unroll or (1, 1)
+    numel = group.xnumel // extent
     block = heuristics.choose_pointwise_block(numel)
     k = TritonKernel(name, ctx.buffers, what=f"pointwise kernel {name}", int64=needs_int64(ctx))
-    k.meta.update(kind="pointwise", tiling="1d", xblock=block, numel=numel)
+    k.meta.update(kind="pointwise", tiling="unrolled" if unroll else "1d", xblock=block, numel=group.xnumel)
     k.tile = [block]
     k.add_axis(XSYM, numel, block, mask=numel % block != 0)
     pid = "tl.program_id(0).to(tl.int64)" if k.int64 else "tl.program_id(0)"
@@ -76,11 +124,20 @@ def _kernel_1d(name: str, ctx: GroupContext) -> KernelSpec:
     if numel % block:
         k.emit(f"xmask = xindex < {numel}")
     k.active = [XSYM]
-    for p in group.placed:
-        emit_pointwise(k, ctx, p)
-    k.meta["comments"] = [f"pointwise over {numel} elements, XBLOCK={block}"]
-    return KernelSpec(name, k.source(), (triton.cdiv(numel, block),), list(k.args.values()),
+    rows, cols = indexing.FloorDiv(XSYM, inner), sympy.Mod(XSYM, inner)
+    try:
+        for j in range(extent):
+            if unroll:
+                ctx.subst = {XSYM: rows * (extent * inner) + j * inner + cols}
+            for p in group.placed:
+                emit_pointwise(k, ctx, p)
+    finally:
+        ctx.subst = {}
+    k.meta["comments"] = [f"pointwise over {group.xnumel} elements, XBLOCK={block}" + (
+        f", {extent} outputs per lane (a dim of {extent} unrolled, {inner} elements after it)" if unroll else "")]
+    spec = KernelSpec(name, k.source(), (triton.cdiv(numel, block),), list(k.args.values()),
                       heuristics.num_warps(block), dict(k.meta))
+    return spec, k
 
 
 def _kernel_2d(name: str, ctx: GroupContext, ynumel: int, xnumel: int, yblock: int, xblock: int) -> KernelSpec:

@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from compiler.exc import ReductionTooLarge
-from compiler.fuzz import OPS, Program, Step, check_program, programs, reduction_knobs
+from compiler.fuzz import OPS, Program, Step, check_program, codegen_knobs, programs
 from harness.config import config as harness_config
 
 EXAMPLES = 12 if harness_config.profile != "nightly" else 400
@@ -14,7 +14,7 @@ DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
-@given(program=programs(), seed=st.integers(0, 2**16), dtype=st.sampled_from(DTYPES), knobs=reduction_knobs())
+@given(program=programs(), seed=st.integers(0, 2**16), dtype=st.sampled_from(DTYPES), knobs=codegen_knobs())
 def test_random_programs_match_eager(program, seed, dtype, knobs):
     try:
         result = check_program(program, seed, dtype, knobs=knobs)
@@ -47,12 +47,13 @@ def test_every_fuzzer_op_is_reachable():
 
 
 def test_programs_draw_every_strategy_large_sizes_and_inputs_that_fit():
-    knobs_seen, sizes_seen, kinds = set(), set(), set()
+    knobs_seen, tilings, sizes_seen, kinds = set(), set(), set(), set()
 
     @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
-    @given(programs(), reduction_knobs())
+    @given(programs(), codegen_knobs())
     def collect(p, knobs):
         knobs_seen.add((knobs.get("reduction_strategy", "auto"), knobs.get("rblock")))
+        tilings.add(knobs.get("pointwise_tiling", "auto"))
         for shape in p.input_shapes:
             n = 1
             for s in shape:
@@ -63,6 +64,7 @@ def test_programs_draw_every_strategy_large_sizes_and_inputs_that_fit():
         kinds.update(o.dtype for o in outs)
     collect()
     assert {s for s, _ in knobs_seen} == {"auto", "persistent", "looped", "split"}
+    assert tilings == {"auto", "1d", "2d", "unrolled"}
     assert ("looped", 16) in knobs_seen and ("split", 128) in knobs_seen and ("persistent", None) in knobs_seen
     assert max(sizes_seen) > 41
     assert {torch.int64, torch.bool, torch.float16} <= kinds  # argmax, any, casts reach the outputs

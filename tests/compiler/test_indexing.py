@@ -1,5 +1,7 @@
 import sympy
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 
 from compiler import indexing
 from compiler.indexing import FloorDiv, index_symbol
@@ -18,6 +20,29 @@ def test_simplify_uses_bounds():
     assert indexing.simplify(FloorDiv(y, 16), {y: 16}) == 0
     assert indexing.simplify(sympy.Mod(y, 16), {y: 16}) == y
     assert indexing.simplify(sympy.Mod(y, 16), {y: 17}) == sympy.Mod(y, 16)
+
+
+def test_simplify_divides_a_multiple_plus_a_smaller_remainder():
+    # (256*x + y) // 1024 == x // 4 and % 1024 == 256*(x % 4) + y, because 0 <= y < 256
+    assert indexing.simplify(FloorDiv(256 * x + y, 1024), {x: 100, y: 256}) == FloorDiv(x, 4)
+    assert indexing.simplify(sympy.Mod(256 * x + y, 1024), {x: 100, y: 256}) == 256 * sympy.Mod(x, 4) + y
+    # y may reach 256: nothing to split
+    assert indexing.simplify(FloorDiv(256 * x + y, 1024), {x: 100, y: 257}) == FloorDiv(256 * x + y, 1024)
+
+
+@given(m=st.integers(2, 40), k=st.integers(1, 12), off=st.integers(0, 3), slack=st.integers(-2, 2),
+       rows=st.integers(1, 50))
+def test_simplified_floordiv_and_mod_evaluate_the_same(m, k, off, slack, rows):
+    """Every (x, y) in the bounds: the rewritten index equals the original.  The remainder y + off
+    reaches m + slack: just below, at and just past the bound of the rule."""
+    low = max(1, m + slack - off + 1)
+    bounds = {x: rows, y: low}
+    xs, ys = torch.meshgrid(torch.arange(rows), torch.arange(low), indexing="ij")
+    env = {x: xs.flatten(), y: ys.flatten()}
+    for expr in (FloorDiv(m * x + y + off, m * k), sympy.Mod(m * x + y + off, m * k)):
+        want = torch.as_tensor(indexing.evaluate(expr, env))
+        got = torch.as_tensor(indexing.evaluate(indexing.simplify(expr, bounds), env))
+        assert torch.equal(got.expand_as(want), want), (expr, indexing.simplify(expr, bounds))
 
 
 def test_simplify_rejoins_a_delinearised_index():

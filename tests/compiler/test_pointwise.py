@@ -32,6 +32,63 @@ def test_auto_tiling_picks_2d_for_a_transpose_only():
     assert "yindex" not in compiler.dump.last_artifacts().texts["triton"]
 
 
+def _only_kernel(fn, *args):
+    """The one kernel spec of ``fn`` compiled for meta ``args`` (source, tiling, grid)."""
+    graph = compile_graph(trace_meta(fn, *args), list(args), "unroll")
+    (specs,) = graph.generated.kernels.values()
+    (spec,) = specs
+    return spec
+
+
+def _mix(x, h, y):
+    """out[t, j, :] = sum_i h[t, j, i] * x[t, i, :] + y[t, :]: mHC post_res's shape (x read for every j)."""
+    return (h.unsqueeze(-1) * x.unsqueeze(1)).sum(2) + y.unsqueeze(1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("t,c", [(5, 37), (16, 64), (1, 3)])
+def test_unrolled_tiling_matches_eager(dtype, t, c):
+    x, h, y = torch.randn(t, 4, c).to(dtype), torch.randn(t, 4, 4).to(dtype), torch.randn(t, c).to(dtype)
+    with compiler.config.patch(pointwise_block=64):   # several programs, the last one masked
+        check(_mix, x, h, y, rtol=0, atol=0)
+        src = compiler.dump.last_artifacts().texts["triton"]
+    assert "4 outputs per lane" in src
+
+
+def test_auto_unrolls_a_short_dim_when_rows_are_shared():
+    meta = lambda *s: torch.empty(s, device="meta")  # noqa: E731
+    spec = _only_kernel(_mix, meta(64, 4, 256), meta(64, 4, 4), meta(64, 256))
+    assert spec.meta["tiling"] == "unrolled"
+    # x: one load per stream for all four outputs (4), y: one; h: one per (j, i) coefficient (16)
+    assert spec.source.count("tl.load(") == 4 + 1 + 16
+    assert spec.source.count("tl.store(") == 4
+    assert spec.grid == (64 * 256 // 1024,) or spec.grid[0] * spec.meta["xblock"] >= 64 * 256
+    with compiler.config.patch(pointwise_tiling="1d"):
+        flat = _only_kernel(_mix, meta(64, 4, 256), meta(64, 4, 4), meta(64, 256))
+    assert flat.meta["tiling"] == "1d" and flat.source.count("tl.store(") == 1
+    with compiler.config.patch(pointwise_unroll_max_extent=3):   # the dim of 4 is past the limit
+        assert _only_kernel(_mix, meta(64, 4, 256), meta(64, 4, 4), meta(64, 256)).meta["tiling"] == "1d"
+
+
+def test_auto_keeps_1d_when_no_row_is_shared():
+    meta = lambda *s: torch.empty(s, device="meta")  # noqa: E731
+    same = lambda a, b: a * b + 1  # noqa: E731   every load depends on every dim: nothing to share
+    assert _only_kernel(same, meta(64, 4, 256), meta(64, 4, 256)).meta["tiling"] == "1d"
+    # a value per (t, j) broadcast along c is not a streamed read: unrolling j saves nothing
+    per_row = lambda a, s: a * s[..., None]  # noqa: E731
+    assert _only_kernel(per_row, meta(64, 4, 256), meta(64, 4)).meta["tiling"] == "1d"
+    with compiler.config.patch(pointwise_tiling="unrolled"):   # forced: unrolled wherever a short dim exists
+        spec = _only_kernel(same, meta(64, 4, 256), meta(64, 4, 256))
+        assert spec.meta["tiling"] == "unrolled"
+        assert _only_kernel(same, meta(64, 256), meta(64, 256)).meta["tiling"] == "1d"  # no short dim
+
+
+@pytest.mark.parametrize("value", [0, 17, True])
+def test_unroll_extent_knob_is_validated(value):
+    with pytest.raises(compiler.exc.ConfigError, match="pointwise_unroll_max_extent"):
+        compiler.config.pointwise_unroll_max_extent = value
+
+
 def test_forced_int64_indexing_gives_the_same_values():
     x = torch.randn(41, 9)
     fn = lambda x: (x.t() * 3).sum(0)  # noqa: E731
