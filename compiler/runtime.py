@@ -303,6 +303,8 @@ class Executable:
             resolver = InlineResolver(self.sched.inlined)
             order = []
             for step in self.sched.steps:
+                if isinstance(step, GemmTemplate):  # its row reductions of A run before the GEMM
+                    order.extend(p.node.buf for p in step.row_reduction_nodes)
                 order.extend([step] if isinstance(step, ExternKernel) else [p.node.buf for p in step.placed])
                 if isinstance(step, GemmTemplate):  # its epilogue runs after the GEMM
                     order.extend(p.node.buf for p in step.epilogue_nodes)

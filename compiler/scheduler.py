@@ -293,6 +293,9 @@ def schedule(graph: LoweredGraph) -> Schedule:
         from .templates.epilogue import fuse_epilogues
         inputs = {b.name for b in graph.inputs if b is not None} | {c.name for c in graph.constants}
         steps = fuse_epilogues(steps, inputs, output_names, refused)
+        from .codegen.variants import tune_templates
+        from .templates.row_reductions import fuse_row_reductions
+        steps = fuse_row_reductions(steps, output_names, refused, tune_templates())
     # --- end GEMM templates
     return Schedule(steps, inlined, stored, snodes, refused)
 
@@ -663,8 +666,11 @@ def describe(sched: Schedule) -> str:
     lines = [f"# inlined (recomputed in consumers): {sorted(sched.inlined)}"]
     for step in sched.steps:
         if isinstance(step, ExternKernel):
-            if hasattr(step, "describe"):  # a GEMM template, with its epilogue
+            if hasattr(step, "describe"):  # a GEMM template, with its row reductions and epilogue
                 lines.append(step.describe())
+                for p in step.row_reduction_nodes:
+                    lines.append(f"  [row reduction of A, register] " +
+                                 describe_node(p.node.buf, sched.inlined).replace("\n", "\n  "))
                 step = step.epilogue
                 if step is None:
                     continue

@@ -79,6 +79,14 @@ def rmsnorm_project(x, w):
     return mhc_rmsnorm_project(x, w)
 
 
+def row_reductions(x, w):
+    """Reductions over A's rows that only the epilogue reads (a mean of squares, a max): the template
+    folds them from the A tiles its K loop loads (``templates.row_reductions``)."""
+    xf = _acc(x)
+    return ((xf @ _acc(w).t()) * torch.rsqrt((xf * xf).mean(-1, keepdim=True) + 1e-6)
+            + xf.amax(-1, keepdim=True)).to(x.dtype)
+
+
 def bmm_scaled_operands(a, b, s, t):
     """Row scale on A, column scale on B, both bounded (so hoistable), operands up-cast from fp16 / bf16."""
     return torch.bmm(_acc(a) * torch.sigmoid(_acc(s)), _acc(b) * torch.rsqrt(_acc(t) * _acc(t) + 1.0))
@@ -139,6 +147,17 @@ def gemm_rmsnorm_project_hoisted(x, w):
     """mHC-lite's K1 as written: the inv-rms row scale hoisted out of the K-sum, x and w read narrow."""
     return _through_template(rmsnorm_project, x, w, kind="mm", epilogue=True,
                              rewrites=("hoisted_scale.rows",) + _narrow(x))
+
+
+@subject(name="compiler.gemm_template.row_reductions", reference=row_reductions,
+         inputs={"x": tensor(("T", "C"), dtypes=FLOATS, values=VALUES),
+                 "w": tensor((24, "C"), dtype_like="x", values=VALUES)},
+         dims={"T": (1, 300), "C": (K_MIN, 512)})
+def gemm_row_reductions(x, w):
+    # C == 24: the product has one element per element of x, so the scale fuses into the reduction's own
+    # kernel instead (the scheduler's earlier, equally legal choice) and there is nothing to fold
+    folded = ("row_reductions",) if x.shape[1] != 24 else ()
+    return _through_template(row_reductions, x, w, kind="mm", epilogue=True, rewrites=folded)
 
 
 @subject(name="compiler.gemm_template.bmm_scaled_operands", reference=bmm_scaled_operands,

@@ -42,7 +42,7 @@ from ..config import config
 from ..exc import CodegenError
 from ..ir import Buffer, ExternKernel, Layout, StridedView, use_resolver
 from ..ops import use_handler
-from ..scheduler import XSYM, KernelGroup
+from ..scheduler import RSYM, XSYM, KernelGroup
 
 YSYM = indexing.index_symbol("yindex")
 ZSYM = indexing.index_symbol("zindex")
@@ -73,6 +73,7 @@ class GemmTemplate(ExternKernel):
         self.operands = operands  # positions of A, B and bias (or None) in ``inputs``
         self.epilogue: Optional[KernelGroup] = None
         self.store_output = True
+        self.row_reductions: Optional[KernelGroup] = None  # reductions over A's rows run in the K loop
 
     @property
     def output(self) -> Buffer:
@@ -97,9 +98,24 @@ class GemmTemplate(ExternKernel):
     def epilogue_nodes(self) -> list:
         return list(self.epilogue.placed) if self.epilogue is not None else []
 
+    def a_operand(self) -> tuple[str, Layout]:
+        """(buffer name, layout) through which A is read (a view's own strides and offset)."""
+        return _operand(self.inputs[self.operands[0]])
+
+    def a_element(self, row: sympy.Expr, col: sympy.Expr) -> sympy.Expr:
+        """Storage offset of A[row, col] (a non-batched template); a dim of size 1 is indexed by 0."""
+        _, layout = self.a_operand()
+        return layout.index((row if self.m > 1 else 0, col if self.k > 1 else 0))
+
+    @property
+    def row_reduction_nodes(self) -> list:
+        return list(self.row_reductions.placed) if self.row_reductions is not None else []
+
     def describe(self) -> str:
         shape = f"{self.batch}x" if self.batch > 1 else ""
         ep = f", epilogue {self.epilogue.names}" if self.epilogue is not None else ""
+        if self.row_reductions is not None:
+            ep += f", row reductions of A {self.row_reductions.names} in the K loop"
         return (f"{self.name}: GEMM template {shape}{self.m}x{self.n}x{self.k} {self.dtype} ({self.origin}{ep}, "
                 f"{'stores' if self.store_output else 'keeps in registers'} {self.output.name})")
 
@@ -216,11 +232,35 @@ def needs_int64(node: GemmTemplate, ctx: Optional[GroupContext]) -> bool:
 
 
 class _EpilogueResolver(KernelResolver):
-    """Reads of the GEMM output resolve to the accumulator tile held in registers."""
+    """Reads of the GEMM output (and of row reductions of A) resolve to values held in registers."""
 
-    def __init__(self, kernel: TritonKernel, ctx: GroupContext, held: str):
+    def __init__(self, kernel: TritonKernel, ctx: GroupContext, held: set[str]):
         super().__init__(kernel, ctx)
-        self.names = self.names | {held}
+        self.names = self.names | held
+
+
+class _TileResolver(KernelResolver):
+    """Inside the K loop: a row reduction's reads of A are the tile ``a`` the loop just loaded."""
+
+    def __init__(self, kernel: TritonKernel, ctx: GroupContext, node: GemmTemplate):
+        super().__init__(kernel, ctx)
+        self.a_name, layout = node.a_operand()
+        self.want = indexing.simplify(node.a_element(YSYM, RSYM), kernel.bounds())
+        self.tile = CSEVar("a", layout.dtype)
+
+    def load(self, buffer: Buffer, index: tuple):
+        if buffer.name in self.ctx.inlined:
+            return buffer.data.inner_fn(index)
+        return self.load_storage(buffer, buffer.layout.index(index))
+
+    def load_storage(self, buffer: Buffer, offset: sympy.Expr):
+        if buffer.name in self.ctx.inlined:
+            return buffer.data.inner_fn(indexing.delinearize(offset, buffer.layout.size))
+        got = indexing.simplify(sympy.sympify(offset), self.k.bounds())
+        if buffer.name != self.a_name or got != self.want:
+            raise CodegenError(f"{self.k.name}: a row reduction reads {buffer.name} at {got}, the K loop holds "
+                               f"{self.a_name} at {self.want} (a fusion legality bug)")
+        return self.tile
 
 
 def template_kernel(name: str, node: GemmTemplate, cfg: GemmConfig, ctx: Optional[GroupContext],
@@ -234,7 +274,10 @@ def template_kernel(name: str, node: GemmTemplate, cfg: GemmConfig, ctx: Optiona
     b_name, b_lay = _operand(node.inputs[b_pos])
     pa, pb = k.arg(a_name), k.arg(b_name)
     _emit_tile_indices(k, node, cfg)
-    acc = _emit_main_loop(k, node, cfg, pa, a_lay, pb, b_lay)
+    rows = None
+    if node.row_reductions is not None:
+        rows = GroupContext(node.row_reductions, ctx.inlined, ctx.stored, buffers, subst={XSYM: YSYM})
+    acc = _emit_main_loop(k, node, cfg, pa, a_lay, pb, b_lay, rows)
     k.active = ([ZSYM] if node.batch > 1 else []) + [YSYM, XSYM]
     value = _emit_alpha_beta(k, node, acc, bias_pos)
     out = node.output
@@ -245,10 +288,11 @@ def template_kernel(name: str, node: GemmTemplate, cfg: GemmConfig, ctx: Optiona
     if node.store_output:
         k.store(out.name, out.layout.index(out_index), value)
     if ctx is not None:
-        _emit_epilogue(k, ctx, out.name, flat)
+        _emit_epilogue(k, ctx, {out.name} | {p.name for p in node.row_reduction_nodes}, flat)
     grid_mn = triton.cdiv(node.m, bm) * triton.cdiv(node.n, bn)
     k.meta["comments"] = [f"GEMM {node.batch}x{node.m}x{node.n}x{node.k} {node.dtype}, tile {cfg.name}"
-                          + (f", epilogue {ctx.group.names}" if ctx is not None else "")]
+                          + (f", epilogue {ctx.group.names}" if ctx is not None else "")
+                          + (f", row reductions {rows.group.names}" if rows is not None else "")]
     return KernelSpec(name, k.source(), (grid_mn, node.batch) if node.batch > 1 else (grid_mn,),
                       list(k.args.values()), cfg.num_warps, dict(k.meta))
 
@@ -281,48 +325,89 @@ def _emit_tile_indices(k: TritonKernel, node: GemmTemplate, cfg: GemmConfig) -> 
 
 
 def _emit_main_loop(k: TritonKernel, node: GemmTemplate, cfg: GemmConfig, pa: str, a_lay: Layout, pb: str,
-                    b_lay: Layout) -> CSEVar:
-    """The K loop: fp32 accumulator, operands read through their strides."""
+                    b_lay: Layout, rows: Optional[GroupContext] = None) -> CSEVar:
+    """The K loop: fp32 accumulator, operands read through their strides; ``rows``: row reductions of A
+    folded from each A tile (``templates.row_reductions``), registers after the loop."""
     m, n, kk = node.m, node.n, node.k
     bk = cfg.block_k
     batched = node.batch > 1
     sa = a_lay.stride[-3:] if batched else (0,) + tuple(a_lay.stride[-2:])
     sb = b_lay.stride[-3:] if batched else (0,) + tuple(b_lay.stride[-2:])
-    rows = f"(yindex % {m})" if m % cfg.block_m else "yindex"
-    cols = f"(xindex % {n})" if n % cfg.block_n else "xindex"
+    row_src = f"(yindex % {m})" if m % cfg.block_m else "yindex"
+    col_src = f"(xindex % {n})" if n % cfg.block_n else "xindex"
     k.emit(f"rk = tl.arange(0, {bk})")
     z_a = f" + zindex * {sa[0]}" if batched and sa[0] else ""
     z_b = f" + zindex * {sb[0]}" if batched and sb[0] else ""
-    k.emit(f"a_ptrs = {pa} + ({a_lay.offset}{z_a} + {rows} * {sa[1]} + rk[None, :] * {sa[2]})")
-    k.emit(f"b_ptrs = {pb} + ({b_lay.offset}{z_b} + rk[:, None] * {sb[1]} + {cols} * {sb[2]})")
+    k.emit(f"a_ptrs = {pa} + ({a_lay.offset}{z_a} + {row_src} * {sa[1]} + rk[None, :] * {sa[2]})")
+    k.emit(f"b_ptrs = {pb} + ({b_lay.offset}{z_b} + rk[:, None] * {sb[1]} + {col_src} * {sb[2]})")
     k.emit(f"acc = tl.zeros([{cfg.block_m}, {cfg.block_n}], dtype=tl.float32)")
+    folds = _init_row_reductions(k, rows, cfg, kk) if rows is not None else []
     ragged = kk % bk != 0
-    k.emit(f"for k0 in range(0, {kk}, {bk}):")
-    if ragged:
-        k.emit(f"    a = tl.load(a_ptrs, mask=rk[None, :] < {kk} - k0, other=0.0)")
-        k.emit(f"    b = tl.load(b_ptrs, mask=rk[:, None] < {kk} - k0, other=0.0)")
-    else:
-        k.emit("    a = tl.load(a_ptrs)")
-        k.emit("    b = tl.load(b_ptrs)")
-    if _device.is_interpreter():
-        # The interpreter's tl.dot is numpy's BLAS matmul, which does not follow IEEE for inf
-        # products (+inf + -inf gave -inf, not NaN: found by the harness).  Products and fp32
-        # sums written out give what the GPU's fp32 dot gives, NaN and inf included.
-        k.guard([cfg.block_m, bk, cfg.block_n], "interpreter product tile")
-        wa, wb = _widened("a", a_lay), _widened("b", b_lay)
-        k.emit(f"    acc += tl.sum({wa}[:, :, None] * {wb}[None, :, :], 1)")
-    elif node.dot_dtype != node.dtype:
-        # both operands narrow (GemmTemplate.dot_dtype): tensor cores, exact products, fp32 sums.
-        k.emit("    acc += tl.dot(a, b, out_dtype=tl.float32)")
-    elif node.dtype == torch.float32:
-        # "ieee": no TF32, as torch's default fp32 matmul (operands read narrow are widened first).
-        wa, wb = _widened("a", a_lay), _widened("b", b_lay)
-        k.emit(f'    acc += tl.dot({wa}, {wb}, input_precision="ieee")')
-    else:
-        k.emit("    acc += tl.dot(a, b)")
-    k.emit(f"    a_ptrs += {bk * sa[2]}")
-    k.emit(f"    b_ptrs += {bk * sb[1]}")
+    with k.loop(f"for k0 in range(0, {kk}, {bk}):", over_reduction=True):
+        if ragged:
+            k.emit(f"a = tl.load(a_ptrs, mask=rk[None, :] < {kk} - k0, other=0.0)")
+            k.emit(f"b = tl.load(b_ptrs, mask=rk[:, None] < {kk} - k0, other=0.0)")
+        else:
+            k.emit("a = tl.load(a_ptrs)")
+            k.emit("b = tl.load(b_ptrs)")
+        if _device.is_interpreter():
+            # The interpreter's tl.dot is numpy's BLAS matmul, which does not follow IEEE for inf
+            # products (+inf + -inf gave -inf, not NaN: found by the harness).  Products and fp32
+            # sums written out give what the GPU's fp32 dot gives, NaN and inf included.
+            k.guard([cfg.block_m, bk, cfg.block_n], "interpreter product tile")
+            wa, wb = _widened("a", a_lay), _widened("b", b_lay)
+            k.emit(f"acc += tl.sum({wa}[:, :, None] * {wb}[None, :, :], 1)")
+        elif node.dot_dtype != node.dtype:
+            # both operands narrow (GemmTemplate.dot_dtype): tensor cores, exact products, fp32 sums.
+            k.emit("acc += tl.dot(a, b, out_dtype=tl.float32)")
+        elif node.dtype == torch.float32:
+            # "ieee": no TF32, as torch's default fp32 matmul (operands read narrow are widened first).
+            wa, wb = _widened("a", a_lay), _widened("b", b_lay)
+            k.emit(f'acc += tl.dot({wa}, {wb}, input_precision="ieee")')
+        else:
+            k.emit("acc += tl.dot(a, b)")
+        if folds:
+            _fold_row_reductions(k, node, rows, folds, cfg)
+        k.emit(f"a_ptrs += {bk * sa[2]}")
+        k.emit(f"b_ptrs += {bk * sb[1]}")
+    if folds:
+        _finish_row_reductions(k, rows, folds)
     return CSEVar("acc", torch.float32)
+
+
+def _init_row_reductions(k: TritonKernel, rows: GroupContext, cfg: GemmConfig, kk: int) -> list:
+    """One [BLOCK_M, BLOCK_K] lane accumulator per row reduction, before the K loop: [(op, names)]."""
+    from ..codegen.reduction import reduction_op
+    k.add_axis(RSYM, kk, cfg.block_k, mask=kk % cfg.block_k != 0)
+    return [(op, op.init(k, [cfg.block_m, cfg.block_k], kk)) for op in map(reduction_op, rows.group.placed)]
+
+
+def _fold_row_reductions(k: TritonKernel, node: GemmTemplate, rows: GroupContext, folds: list,
+                         cfg: GemmConfig) -> None:
+    """Each row reduction's body over this step's tile ``a``, folded into its lanes (lanes past K take the
+    identity)."""
+    saved_tile, saved_active = k.tile, k.active
+    k.tile, k.active = [cfg.block_m, cfg.block_k], [YSYM, RSYM]
+    k.emit("rindex = k0 + rk[None, :]")
+    if node.k % cfg.block_k:
+        k.emit(f"rmask = rindex < {node.k}")
+    for p, (op, accs) in zip(rows.group.placed, folds):
+        with use_handler(TritonOps(k)), use_resolver(_TileResolver(k, rows, node)):
+            value = p.node.buf.data.inner_fn(rows.index(p), rows.rindex(p))
+        op.combine(k, accs, [op.prepare(k, value)])
+    k.tile, k.active = saved_tile, saved_active
+
+
+def _finish_row_reductions(k: TritonKernel, rows: GroupContext, folds: list) -> None:
+    """After the K loop: each accumulator's lanes folded to one value per row, a register the epilogue reads."""
+    saved_active = k.active
+    k.active = [YSYM]
+    for p, (op, accs) in zip(rows.group.placed, folds):
+        value = op.finish(k, op.block(k, CSEVar(accs[0], op.repr_dtype), None))
+        canonical = canonical_index(k, rows.index(p))
+        layout = p.node.buf.layout
+        k.set_register(p.name, value, canonical, indexing.simplify(layout.index(canonical), k.bounds()))
+    k.active = saved_active
 
 
 def _widened(var: str, lay: Layout) -> str:
