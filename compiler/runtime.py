@@ -228,8 +228,7 @@ class Executable:
                 continue
             ws = workspaces.get(name)
             if ws is None:
-                ws = workspaces[name] = torch.empty(max(workspace.numel, 1), dtype=workspace.dtype,
-                                                    device=_device.torch_device())
+                ws = workspaces[name] = _alloc(workspace)
             tensors.append(ws)
         try:
             if isinstance(fn, _launch.Site):   # the compiled kernel's own launcher after the first call
@@ -245,7 +244,7 @@ class Executable:
 
     def _launcher(self, spec: KernelSpec) -> tuple[Any, dict, Optional[tuple], tuple]:
         """The kernel's JIT function (a ``kernels.launch.Site`` on a GPU), launch options, grid (None: nothing
-        to launch) and arguments (name, workspace spec or None), worked out once per kernel and launch
+        to launch) and arguments (name, workspace layout or None), worked out once per kernel and launch
         config: autotune variants share a kernel's name and differ in warps / stages."""
         key = (spec.name, spec.num_warps, spec.meta.get("num_stages"))
         launcher = self._launchers.get(key)
@@ -258,7 +257,8 @@ class Executable:
             if spec.meta.get("num_stages"):
                 options["num_stages"] = spec.meta["num_stages"]
         grid = None if any(g == 0 for g in spec.grid) else tuple(spec.grid)
-        args = tuple((arg.name, arg if arg.workspace else None) for arg in spec.args)
+        args = tuple((arg.name, Layout.contiguous((max(arg.numel, 1),), arg.dtype) if arg.workspace else None)
+                     for arg in spec.args)
         fn = getattr(self.module, spec.name)
         if compiled and grid is not None:
             fn = _launch.Site(fn, grid, **options)

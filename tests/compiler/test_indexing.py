@@ -1,6 +1,6 @@
 import sympy
 import torch
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compiler import indexing
@@ -30,6 +30,7 @@ def test_simplify_divides_a_multiple_plus_a_smaller_remainder():
     assert indexing.simplify(FloorDiv(256 * x + y, 1024), {x: 100, y: 257}) == FloorDiv(256 * x + y, 1024)
 
 
+@settings(deadline=None)   # a loaded machine (pytest -n 16 on the GPU host) is slow, not wrong
 @given(m=st.integers(2, 40), k=st.integers(1, 12), off=st.integers(0, 3), slack=st.integers(-2, 2),
        rows=st.integers(1, 50))
 def test_simplified_floordiv_and_mod_evaluate_the_same(m, k, off, slack, rows):
