@@ -137,17 +137,29 @@ class Result:
 
 
 def _with_config(changes: dict) -> Callable[[Callable], Callable]:
-    """tritondiff with ``compiler.config`` knobs patched for the compile and every call."""
+    """tritondiff with ``compiler.config`` knobs, which ``build`` patches around each whole timed call."""
     import compiler
 
     def wrap(fn: Callable) -> Callable:
-        compiled = compiler.compile_fresh(fn)
-
-        def call(*args):
-            with compiler.config.patch(**changes):
-                return compiled(*args)
-        return call
+        return compiler.compile_fresh(fn)
+    wrap.knobs = dict(changes)
     return wrap
+
+
+def build(w: Workload, wrap: Callable) -> Callable:
+    """The timed callable of ``w`` under one backend.  A variant's knobs are patched around the whole call --
+    the compile, the compiled forward and the backward autograd runs after the forward returns: patched
+    inside the compiled forward alone, a fwd+bwd workload compiled and ran its backward on the defaults."""
+    fn = w.build(wrap(w.fn))
+    knobs = getattr(wrap, "knobs", None)
+    if not knobs:
+        return fn
+    import compiler
+
+    def call(*args):
+        with compiler.config.patch(**knobs):
+            return fn(*args)
+    return call
 
 
 def parse_variant(text: str) -> tuple[str, dict]:
@@ -206,7 +218,7 @@ def prepare(w: Workload, backend: str, wrap: Callable,
     try:
         torch.manual_seed(0)                      # every backend gets the same inputs as the reference
         inputs = w.make()
-        fn = w.build(wrap(w.fn))
+        fn = build(w, wrap)
         torch.cuda.synchronize()
         start = time.perf_counter()
         out = fn(*inputs)

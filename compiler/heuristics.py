@@ -13,7 +13,8 @@ partial reductions), so a bad answer costs time, never a wrong value.
 - reductions: ``choose_reduction`` (persistent / looped / split and blocks),
   ``split_count`` (how many partial programs fill the machine), ``choose_mixed_order``;
 - pointwise tiles: ``choose_tile`` keeps the stride-1 axis fastest inside a block and
-  gives transposed reads and writes a tile that keeps both sides coalesced.
+  gives transposed reads and writes a tile that keeps both sides coalesced; ``want_unrolled``
+  unrolls a short output dim when its outputs share streamed reads.
 """
 from __future__ import annotations
 

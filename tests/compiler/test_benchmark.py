@@ -91,10 +91,27 @@ def test_variants_patch_knobs_and_get_their_own_geomean(capsys):
 def test_a_variant_compiles_and_runs_under_its_knobs():
     from compiler import dump
     wrap = benchmark._with_config({"reduction_strategy": "looped", "rblock": 16})
-    fn = wrap(lambda x: x.sum(-1))
+    w = benchmark.Workload("sum", "[8, 100]", torch.float32, 0, lambda: (), benchmark._forward, lambda x: x.sum(-1))
     x = torch.randn(8, 100)
-    torch.testing.assert_close(fn(x), x.sum(-1))
+    torch.testing.assert_close(benchmark.build(w, wrap)(x), x.sum(-1))
     assert "looped" in dump.last_artifacts().texts["triton"]
+
+
+def test_a_variant_s_knobs_reach_the_backward_of_a_fwd_bwd_workload():
+    """The backward runs after the compiled forward returns: the knobs must still be in force there (they
+    were not, and a sweep's layer-norm variants timed the default backward kernels)."""
+    from compiler import dump, workloads
+    wrap = benchmark._with_config({"reduction_strategy": "looped", "rblock": 16})
+    w = benchmark.Workload("ln", "[4, 40]", torch.float32, 0, lambda: (), benchmark._fwd_bwd, workloads.layer_norm)
+    leaves = [torch.randn(*s, requires_grad=True) for s in ((4, 40), (40,), (40,))]
+    dy = torch.randn(4, 40)
+    dump.forget_ran()
+    got = benchmark.build(w, wrap)(*leaves, dy)
+    want = torch.autograd.grad(workloads.layer_norm(*leaves), leaves, dy)
+    for g, e in zip(got, want):
+        torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-4)
+    backward = [a for a in dump.ran_artifacts() if "backward" in a.graph]
+    assert backward and all("for roffset" in a.texts["triton"] for a in backward)
 
 
 def test_the_budget_is_checked_per_backend_and_each_finished_workload_is_written(monkeypatch):
