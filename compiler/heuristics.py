@@ -253,15 +253,18 @@ def want_unrolled(streaming_unrolled: int, streaming_flat: int, extent: int) -> 
     return streaming_unrolled < extent * streaming_flat
 
 
-def num_warps(block_numel: int) -> int:
+def num_warps(block_numel: int, one_wave: bool = False) -> int:
     """Warps of a launch whose largest block tensor has ``block_numel`` elements.
 
     One warp per ``config.elements_per_warp`` elements (each thread holds a few values per
-    block tensor), at least 4, at most ``config.max_num_warps``.
+    block tensor), at least 4, at most ``config.max_num_warps``.  ``one_wave``: the grid is
+    one wave of programs that loop (split partials, mixed-order kernels), so the warps per
+    program are the warps per SM: one per ``config.one_wave_elements_per_warp`` elements.
     """
     if config.num_warps:
         return config.num_warps
-    return max(4, min(config.max_num_warps, next_pow2(block_numel) // config.elements_per_warp))
+    per_warp = config.one_wave_elements_per_warp if one_wave else config.elements_per_warp
+    return max(4, min(config.max_num_warps, next_pow2(block_numel) // per_warp))
 
 
 __all__ = ["should_inline", "FusionTraffic", "fusion_score", "mixed_order_saving", "sm_count", "target_programs",

@@ -335,7 +335,8 @@ class SplitReduction(ReductionStrategy):
         k.meta["comments"] = [f"split reduction, partial pass: {group.xnumel} rows x {group.rnumel} in {splits} "
                               f"chunks of {chunk}, XBLOCK={choice.xblock} RBLOCK={choice.rblock}"]
         return KernelSpec(name, k.source(), (triton.cdiv(group.xnumel, choice.xblock), splits),
-                          list(k.args.values()), num_warps(choice.xblock * choice.rblock), dict(k.meta))
+                          list(k.args.values()), num_warps(choice.xblock * choice.rblock, one_wave=True),
+                          dict(k.meta))
 
     def _final(self, name, ctx, choice, splits, partial: KernelSpec):
         group = ctx.group
@@ -448,8 +449,8 @@ class MixedOrderReduction(ReductionStrategy):
         k.meta["comments"] = [f"mixed-order reduction: {xnumel} rows x {rnumel}, rows reduced in registers, "
                               f"{len(ops_)} column reduction(s) into {programs} partials of {rows_per_program} rows, "
                               f"XBLOCK={xblock} RBLOCK={rblock}"]
-        return KernelSpec(name, k.source(), (programs,), list(k.args.values()), num_warps(xblock * rblock),
-                          dict(k.meta))
+        return KernelSpec(name, k.source(), (programs,), list(k.args.values()),
+                          num_warps(xblock * rblock, one_wave=True), dict(k.meta))
 
     @staticmethod
     def _fold_rows(k: TritonKernel, op: ReductionOp, acc: CSEVar, xblock: int, rblock: int) -> CSEVar:

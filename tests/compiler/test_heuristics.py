@@ -123,3 +123,13 @@ def test_transposed_writes_count_like_transposed_reads():
     assert _walks_across(i0 + 96 * i1, [i0, i1])       # column-major store of a [96, 64] output
     assert not _walks_across(64 * i0 + i1, [i0, i1])   # row-major
     assert not _walks_across(i1, [i0, i1])             # a broadcast row: stride 0 along i0
+
+
+def test_warps_follow_the_block_and_one_wave_grids_take_more():
+    """A 4096-element block: 8 warps (16 values per thread); as one wave of looping programs (split
+    partials, mixed order) 16, since its warps per program are its warps per SM."""
+    with compiler.config.patch(elements_per_warp=512, one_wave_elements_per_warp=256, max_num_warps=16):
+        assert heuristics.num_warps(4096) == 8 and heuristics.num_warps(4096, one_wave=True) == 16
+        assert heuristics.num_warps(16) == 4 and heuristics.num_warps(2**20, one_wave=True) == 16   # clamped
+        with compiler.config.patch(num_warps=2):
+            assert heuristics.num_warps(4096, one_wave=True) == 2                                 # forced
