@@ -133,11 +133,17 @@ def simplify(expr: Expr, bounds: Optional[Mapping[sympy.Symbol, int]] = None) ->
         if split is not None:                      # (m*S + r) % (m*k) == m*(S % k) + r when 0 <= r < m
             high, m, low = split
             return m * simplify(sympy.Mod(high, int(d) // m), bounds) + low
-        return sympy.Mod(base, d)
+        return _mod(base, d)
     rebuilt = expr.func(*args)
     if rebuilt.is_Add:
         rebuilt = _rejoin(rebuilt)
     return rebuilt
+
+
+def _mod(base: Expr, d: Expr) -> Expr:
+    """``Mod(base, d)``, left unevaluated when ``base`` holds a Mod: sympy 1.14 evaluates Mod(3*Mod(x, 4), 4)
+    to 3*Mod(x, 4) and Mod(3*Mod(x, 4), 8) to Mod(3*Mod(x, 4)**2, 8), both wrong for x = 2."""
+    return sympy.Mod(base, d, evaluate=not base.has(sympy.Mod))
 
 
 def _split_low(base: Expr, d: int, bounds: Mapping[sympy.Symbol, int]) -> Optional[tuple[Expr, int, Expr]]:
@@ -155,8 +161,8 @@ def _split_low(base: Expr, d: int, bounds: Mapping[sympy.Symbol, int]) -> Option
             continue
         high = [t for t, c in terms if c.is_Integer and int(c) % m == 0]
         low = sympy.Add(*[t for t, c in terms if not (c.is_Integer and int(c) % m == 0)])
-        if not high or low == 0 or not lower_bound_nonneg(low):
-            continue
+        if not high or low == 0 or not lower_bound_nonneg(low) or any(t.has(sympy.Mod) for t in high):
+            continue                               # S % k of an S holding a Mod: see _mod
         ub = upper_bound(low, bounds)
         if ub is None or ub >= m:
             continue

@@ -59,19 +59,31 @@ def _tile_split(group: KernelGroup) -> Optional[tuple[int, int]]:
     return None
 
 
+def _suffix_products(ranges) -> set[int]:
+    out, n = {1}, 1
+    for r in reversed([int(r) for r in ranges]):
+        n *= r
+        out.add(n)
+    return out
+
+
 def _unroll_dims(group: KernelGroup) -> list[tuple[int, int]]:
     """(J, I) of each dim the unrolled tiling could take: a dim of the first multi-dim node with
-    2 <= J <= ``config.pointwise_unroll_max_extent`` indices and I > 1 elements after it."""
+    2 <= J <= ``config.pointwise_unroll_max_extent`` indices and I > 1 elements after it, which is a
+    dim of every node of the group too (I and J * I are products of trailing dims of each): a node
+    read from another's register must see the unrolled index as a constant of its own index."""
     for p in group.placed:
         ranges = [int(r) for r in p.node.buf.data.ranges]
         if sum(r != 1 for r in ranges) < 2:
             continue
+        every = [_suffix_products(q.node.buf.data.ranges) for q in group.placed]
         dims = []
         for d, extent in enumerate(ranges):
             inner = 1
             for r in ranges[d + 1:]:
                 inner *= r
-            if 2 <= extent <= config.pointwise_unroll_max_extent and inner > 1:
+            if 2 <= extent <= config.pointwise_unroll_max_extent and inner > 1 and \
+                    all(inner in s and extent * inner in s for s in every):
                 dims.append((extent, inner))
         return dims
     return []

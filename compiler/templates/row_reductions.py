@@ -50,6 +50,10 @@ def check_row_reductions(template: GemmTemplate, group: KernelGroup, readers: se
     if (group.xnumel, group.rnumel) != (template.m, template.k):
         return WhyNoFuse(f"{group.names} reduces {group.xnumel} rows of {group.rnumel}, A is "
                          f"{template.m} x {template.k}")
+    own = {x.buffer.name if isinstance(x, StridedView) else x.name for x in template.inputs}
+    if set(group.names) & own:
+        return WhyNoFuse(f"{template.name} takes {sorted(set(group.names) & own)} as an operand or bias: it must "
+                         f"exist before the K loop")
     if readers:
         return WhyNoFuse(f"{sorted(readers)} read {group.names} outside {template.name}")
     if set(group.names) & outputs:

@@ -46,6 +46,37 @@ def test_simplified_floordiv_and_mod_evaluate_the_same(m, k, off, slack, rows):
         assert torch.equal(got.expand_as(want), want), (expr, indexing.simplify(expr, bounds))
 
 
+@settings(deadline=None)
+@given(m=st.integers(2, 16), k=st.integers(1, 8), c=st.integers(1, 5), q=st.integers(2, 8), low=st.integers(1, 20))
+def test_simplify_is_exact_when_a_mod_sits_inside_the_split(m, k, c, q, low):
+    """(m*c*Mod(x, q) + y) // and % (m*k): sympy evaluates Mod(c*Mod(x, q), k) wrongly (Mod(3*Mod(x, 4), 4)
+    -> 3*Mod(x, 4)), so the rules must never build such a Mod."""
+    bounds = {x: 64, y: low}
+    xs, ys = torch.meshgrid(torch.arange(64), torch.arange(low), indexing="ij")
+    env = {x: xs.flatten(), y: ys.flatten()}
+    base = m * c * sympy.Mod(x, q) + y
+    for expr in (FloorDiv(base, m * k), sympy.Mod(base, m * k)):
+        want = torch.as_tensor(indexing.evaluate(expr, env))
+        got = torch.as_tensor(indexing.evaluate(indexing.simplify(expr, bounds), env))
+        assert torch.equal(got.expand_as(want), want), (expr, indexing.simplify(expr, bounds))
+
+
+def test_review_finding_mod_of_a_mod_no_longer_reads_out_of_bounds():
+    """Review finding (session 7): the split rule turned Mod(12*Mod(x, 4) + y, 16) into
+    4*Mod(3*Mod(x, 4), 4) + y, which sympy evaluates to 12*Mod(x, 4) + y: a transposed reshape read past
+    its 48-element input (an illegal address on a GPU)."""
+    import compiler
+    expr = sympy.Mod(12 * sympy.Mod(x, 4) + y, 16)
+    xs = torch.arange(64)
+    for yv in range(4):
+        got = indexing.evaluate(indexing.simplify(expr, {x: 64, y: 4}), {x: xs, y: yv})
+        assert torch.equal(torch.as_tensor(got), (12 * (xs % 4) + yv) % 16)
+    fn = lambda t: (t + 1).reshape(4, 12)[:, :4].t().reshape(16) * 2  # noqa: E731
+    t = torch.arange(48.).reshape(3, 16)
+    torch._dynamo.reset()
+    torch.testing.assert_close(compiler.compile(fn)(t), fn(t), rtol=0, atol=0)
+
+
 def test_simplify_rejoins_a_delinearised_index():
     i0, i1 = indexing.delinearize(x, (5, 16))
     assert indexing.simplify(16 * i0 + i1, {x: 80}) == x

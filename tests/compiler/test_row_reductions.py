@@ -50,15 +50,29 @@ def test_maxima_and_minima_of_rows_in_the_k_loop(dtype):
     assert sorted(p.node.buf.data.reduction_type for p in gemm.row_reduction_nodes) == ["max", "max", "min"]
 
 
+def exp_sum_scaled(x, w):
+    """A sum whose body is not 0 at a lane past K (exp(0) = 1): those lanes must hold the identity."""
+    return (x @ w.t()) / x.exp().sum(-1, keepdim=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_sum_over_a_ragged_k_masks_the_lanes_past_k(dtype):
+    x, w = seeded_randn(21, 45, seed=26).to(dtype), seeded_randn(5, 45, seed=27).to(dtype)
+    _judge(exp_sum_scaled, x, w)
+    _fused(exp_sum_scaled, x, w)
+
+
 def test_nan_in_a_row_reaches_the_max_through_the_k_loop():
     x, w = seeded_randn(9, 40, seed=5), seeded_randn(3, 40, seed=6)
     x[2, 39] = float("nan")
+    _fused(max_scaled, x, w)
     got = compiler.compile(max_scaled)(x, w)
     assert torch.isnan(got[2]).all() and not torch.isnan(got[[0, 1, 3]]).any()
 
 
 def test_ir_execution_modes_agree():
     x, w = seeded_randn(19, 50, seed=7), seeded_randn(6, 50, seed=8)
+    _fused(rms_project, x, w)
     want = rms_project(x, w)
     for mode in ("triton", "ir", "ir_unfused"):
         torch._dynamo.reset()
@@ -108,3 +122,24 @@ def test_an_epilogue_reading_the_reduction_by_column_keeps_it_a_kernel():
 def test_tuned_templates_keep_the_reduction_as_a_kernel():
     x, w = seeded_randn(19, 50, seed=16), seeded_randn(6, 50, seed=17)
     assert "tuned" in _refused(rms_project, x, w, matmul="autotune", autotune_persist=False)
+
+
+def test_review_finding_a_reduction_the_template_reads_as_an_operand_or_bias_stays_a_kernel():
+    """Review finding (session 7): folded anyway, nothing wrote the buffer the template reads (KeyError)."""
+    x, w = seeded_randn(19, 50, seed=21), seeded_randn(50, 6, seed=22)
+
+    def as_bias(x, w):
+        s = (x * x).sum(-1, keepdim=True)
+        return torch.addmm(s, x, w) * s
+
+    def as_operand(x, w):
+        s = x.sum(-1, keepdim=True)
+        return (x @ s.expand(-1, 4)) * s
+    assert "as an operand or bias" in _refused(as_bias, x, w)
+    assert "as an operand or bias" in _refused(as_operand, seeded_randn(20, 20, seed=23), w)
+
+
+def test_folded_reductions_are_not_listed_as_stored():
+    x, w = seeded_randn(19, 50, seed=24), seeded_randn(6, 50, seed=25)
+    gemm, sched = _fused(rms_project, x, w)
+    assert not {p.name for p in gemm.row_reduction_nodes} & sched.stored
