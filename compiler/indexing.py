@@ -5,8 +5,10 @@ tuple; buffers linearise it with their strides.  Three consumers read the result
 Triton printer (``to_source``), the eager evaluator (``evaluate``, torch integer tensors)
 and the fusion legality check (``simplify`` then structural equality).
 
-``FloorDiv`` is our own function (sympy's ``floor(a/b)`` does not simplify the way index
-arithmetic needs); ``Mod`` is sympy's.  Both are only ever applied to non-negative values in
+``FloorDiv`` and ``Mod`` are our own functions.  sympy's ``floor(a/b)`` does not simplify the way
+index arithmetic needs, and sympy's ``Mod`` factors a common divisor out of its arguments, evaluating
+Mod(3*Mod(x, 4), 4) to 3*Mod(x, 4) (wrong for x = 2) on construction and again on every ``xreplace``:
+a view of a view could address memory out of bounds.  Both are only ever applied to non-negative values in
 unmasked lanes, where C (Triton) and Python semantics agree.
 """
 from __future__ import annotations
@@ -57,6 +59,34 @@ class FloorDiv(sympy.Function):
         return None
 
 
+class Mod(sympy.Function):
+    """``base % divisor`` for integer index expressions, divisor a positive integer.
+
+    Evaluates only what is exact for integers: constants, a divisor of 1, terms whose integer coefficient
+    is a multiple of the divisor (dropped), and ``Mod(Mod(a, c*d), d) -> Mod(a, d)``.  No common factors
+    are pulled out (the sympy rule that is wrong for a Mod inside a Mod)."""
+
+    is_integer = True
+    is_nonnegative = True
+
+    @classmethod
+    def eval(cls, base, divisor):
+        if divisor == 1 or base == 0:
+            return sympy.Integer(0)
+        if base.is_Integer and divisor.is_Integer:
+            return sympy.Integer(int(base) % int(divisor))
+        if not divisor.is_Integer:
+            return None
+        d = int(divisor)
+        if isinstance(base, Mod) and base.args[1].is_Integer and int(base.args[1]) % d == 0:
+            return Mod(base.args[0], divisor)
+        terms = base.args if base.is_Add else (base,)
+        kept = [t for t in terms if not (t.as_coeff_Mul()[0].is_Integer and int(t.as_coeff_Mul()[0]) % d == 0)]
+        if len(kept) < len(terms):
+            return Mod(sympy.Add(*kept), divisor)
+        return None
+
+
 def upper_bound(expr: Expr, bounds: Mapping[sympy.Symbol, int]) -> Optional[int]:
     """Largest value ``expr`` takes when each symbol s ranges over [0, bounds[s]); None if unknown."""
     if expr.is_Integer:
@@ -81,7 +111,7 @@ def upper_bound(expr: Expr, bounds: Mapping[sympy.Symbol, int]) -> Optional[int]
     if isinstance(expr, FloorDiv):
         ub = upper_bound(expr.args[0], bounds)
         return None if ub is None else ub // int(expr.args[1])
-    if isinstance(expr, sympy.Mod):
+    if isinstance(expr, Mod):
         d = expr.args[1]
         if d.is_Integer:
             ub = upper_bound(expr.args[0], bounds)
@@ -93,7 +123,7 @@ def lower_bound_nonneg(expr: Expr) -> bool:
     """True when every term of ``expr`` is visibly non-negative."""
     if expr.is_Integer:
         return int(expr) >= 0
-    if expr.is_Symbol or isinstance(expr, (FloorDiv, sympy.Mod)):
+    if expr.is_Symbol or isinstance(expr, (FloorDiv, Mod)):
         return True
     if expr.is_Add:
         return all(lower_bound_nonneg(a) for a in expr.args)
@@ -124,7 +154,7 @@ def simplify(expr: Expr, bounds: Optional[Mapping[sympy.Symbol, int]] = None) ->
             high, m, _ = split
             return simplify(FloorDiv(high, int(d) // m), bounds)
         return FloorDiv(base, d)
-    if isinstance(expr, sympy.Mod):
+    if isinstance(expr, Mod):
         base, d = args
         ub = upper_bound(base, bounds)
         if d.is_Integer and ub is not None and lower_bound_nonneg(base) and ub < int(d):
@@ -132,18 +162,12 @@ def simplify(expr: Expr, bounds: Optional[Mapping[sympy.Symbol, int]] = None) ->
         split = _split_low(base, int(d), bounds) if d.is_Integer else None
         if split is not None:                      # (m*S + r) % (m*k) == m*(S % k) + r when 0 <= r < m
             high, m, low = split
-            return m * simplify(sympy.Mod(high, int(d) // m), bounds) + low
-        return _mod(base, d)
+            return m * simplify(Mod(high, int(d) // m), bounds) + low
+        return Mod(base, d)
     rebuilt = expr.func(*args)
     if rebuilt.is_Add:
         rebuilt = _rejoin(rebuilt)
     return rebuilt
-
-
-def _mod(base: Expr, d: Expr) -> Expr:
-    """``Mod(base, d)``, left unevaluated when ``base`` holds a Mod: sympy 1.14 evaluates Mod(3*Mod(x, 4), 4)
-    to 3*Mod(x, 4) and Mod(3*Mod(x, 4), 8) to Mod(3*Mod(x, 4)**2, 8), both wrong for x = 2."""
-    return sympy.Mod(base, d, evaluate=not base.has(sympy.Mod))
 
 
 def _split_low(base: Expr, d: int, bounds: Mapping[sympy.Symbol, int]) -> Optional[tuple[Expr, int, Expr]]:
@@ -161,8 +185,8 @@ def _split_low(base: Expr, d: int, bounds: Mapping[sympy.Symbol, int]) -> Option
             continue
         high = [t for t, c in terms if c.is_Integer and int(c) % m == 0]
         low = sympy.Add(*[t for t, c in terms if not (c.is_Integer and int(c) % m == 0)])
-        if not high or low == 0 or not lower_bound_nonneg(low) or any(t.has(sympy.Mod) for t in high):
-            continue                               # S % k of an S holding a Mod: see _mod
+        if not high or low == 0 or not lower_bound_nonneg(low):
+            continue
         ub = upper_bound(low, bounds)
         if ub is None or ub >= m:
             continue
@@ -187,7 +211,7 @@ def _rejoin(expr: Expr) -> Expr:
                 floors[(rest.args[0], int(rest.args[1]))] = (i, int(coeff))
         for j, term in enumerate(terms):
             coeff, rest = term.as_coeff_Mul()
-            if not (isinstance(rest, sympy.Mod) and coeff.is_Integer and rest.args[1].is_Integer):
+            if not (isinstance(rest, Mod) and coeff.is_Integer and rest.args[1].is_Integer):
                 continue
             inner, c = rest.args[0], int(rest.args[1])
             if isinstance(inner, FloorDiv) and inner.args[1].is_Integer:
@@ -257,7 +281,7 @@ def delinearize(linear: Expr, sizes: Sequence[int]) -> tuple[Expr, ...]:
             continue
         part = FloorDiv(linear, inner)
         if any(int(s) != 1 for s in sizes[:k]):
-            part = sympy.Mod(part, size)
+            part = Mod(part, size)
         out.append(part)
         inner *= size
     return tuple(reversed(out))
@@ -281,7 +305,7 @@ def to_source(expr: Expr) -> str:
         return expr.name
     if isinstance(expr, FloorDiv):
         return f"({to_source(expr.args[0])} // {to_source(expr.args[1])})"
-    if isinstance(expr, sympy.Mod):
+    if isinstance(expr, Mod):
         return f"({to_source(expr.args[0])} % {to_source(expr.args[1])})"
     if expr.is_Add:
         terms = sorted(expr.args, key=sympy.default_sort_key)
@@ -323,7 +347,7 @@ def evaluate(expr: Expr, env: Mapping[sympy.Symbol, object]):
     args = [evaluate(a, env) for a in expr.args]
     if isinstance(expr, FloorDiv):
         return _floordiv(args[0], args[1])
-    if isinstance(expr, sympy.Mod):
+    if isinstance(expr, Mod):
         return args[0] % args[1]
     if expr.is_Add:
         out = args[0]

@@ -136,7 +136,7 @@ def _kernel_1d(name: str, ctx: GroupContext, unroll: Optional[tuple[int, int]] =
     if numel % block:
         k.emit(f"xmask = xindex < {numel}")
     k.active = [XSYM]
-    rows, cols = indexing.FloorDiv(XSYM, inner), sympy.Mod(XSYM, inner)
+    rows, cols = indexing.FloorDiv(XSYM, inner), indexing.Mod(XSYM, inner)
     try:
         for j in range(extent):
             if unroll:

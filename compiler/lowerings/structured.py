@@ -6,6 +6,7 @@ from typing import Any, Sequence
 import sympy
 import torch
 
+from .. import indexing
 from ..exc import Unsupported
 from ..ir import Pointwise
 from ..lowering import register_lowering
@@ -126,7 +127,7 @@ def slice_scatter(x, src, dim: int = 0, start=None, end=None, step: int = 1):
         i = sympy.sympify(index[dim])
         inside = _in_range(i, lo, lo + step * count)
         if step > 1:
-            on_grid = ops.eq(ops.index_expr(sympy.Mod(i - lo + step * count, step), torch.int64),
+            on_grid = ops.eq(ops.index_expr(indexing.Mod(i - lo + step * count, step), torch.int64),
                              ops.constant(0, torch.int64))
             inside = on_grid if inside is None else ops.logical_and(inside, on_grid)
 

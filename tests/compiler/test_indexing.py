@@ -4,7 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compiler import indexing
-from compiler.indexing import FloorDiv, index_symbol
+from compiler.indexing import FloorDiv, Mod, index_symbol
 
 x, y = index_symbol("x"), index_symbol("y")
 
@@ -18,14 +18,14 @@ def test_floordiv_pulls_out_multiples_and_nests():
 
 def test_simplify_uses_bounds():
     assert indexing.simplify(FloorDiv(y, 16), {y: 16}) == 0
-    assert indexing.simplify(sympy.Mod(y, 16), {y: 16}) == y
-    assert indexing.simplify(sympy.Mod(y, 16), {y: 17}) == sympy.Mod(y, 16)
+    assert indexing.simplify(Mod(y, 16), {y: 16}) == y
+    assert indexing.simplify(Mod(y, 16), {y: 17}) == Mod(y, 16)
 
 
 def test_simplify_divides_a_multiple_plus_a_smaller_remainder():
     # (256*x + y) // 1024 == x // 4 and % 1024 == 256*(x % 4) + y, because 0 <= y < 256
     assert indexing.simplify(FloorDiv(256 * x + y, 1024), {x: 100, y: 256}) == FloorDiv(x, 4)
-    assert indexing.simplify(sympy.Mod(256 * x + y, 1024), {x: 100, y: 256}) == 256 * sympy.Mod(x, 4) + y
+    assert indexing.simplify(Mod(256 * x + y, 1024), {x: 100, y: 256}) == 256 * Mod(x, 4) + y
     # y may reach 256: nothing to split
     assert indexing.simplify(FloorDiv(256 * x + y, 1024), {x: 100, y: 257}) == FloorDiv(256 * x + y, 1024)
 
@@ -40,7 +40,7 @@ def test_simplified_floordiv_and_mod_evaluate_the_same(m, k, off, slack, rows):
     bounds = {x: rows, y: low}
     xs, ys = torch.meshgrid(torch.arange(rows), torch.arange(low), indexing="ij")
     env = {x: xs.flatten(), y: ys.flatten()}
-    for expr in (FloorDiv(m * x + y + off, m * k), sympy.Mod(m * x + y + off, m * k)):
+    for expr in (FloorDiv(m * x + y + off, m * k), Mod(m * x + y + off, m * k)):
         want = torch.as_tensor(indexing.evaluate(expr, env))
         got = torch.as_tensor(indexing.evaluate(indexing.simplify(expr, bounds), env))
         assert torch.equal(got.expand_as(want), want), (expr, indexing.simplify(expr, bounds))
@@ -54,8 +54,8 @@ def test_simplify_is_exact_when_a_mod_sits_inside_the_split(m, k, c, q, low):
     bounds = {x: 64, y: low}
     xs, ys = torch.meshgrid(torch.arange(64), torch.arange(low), indexing="ij")
     env = {x: xs.flatten(), y: ys.flatten()}
-    base = m * c * sympy.Mod(x, q) + y
-    for expr in (FloorDiv(base, m * k), sympy.Mod(base, m * k)):
+    base = m * c * Mod(x, q) + y
+    for expr in (FloorDiv(base, m * k), Mod(base, m * k)):
         want = torch.as_tensor(indexing.evaluate(expr, env))
         got = torch.as_tensor(indexing.evaluate(indexing.simplify(expr, bounds), env))
         assert torch.equal(got.expand_as(want), want), (expr, indexing.simplify(expr, bounds))
@@ -66,7 +66,7 @@ def test_review_finding_mod_of_a_mod_no_longer_reads_out_of_bounds():
     4*Mod(3*Mod(x, 4), 4) + y, which sympy evaluates to 12*Mod(x, 4) + y: a transposed reshape read past
     its 48-element input (an illegal address on a GPU)."""
     import compiler
-    expr = sympy.Mod(12 * sympy.Mod(x, 4) + y, 16)
+    expr = Mod(12 * Mod(x, 4) + y, 16)
     xs = torch.arange(64)
     for yv in range(4):
         got = indexing.evaluate(indexing.simplify(expr, {x: 64, y: 4}), {x: xs, y: yv})
@@ -100,12 +100,21 @@ def test_linearize_and_contiguous_strides():
 
 
 def test_to_source_prints_python_integer_arithmetic():
-    src = indexing.to_source(FloorDiv(x, 16) * 3 + sympy.Mod(x, 16) - 2)
+    src = indexing.to_source(FloorDiv(x, 16) * 3 + Mod(x, 16) - 2)
     values = {"x": 37}
     assert eval(src, {}, values) == (37 // 16) * 3 + 37 % 16 - 2
 
 
 def test_upper_bound():
     assert indexing.upper_bound(3 * x + y, {x: 4, y: 3}) == 11
-    assert indexing.upper_bound(sympy.Mod(x, 8), {}) == 7
+    assert indexing.upper_bound(Mod(x, 8), {}) == 7
     assert indexing.upper_bound(x - y, {x: 4, y: 3}) is None
+
+
+def test_mod_stays_exact_when_a_mod_is_substituted_into_a_mod():
+    """sympy's Mod evaluated Mod(12*Mod(y, 4), 16) to 4*Mod(3*Mod(y, 4)**2, 4) (0 for y = 2, not 8), on
+    construction and on xreplace -- how a view of a view composes its index.  Ours keeps it exact."""
+    composed = Mod(x, 16).xreplace({x: 12 * Mod(y, 4)})
+    ys = torch.arange(64)
+    assert torch.equal(torch.as_tensor(indexing.evaluate(composed, {y: ys})), (12 * (ys % 4)) % 16)
+    assert Mod(16 * x + 5, 4) == 1 and Mod(Mod(x, 8), 4) == Mod(x, 4) and Mod(x, 1) == 0
