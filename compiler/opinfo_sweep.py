@@ -45,6 +45,9 @@ SKIP_RANDOM = frozenset({
     "rand_like", "randn_like", "randint", "randint_like", "nn.functional.dropout", "nn.functional.dropout2d",
     "nn.functional.dropout3d", "nn.functional.alpha_dropout", "nn.functional.feature_alpha_dropout",
     "nn.functional.rrelu", "nn.functional.gumbel_softmax",
+    # CUDA only: their philox seed and offset outputs are fresh RNG state on every call (the GPU sweep of
+    # session 7 reported the seed as a mismatch)
+    "torch.ops.aten._efficient_attention_forward", "torch.ops.aten._flash_attention_forward",
 })
 SKIP_UNINITIALIZED = frozenset({"empty", "empty_like", "empty_permuted", "empty_strided", "new_empty",
                                 "new_empty_strided"})
