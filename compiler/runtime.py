@@ -29,7 +29,7 @@ from .eager import evaluate_node, storage_view, write
 from .exc import CompilerError, KernelCompileError
 from .ir import Buffer, ComputedBuffer, ExternKernel, ExternOutput, InputBuffer, Layout, MemoryResolver, StridedView
 from .lowering import LoweredGraph, fill_template
-from .scheduler import KernelGroup, Schedule
+from .scheduler import KernelGroup, Schedule, _extern_reads
 from .templates import runtime as _gemm_runtime
 from .templates.gemm import GemmTemplate
 
@@ -330,8 +330,8 @@ class Executable:
         last: dict[str, int] = {}
         for i, step in enumerate(self.sched.steps):
             if isinstance(step, ExternKernel):
-                names = [x.buffer.name if isinstance(x, StridedView) else x.name for x in step.inputs]
-                if isinstance(step, GemmTemplate):
+                names = _extern_reads(step)
+                if isinstance(step, GemmTemplate):   # row reductions read only A, one of its inputs
                     names += [r.buffer.name for p in step.epilogue_nodes for r in p.node.info.reads]
             else:
                 names = [r.buffer.name for p in step.placed for r in p.node.info.reads]

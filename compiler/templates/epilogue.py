@@ -18,16 +18,18 @@ from typing import Union
 
 from .. import indexing
 from ..counters import counters
-from ..ir import ExternKernel, StridedView
-from ..scheduler import XSYM, KernelGroup, WhyNoFuse, _read_in_kernel
+from ..ir import ExternKernel
+from ..scheduler import XSYM, KernelGroup, WhyNoFuse, _extern_reads, _read_in_kernel
 from .gemm import GemmTemplate
 
 
 def _reads(step) -> set[str]:
+    """Buffers a step reads: an extern call's inputs, a template's epilogue and row reductions too."""
     if isinstance(step, ExternKernel):
-        names = {x.buffer.name if isinstance(x, StridedView) else x.name for x in step.inputs}
+        names = set(_extern_reads(step))
         if isinstance(step, GemmTemplate):
-            names |= {r.buffer.name for p in step.epilogue_nodes for r in p.node.info.reads}
+            names |= {r.buffer.name for p in step.epilogue_nodes + step.row_reduction_nodes
+                      for r in p.node.info.reads}
         return names
     return {r.buffer.name for p in step.placed for r in p.node.info.reads}
 

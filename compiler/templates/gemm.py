@@ -391,8 +391,9 @@ def _fold_row_reductions(k: TritonKernel, node: GemmTemplate, rows: GroupContext
     k.emit("rindex = k0 + rk[None, :]")
     if node.k % cfg.block_k:
         k.emit(f"rmask = rindex < {node.k}")
+    resolver = _TileResolver(k, rows, node)
     for p, (op, accs) in zip(rows.group.placed, folds):
-        with use_handler(TritonOps(k)), use_resolver(_TileResolver(k, rows, node)):
+        with use_handler(TritonOps(k)), use_resolver(resolver):
             value = p.node.buf.data.inner_fn(rows.index(p), rows.rindex(p))
         op.combine(k, accs, [op.prepare(k, value)])
     k.tile, k.active = saved_tile, saved_active

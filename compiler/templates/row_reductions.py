@@ -25,8 +25,8 @@ from typing import Union
 
 from .. import indexing
 from ..counters import counters
-from ..ir import ExternKernel, StridedView
-from ..scheduler import RSYM, XSYM, KernelGroup, WhyNoFuse, _read_in_kernel
+from ..scheduler import RSYM, XSYM, KernelGroup, WhyNoFuse, _extern_reads, _read_in_kernel
+from .epilogue import _reads
 from .gemm import GemmTemplate
 
 REDUCTION_TYPES = ("sum", "max", "min")
@@ -50,7 +50,7 @@ def check_row_reductions(template: GemmTemplate, group: KernelGroup, readers: se
     if (group.xnumel, group.rnumel) != (template.m, template.k):
         return WhyNoFuse(f"{group.names} reduces {group.xnumel} rows of {group.rnumel}, A is "
                          f"{template.m} x {template.k}")
-    own = {x.buffer.name if isinstance(x, StridedView) else x.name for x in template.inputs}
+    own = set(_extern_reads(template))
     if set(group.names) & own:
         return WhyNoFuse(f"{template.name} takes {sorted(set(group.names) & own)} as an operand or bias: it must "
                          f"exist before the K loop")
@@ -99,15 +99,6 @@ def _epilogue_reads_rows(template: GemmTemplate, group: KernelGroup):
             if got != want:
                 return WhyNoFuse(f"{p.name} reads {read.buffer.name} at {got}, not at its own row of the product")
     return None
-
-
-def _reads(step) -> set[str]:
-    if isinstance(step, GemmTemplate):
-        names = {x.buffer.name if isinstance(x, StridedView) else x.name for x in step.inputs}
-        return names | {r.buffer.name for p in step.epilogue_nodes + step.row_reduction_nodes for r in p.node.info.reads}
-    if isinstance(step, ExternKernel):
-        return {x.buffer.name if isinstance(x, StridedView) else x.name for x in step.inputs}
-    return {r.buffer.name for p in step.placed for r in p.node.info.reads}
 
 
 def fuse_row_reductions(steps: list, outputs: set[str], refused: list, tuned: bool) -> list:
