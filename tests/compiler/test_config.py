@@ -29,6 +29,8 @@ def test_patch_restores_after_an_exception():
     ({"fusion": "yes"}, "True or False"),
     ({"execution": "gpu"}, "execution"),
     ({"fp_fusion": 1}, "True or False"),
+    ({"one_wave_elements_per_warp": 300}, "power of two"),
+    ({"pointwise_tiling": "3d"}, "pointwise_tiling"),
 ])
 def test_patch_rejects_bad_knobs_with_a_clear_error(changes, needle):
     with pytest.raises(ConfigError, match=needle) as info:
