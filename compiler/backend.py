@@ -31,10 +31,14 @@ def _signature(args: list) -> tuple:
     is not 0.0 and every NaN finds the same entry).  Runs on every call, so it keeps torch's own
     hashable objects (torch.Size, torch.device) rather than converting them."""
     tensor = torch.Tensor
-    return tuple((a.shape, a.stride(), a.dtype, a.device, a.storage_offset()) if isinstance(a, tensor)
-                 else (float, a.hex()) if isinstance(a, float)
-                 else (type(a), a) if a is None or isinstance(a, (int, bool)) else (type(a),)
-                 for a in args)
+    return tuple([(a.shape, a.stride(), a.dtype, a.device, a.storage_offset()) if isinstance(a, tensor)
+                  else _scalar_signature(a) for a in args])
+
+
+def _scalar_signature(a: Any) -> tuple:
+    if isinstance(a, float):
+        return (float, a.hex())
+    return (type(a), a) if a is None or isinstance(a, (int, bool)) else (type(a),)
 
 
 class CompiledGraph:

@@ -112,6 +112,15 @@ def _fast_empty() -> dict:
 _FAST_EMPTY = _fast_empty()      # device mode -> fn(size, stride, dtype) (the current CUDA device / the CPU)
 
 
+def _compiled_launches() -> bool:
+    """Kernels run compiled (a GPU), launched through ``kernels.launch.Site``; False under the interpreter."""
+    return not _device.is_interpreter()
+
+
+# The kinds of _make_fast's steps.
+_LAUNCH, _ALLOC, _FREE, _CALL = "launch", "alloc", "free", "call"
+
+
 class InlineResolver(MemoryResolver):
     """Eager evaluation of the fused IR: inlined producers are recomputed, the rest loaded."""
 
@@ -144,6 +153,7 @@ class Executable:
         self._launchers: dict[tuple, tuple[Any, dict, Optional[tuple], tuple]] = {}
         self._stored: dict[str, list] = {}           # group -> the buffers it stores (allocated per call)
         self._plan: Optional[list] = None            # the Triton path's steps (_make_plan)
+        self._fast: Any = None                       # its fast form on a GPU (_make_fast; False: none)
 
     def ensure_loaded(self) -> None:
         if self.module is None and self.generated.kernels:
@@ -152,6 +162,10 @@ class Executable:
     # ---- entry point
     def __call__(self, args: Sequence[Any]) -> list:
         mode = config.execution
+        if mode == "triton":
+            fast = self._fast if self._fast is not None else self._make_fast()
+            if fast and not _launch._observed() and not _allocations_watched():
+                return fast(args)
         env = self._inputs(args)
         if mode == "triton":
             for run, frees in self._plan or self._make_plan():
@@ -180,6 +194,76 @@ class Executable:
         self._plan = plan
         return plan
 
+    def _make_fast(self) -> Any:
+        """The Triton path for a GPU with nothing observing launches or allocations, as one loop over flat
+        steps worked out on the first call: allocate a buffer (C++ allocator), relaunch a kernel's
+        ``kernels.launch.Site``, free buffers, or run any other step (GEMM template, extern call, tuned
+        group) as ``_make_plan`` does.  The launch check and the device are asked once per call, not per
+        kernel.  False where it does not apply (the interpreter, a torch without the C++ allocator)."""
+        empty = _FAST_EMPTY.get(_device.MODE)
+        if not _compiled_launches() or empty is None:
+            self._fast = False
+            return False
+        plan = self._plan or self._make_plan()
+        ops: list[tuple] = []
+        for i, (step, (run, frees)) in enumerate(zip(self.sched.steps, plan)):
+            if isinstance(step, KernelGroup) and step.name not in self.generated.variants:
+                ops.extend((_ALLOC, name, layout.size, layout.stride, layout.dtype)
+                           for name, layout in self._stored_of(step))
+                scratch: list[tuple] = []
+                for spec in self.generated.kernels[step.name]:
+                    site, _, grid, args = self._launcher(spec)
+                    if grid is None:
+                        continue
+                    names = []
+                    for name, workspace in args:
+                        if workspace is not None:       # a workspace lives while its group runs
+                            name = (step.name, name)
+                            if name not in scratch:
+                                scratch.append(name)
+                                ops.append((_ALLOC, name, workspace.size, workspace.stride, workspace.dtype))
+                        names.append(name)
+                    ops.append((_LAUNCH, site, tuple(names), spec.name))
+                if scratch:
+                    ops.append((_FREE, tuple(scratch)))
+            else:
+                ops.append((_CALL, run))
+            if frees:
+                ops.append((_FREE, frees))
+        inputs = tuple((buf.name, buf.position) for buf in self.graph.inputs if buf is not None)
+        constants = {const.name: const.constant for const in self.graph.constants}
+        current_device = _launch._current_device
+
+        def run_fast(args: Sequence[Any]) -> Any:
+            env = {name: args[position] for name, position in inputs}
+            env.update(constants)
+            device = current_device()
+            op = None
+            try:
+                for op in ops:
+                    kind = op[0]
+                    if kind is _LAUNCH:
+                        op[1].relaunch(device, tuple([env[n] for n in op[2]]))
+                    elif kind is _ALLOC:
+                        if op[1] not in env:
+                            env[op[1]] = empty(op[2], op[3], op[4])
+                    elif kind is _FREE:
+                        for name in op[1]:
+                            env.pop(name, None)
+                    else:
+                        op[1](env)
+            except CompilerError:
+                raise
+            except Exception as e:  # noqa: BLE001  (as _launch: Triton's errors are ours to report)
+                if op is None or op[0] is not _LAUNCH:
+                    raise
+                raise KernelCompileError(f"kernel {op[3]} failed: {type(e).__name__}: {e}", kernel=op[3],
+                                         path=self.module_path or "?") from e
+            outputs = self._outputs(args, env)
+            return outputs[0] if self.graph.single_output else outputs
+        self._fast = run_fast
+        return run_fast
+
     def _inputs(self, args: Sequence[Any]) -> dict[str, torch.Tensor]:
         env = {}
         for buf in self.graph.inputs:
@@ -201,12 +285,16 @@ class Executable:
         return out
 
     # ---- Triton
-    def _run_group(self, group: KernelGroup, env: dict) -> None:
+    def _stored_of(self, group: KernelGroup) -> list[tuple[str, Layout]]:
+        """(name, layout) of each buffer ``group`` stores: allocated before its kernels run."""
         stored = self._stored.get(group.name)
         if stored is None:
             stored = self._stored[group.name] = [(p.name, p.node.buf.layout) for p in group.placed
                                                  if p.name in self.sched.stored]
-        for name, layout in stored:
+        return stored
+
+    def _run_group(self, group: KernelGroup, env: dict) -> None:
+        for name, layout in self._stored_of(group):
             if name not in env:
                 env[name] = _alloc(layout)
         if group.name in self.generated.variants:  # autotuning (compiler.autotune)
@@ -251,7 +339,7 @@ class Executable:
         if launcher is not None:
             return launcher
         options = dict(compile_options())
-        compiled = not _device.is_interpreter()
+        compiled = _compiled_launches()
         if compiled:
             options["num_warps"] = spec.num_warps
             if spec.meta.get("num_stages"):

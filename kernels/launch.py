@@ -148,8 +148,12 @@ class Site:
         if _observed():
             self.kernel[self.grid](*tensors, **self.meta)
             return
-        device = _current_device()
-        key = (device, tuple(t.data_ptr() % 16 == 0 for t in tensors))
+        self.relaunch(_current_device(), tensors)
+
+    def relaunch(self, device: int, tensors: tuple) -> None:
+        """The launch on ``device`` (the current CUDA device) once the caller has found that nothing observes
+        launches (:func:`_observed` is False): a caller launching many sites asks that once, not per site."""
+        key = (device, tuple([t.data_ptr() % 16 == 0 for t in tensors]))
         fire = self._compiled.get(key)
         if fire is None:
             if self._rest is None:      # False: a defaulted parameter, every call takes the JIT path

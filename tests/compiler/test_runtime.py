@@ -186,3 +186,92 @@ def test_a_kernel_that_skips_part_of_its_output_is_seen_under_poisoning(monkeypa
     with compiler.config.patch(pointwise_block=1024), poisoned_allocations():
         out = compiler.compile_fresh(f)(x)
     assert torch.isnan(out[2048:]).all() and torch.equal(out[:2048], f(x)[:2048])
+
+
+# ---------------------------------------------------------------- the GPU's flat launch loop (Executable._make_fast)
+
+@pytest.fixture
+def gpu_like(monkeypatch):
+    """The fast path on this machine: the runtime believes it is on a GPU with nothing watching launches,
+    and every ``Site`` it builds relaunches through the interpreter, recording (kernel grid, device)."""
+    if not device.is_interpreter():
+        pytest.skip("drives the GPU path with interpreter launches: CPU only")
+    relaunched = []
+
+    class InterpretedSite:
+        def __init__(self, fn, grid, **options):
+            self.fn, self.grid = fn, grid
+
+        def __call__(self, *tensors):
+            self.fn[self.grid](*tensors)
+
+        def relaunch(self, dev, tensors):
+            assert isinstance(tensors, tuple)                 # the static launcher appends a tuple to them
+            relaunched.append((self.fn.__name__, dev))
+            self.fn[self.grid](*tensors)
+    monkeypatch.setattr(runtime, "_compiled_launches", lambda: True)
+    monkeypatch.setattr(runtime._launch, "Site", InterpretedSite)
+    monkeypatch.setattr(runtime._launch, "_observed", lambda: False)
+    monkeypatch.setattr(runtime._launch, "_current_device", lambda: 7)
+    return relaunched
+
+
+def _layer_norm_fwd_bwd(x, w, b, dy):
+    y = torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b)
+    return torch.autograd.grad(y, (x, w, b), dy)
+
+
+@pytest.mark.parametrize("case", ["split_reduction", "layer_norm_fwd_bwd", "gemm_template_and_extern"])
+def test_the_fast_launch_loop_computes_what_the_plan_does(gpu_like, case):
+    """Every kind of step goes through the loop: stored buffers, a split reduction's workspace (allocated and
+    freed per group), mixed-order and looped kernels, a GEMM template and an extern call (run as the plan
+    runs them), frees after last use.  Results must equal eager's; the launches went through ``relaunch``
+    with the device asked once per call."""
+    torch.manual_seed(0)
+    if case == "split_reduction":
+        x = torch.randn(300_000)
+        fn, args = compiler.compile_fresh(lambda t: (t * t).sum().sqrt()), (x,)
+        want = [(x * x).sum().sqrt()]
+    elif case == "layer_norm_fwd_bwd":
+        x = torch.randn(512, 48, requires_grad=True)
+        w, b = torch.randn(48, requires_grad=True), torch.randn(48, requires_grad=True)
+        fn, args = compiler.compile_fresh(_layer_norm_fwd_bwd), (x, w, b, torch.randn(512, 48))
+        want = _layer_norm_fwd_bwd(*args)
+    else:
+        def f(a, m):
+            return torch.relu(a @ m) + 1, torch.linalg.inv(m[:32] + 32 * torch.eye(32))
+        fn, args = compiler.compile_fresh(f), (torch.randn(64, 40), torch.randn(40, 32))
+        want = f(*args)
+    fn(*args)                          # compiles (torch.compile's first call runs with a dispatch mode on)
+    del gpu_like[:]
+    got = fn(*args)
+    for g, e in zip(got if isinstance(got, (tuple, list)) else [got], want):
+        torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-4)
+    assert gpu_like and {dev for _, dev in gpu_like} == {7}
+
+
+def test_the_fast_loop_steps_aside_while_launches_or_allocations_are_watched(gpu_like, monkeypatch):
+    """A harness launch recorder or its NaN poisoning needs every launch through JITFunction.run and every
+    buffer through the dispatcher: then the plan runs, not the loop."""
+    from harness.runner import poisoned_allocations
+    f = compiler.compile_fresh(lambda t: t * 2 + 1)
+    x = torch.randn(1000)
+    f(x)
+    torch.testing.assert_close(f(x), x * 2 + 1)
+    fast = len(gpu_like)
+    assert fast > 0
+    with poisoned_allocations():
+        torch.testing.assert_close(f(x), x * 2 + 1)
+    monkeypatch.setattr(runtime._launch, "_observed", lambda: True)
+    torch.testing.assert_close(f(x), x * 2 + 1)
+    assert len(gpu_like) == fast                       # neither call went through relaunch
+
+
+def test_a_failing_launch_in_the_fast_loop_names_its_kernel(gpu_like, monkeypatch):
+    def broken(self, dev, tensors):
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+    f = compiler.compile_fresh(lambda t: t * 2 + 1)
+    f(torch.randn(1000))
+    monkeypatch.setattr(runtime._launch.Site, "relaunch", broken)
+    with pytest.raises(KernelCompileError, match=r"kernel g\d+_\w+ failed: RuntimeError: CUDA error"):
+        f(torch.randn(1000))
