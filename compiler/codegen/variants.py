@@ -8,8 +8,9 @@ small candidate set, all in the same module:
 - GEMM template: a few tile configurations (``templates.gemm.candidate_configs``) and the ATen
   call followed by the epilogue as a standalone pointwise kernel;
 - pointwise group: block sizes around the heuristic one, 4 or 8 warps;
-- reduction group: the heuristic strategy with XBLOCK / RBLOCK halved or doubled, 4 or 8 warps,
-  1 or 2 pipeline stages for looped reductions (mixed-order groups keep their one choice).
+- reduction group: the heuristic blocks with half and twice the warps, the other strategy (persistent
+  or looped) where both apply, XBLOCK / RBLOCK halved or doubled, 1 or 2 pipeline stages for loops
+  (``reduction_candidates``; mixed-order groups keep their one choice).
 
 The heuristic choice is always the first candidate, so a CPU run without timing keeps it.
 """
@@ -100,8 +101,77 @@ def _with(spec: KernelSpec, warps: int, stages: Optional[int] = None) -> KernelS
     return dataclasses.replace(spec, num_warps=warps, meta=meta)
 
 
+MAX_REDUCTION_CANDIDATES = 12
+
+
+@dataclasses.dataclass(frozen=True)
+class ReductionCandidate:
+    """One tuning candidate of a reduction group: its blocks and strategy, its warps as a factor of those
+    the code generator gives each kernel (1: as generated), its pipeline stages (None: Triton's default)."""
+
+    choice: ReductionChoice
+    warp_factor: float = 1
+    stages: Optional[int] = None
+
+    @property
+    def name(self) -> str:
+        c = self.choice
+        return (f"{c.strategy}_x{c.xblock}_r{c.rblock}" + (f"_w{self.warp_factor:g}x" if self.warp_factor != 1 else "")
+                + (f"_s{self.stages}" if self.stages else ""))
+
+
+def reduction_candidates(choice: ReductionChoice, xnumel: int, rnumel: int, *, gpu: bool) -> list[ReductionCandidate]:
+    """The candidates tried beside the heuristic ``choice`` (which is not among them), best guesses first.
+
+    On a GPU: the heuristic blocks with half and twice the warps; the other strategy where both apply (a
+    looped reduction of up to twice ``config.persistent_max_rnumel`` elements is also tried persistent,
+    one row per program, with its warps and twice them; a
+    persistent one of 2048 or more elements also looped over a quarter of its row); the neighbouring blocks
+    (XBLOCK halved / doubled, and RBLOCK for looped and split kernels); 1 and 2 pipeline stages for a loop.
+    At most ``MAX_REDUCTION_CANDIDATES``.  Under the interpreter (timing is slow and rarely on): two
+    neighbouring block shapes.  Shapes of several rows stay within the block budget, as the heuristic's
+    do; a shape the code generator still refuses is skipped by the caller."""
+    budget = min(config.max_reduction_block_numel, config.max_triton_tensor_numel)
+    out: list[ReductionCandidate] = []
+
+    def add(strategy: str, xblock: int, rblock: int, factor: float = 1, stages: Optional[int] = None) -> None:
+        if xblock < 1 or rblock < 16 or (xblock > 1 and xblock * rblock > budget):   # one row: any block that
+            return                                                                   # the heuristic may take
+        c = ReductionCandidate(ReductionChoice(strategy, xblock, rblock, choice.splits), factor, stages)
+        if c not in out and c != ReductionCandidate(choice):
+            out.append(c)
+
+    strategy, xb, rb = choice.strategy, choice.xblock, choice.rblock
+    neighbours = [(max(1, xb // 2), rb), (min(xb * 2, next_pow2(xnumel)), rb)]
+    if strategy != "persistent":
+        neighbours += [(xb, max(16, rb // 2)), (xb, rb * 2)]
+    if not gpu:
+        for x, r in sorted(set(neighbours)):
+            add(strategy, x, r)
+        return out[:2]
+    add(strategy, xb, rb, 0.5)
+    add(strategy, xb, rb, 2)
+    whole = next_pow2(rnumel)
+    if strategy == "looped" and whole <= min(2 * config.persistent_max_rnumel, config.max_triton_tensor_numel):
+        add("persistent", 1, whole)
+        add("persistent", 1, whole, 2)
+    elif strategy == "persistent" and rnumel >= 2048:
+        add("looped", xb, whole // 4)
+    for x, r in neighbours:
+        add(strategy, x, r)
+    if strategy != "persistent":
+        add(strategy, xb, rb, 1, 1)
+        add(strategy, xb, rb, 1, 2)
+    return out[:MAX_REDUCTION_CANDIDATES]
+
+
+def _gpu_candidates() -> bool:
+    """Tune with the GPU's candidate set (False under the interpreter: fewer, no warps variants)."""
+    return not _device.is_interpreter()
+
+
 def _group_variants(group: KernelGroup, sched: Schedule, graph: LoweredGraph, kname: str) -> list[Variant]:
-    interp = _device.is_interpreter()
+    interp = not _gpu_candidates()
     out: list[Variant] = []
     if not group.has_reduction:
         base = config.pointwise_block
@@ -114,25 +184,25 @@ def _group_variants(group: KernelGroup, sched: Schedule, graph: LoweredGraph, kn
         return out
     if getattr(group, "columns", None) is not None:  # mixed-order kernels: the heuristic blocks only
         return out
-    choice = choose_reduction_for(group)
-    shapes = {(max(1, choice.xblock // 2), choice.rblock), (min(choice.xblock * 2, next_pow2(group.xnumel)),
-                                                             choice.rblock)}
-    if choice.strategy != "persistent":
-        shapes |= {(choice.xblock, max(16, choice.rblock // 2)), (choice.xblock, choice.rblock * 2)}
-    shapes.discard((choice.xblock, choice.rblock))
-    for i, (xb, rb) in enumerate(sorted(shapes)):
-        alt = ReductionChoice(choice.strategy, xb, rb, choice.splits)
-        try:
-            specs = STRATEGIES[alt.strategy].kernels(f"{kname}_v{i}", _ctx(group, sched, graph), alt)
-        except (TensorTooLarge, ConfigError):
-            continue
-        if interp:
-            out.append(Variant(f"x{xb}_r{rb}", specs))
-            continue
-        for warps in (4, 8):
-            for stages in ((1, 2) if alt.strategy != "persistent" else (None,)):
-                out.append(Variant(f"x{xb}_r{rb}_w{warps}_s{stages}", [_with(s, warps, stages) for s in specs]))
-    return out[:12] if not interp else out[:2]
+    sources: dict[ReductionChoice, list[KernelSpec]] = {}   # warps / stages variants share one source
+    for cand in reduction_candidates(choose_reduction_for(group), group.xnumel, group.rnumel, gpu=not interp):
+        blocks = cand.choice
+        specs = sources.get(blocks)
+        if specs is None:
+            try:
+                specs = STRATEGIES[blocks.strategy].kernels(f"{kname}_v{len(sources)}", _ctx(group, sched, graph),
+                                                            blocks)
+            except (TensorTooLarge, ConfigError):
+                specs = []
+            sources[blocks] = specs
+        if specs:
+            out.append(Variant(cand.name, [_with(s, _scaled_warps(s.num_warps, cand.warp_factor), cand.stages)
+                                           for s in specs]))
+    return out
 
 
-__all__ = ["Variant", "add_templates_and_variants", "tune_templates"]
+def _scaled_warps(warps: int, factor: float) -> int:
+    return max(1, min(config.max_num_warps, int(warps * factor)))
+
+
+__all__ = ["Variant", "ReductionCandidate", "add_templates_and_variants", "reduction_candidates", "tune_templates"]
