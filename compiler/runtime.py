@@ -207,11 +207,12 @@ class Executable:
         plan = self._plan or self._make_plan()
         ops: list[tuple] = []
         for i, (step, (run, frees)) in enumerate(zip(self.sched.steps, plan)):
-            if isinstance(step, KernelGroup) and step.name not in self.generated.variants:
-                ops.extend((_ALLOC, name, layout.size, layout.stride, layout.dtype)
-                           for name, layout in self._stored_of(step))
+            launched = self._launched_by(step)
+            if launched is not None:
+                stored, specs = launched
+                ops.extend((_ALLOC, name, layout.size, layout.stride, layout.dtype) for name, layout in stored)
                 scratch: list[tuple] = []
-                for spec in self.generated.kernels[step.name]:
+                for spec in specs:
                     site, _, grid, args = self._launcher(spec)
                     if grid is None:
                         continue
@@ -263,6 +264,27 @@ class Executable:
             return outputs[0] if self.graph.single_output else outputs
         self._fast = run_fast
         return run_fast
+
+    def _launched_by(self, step: Any) -> Optional[tuple[list[tuple[str, Layout]], list[KernelSpec]]]:
+        """(buffers it stores, kernels) of a step that is only launches -- a generated group, a GEMM template,
+        either with its tuned winner once tuning ran; None for the rest (extern calls, ATen winners, steps
+        still to tune), which the fast loop runs as the plan does."""
+        if isinstance(step, ExternKernel) and not isinstance(step, GemmTemplate):
+            return None
+        specs = self.generated.kernels[step.name]
+        if step.name in self.generated.variants:
+            winner = _gemm_runtime.tuned_variant(self, step)
+            if winner is None or winner.extern:
+                return None
+            specs = winner.specs
+        if isinstance(step, GemmTemplate):
+            return [(n, self.graph.buffers[n].layout) for n in _gemm_runtime.stored_names(self, step)], specs
+        return self._stored_of(step), specs
+
+    def steps_changed(self) -> None:
+        """A step's kernels changed (tuning chose a winner): the fast loop is worked out again."""
+        if self._fast:
+            self._fast = None
 
     def _inputs(self, args: Sequence[Any]) -> dict[str, torch.Tensor]:
         env = {}

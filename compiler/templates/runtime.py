@@ -20,6 +20,18 @@ def _tuned(exe: Any) -> dict:
     return exe.__dict__.setdefault("_tuned_variants", {})
 
 
+def tuned_variant(exe: Any, step: Any) -> Any:
+    """The candidate (``codegen.variants.Variant``) tuning chose for ``step``; None before it ran or when the
+    step has no candidates."""
+    return _tuned(exe).get(step.name)
+
+
+def stored_names(exe: Any, step: Any) -> list[str]:
+    """The buffers a template step writes: its output (when stored) and its stored epilogue nodes."""
+    stored = [step.output.name] if step.store_output else []
+    return stored + [p.name for p in step.epilogue_nodes if p.name in exe.sched.stored]
+
+
 def _alloc_stored(exe: Any, names: list[str], env: dict) -> list[str]:
     from ..runtime import _alloc
     written = []
@@ -45,12 +57,12 @@ def _run(exe: Any, step: Any, env: dict, written: list[str], what: str) -> None:
         for spec in exe.generated.kernels[step.name]:
             exe._launch(spec, env, workspaces)
         return
+    chosen = tuned_variant(exe, step)
+    if chosen is not None:
+        _run_variant(exe, step, chosen, env)
+        return
     candidates = [autotune.Candidate(v.name, functools.partial(_run_variant, exe, step, v),
                                      {"kernels": [s.name for s in v.specs], "extern": v.extern}) for v in variants]
-    chosen = _tuned(exe).get(step.name)
-    if chosen is not None:
-        next(c for c in candidates if c.name == chosen).run(env)
-        return
     names = sorted({a.name for v in variants for s in v.specs for a in s.args if not a.workspace} | set(written))
     sources = [s.source.replace(exe.generated.name, "G") for v in variants for s in v.specs]  # graph-id free
     from ..runtime import compile_options
@@ -58,14 +70,13 @@ def _run(exe: Any, step: Any, env: dict, written: list[str], what: str) -> None:
                             [v.name for v in variants], compile_options())
     winner = autotune.run_tuned(key, candidates, env, written)
     counters[f"autotune.winner.{winner.name}"] += 1
-    _tuned(exe)[step.name] = winner.name
+    _tuned(exe)[step.name] = next(v for v in variants if v.name == winner.name)
+    exe.steps_changed()               # its fast loop (GPU) is rebuilt with the winner's kernels
 
 
 def run_template(exe: Any, step: GemmTemplate, env: dict) -> None:
     """One template step: allocate what it stores, then its kernel (or its tuned candidate)."""
-    stored = [step.output.name] if step.store_output else []
-    stored += [p.name for p in step.epilogue_nodes if p.name in exe.sched.stored]
-    written = _alloc_stored(exe, stored, env)
+    written = _alloc_stored(exe, stored_names(exe, step), env)
     _run(exe, step, env, written, "GEMM")
 
 
@@ -75,4 +86,4 @@ def run_group_tuned(exe: Any, group: Any, env: dict) -> None:
     _run(exe, group, env, written, "kernel")
 
 
-__all__ = ["run_template", "run_group_tuned"]
+__all__ = ["run_template", "run_group_tuned", "stored_names", "tuned_variant"]

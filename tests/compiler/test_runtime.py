@@ -1,5 +1,6 @@
 """Running compiled graphs: the three execution modes, buffers, extern calls, output layouts."""
 import os
+import re
 from unittest import mock
 
 import pytest
@@ -275,3 +276,28 @@ def test_a_failing_launch_in_the_fast_loop_names_its_kernel(gpu_like, monkeypatc
     monkeypatch.setattr(runtime._launch.Site, "relaunch", broken)
     with pytest.raises(KernelCompileError, match=r"kernel g\d+_\w+ failed: RuntimeError: CUDA error"):
         f(torch.randn(1000))
+
+
+@pytest.mark.parametrize("winner", ["first", "aten"])
+def test_tuned_steps_join_the_fast_loop_with_their_winner(gpu_like, monkeypatch, tmp_path, winner):
+    """Once tuning chose, a tuned group or template runs its winner's kernels inside the loop (the loop is
+    worked out again); an ATen winner stays a step run as the plan runs it.  Results stay eager's."""
+    from compiler import autotune
+    if winner == "aten":
+        real = autotune.choose
+        monkeypatch.setattr(autotune, "choose", lambda key, cands, env, mutated: next(
+            (c for c in cands if c.name == "aten"), None) or real(key, cands, env, mutated))
+
+    def f(a, m):
+        return torch.relu(a @ m) + 1, torch.softmax(a, -1)
+    args = (torch.randn(64, 40), torch.randn(40, 32))
+    with compiler.config.patch(autotune=True, autotune_cache_dir=str(tmp_path)):
+        fn = compiler.compile_fresh(f)
+        fn(*args)                                     # compiles and tunes (slow path: a dispatch mode is on)
+        del gpu_like[:]
+        got = fn(*args)
+    for g, e in zip(got, f(*args)):
+        torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-4)
+    kernels = [name for name, _ in gpu_like]
+    assert any(re.search(r"_k\d+", n) for n in kernels), kernels                   # the softmax group
+    assert any("_gemm" in n for n in kernels) == (winner == "first"), kernels     # the template's kernel
