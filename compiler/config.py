@@ -223,32 +223,47 @@ class CompilerConfig:
 
     def __setattr__(self, name: str, value: Any) -> None:
         _validate(name, value)                        # config.knob = value is checked as patch() checks it
+        token = self.__dict__.get("_token")
         object.__setattr__(self, name, value)
-        object.__setattr__(self, "_key", None)       # cache_key() recomputes after any change
+        if token is None or name in _NOT_IN_KEY:
+            return
+        step = (token, name, value)                   # a knob set to a value it had before: a dict lookup, not
+        try:                                          # the whole key again (patch() around every call of a
+            after = _STEPS.get(step)                  # compiled function sets and restores knobs each time)
+        except TypeError:                             # an unhashable value: cache_key() will say so
+            after = step = None
+        object.__setattr__(self, "_token", after)
+        if after is None and step is not None:
+            _STEPS[step] = self.cache_token()
 
     def cache_key(self) -> tuple:
-        """The knobs that change generated code or the launch plan.
-
-        Asked on every call of a compiled graph, so it is kept until a knob changes.
-        """
-        key = self.__dict__.get("_key")
-        if key is None:
-            key = tuple((f.name, getattr(self, f.name)) for f in dataclasses.fields(self) if f.name not in _NOT_IN_KEY)
-            object.__setattr__(self, "_key", key)
-            object.__setattr__(self, "_token", _TOKENS.setdefault(key, len(_TOKENS)))
-        return key
+        """The knobs that change generated code or the launch plan."""
+        return _KEYS[self.cache_token()]
 
     def cache_token(self) -> int:
-        """A small int standing for ``cache_key()``: equal keys, equal tokens, for the life of the process
-        (a compiled graph's lookup hashes it on every call instead of the key's few dozen pairs)."""
-        if self.__dict__.get("_key") is None:
-            self.cache_key()
-        return self.__dict__["_token"]
+        """A small int standing for ``cache_key()``: equal keys, equal tokens, for the life of the process.
+        Asked on every call of a compiled graph, so it is kept across knob changes (``_STEPS``)."""
+        token = self.__dict__.get("_token")
+        if token is None:
+            key = tuple((f.name, getattr(self, f.name)) for f in _fields().values() if f.name not in _NOT_IN_KEY)
+            token = _TOKENS.setdefault(key, len(_TOKENS))
+            _KEYS.setdefault(token, key)
+            object.__setattr__(self, "_token", token)
+        return token
 
 
 MAX_UNROLL_EXTENT = 16
 
 _TOKENS: dict[tuple, int] = {}      # cache_key() -> cache_token()
+_KEYS: dict[int, tuple] = {}        # and back
+_STEPS: dict[tuple, int] = {}       # (token, knob, value) -> the token after setting that knob to that value
+_FIELDS: dict[str, dataclasses.Field] = {}
+
+
+def _fields() -> dict[str, dataclasses.Field]:
+    if not _FIELDS:
+        _FIELDS.update((f.name, f) for f in dataclasses.fields(CompilerConfig))
+    return _FIELDS
 _NOT_IN_KEY = frozenset({"execution", "verify_ir", "dump_dir", "keep_artifacts", "cache_dir", "autotune_cache_dir",
                          "autotune_persist", "autotune_cpu_timing", "autotune_recheck"})
 
@@ -265,7 +280,7 @@ _POWERS_OF_TWO = ("outer_reduction_xblock", "elements_per_warp", "one_wave_eleme
 
 
 def _validate(name: str, value: Any) -> None:
-    fields = {f.name: f for f in dataclasses.fields(CompilerConfig)}
+    fields = _fields()
     if name not in fields:
         raise ConfigError(f"unknown compiler config knob {name!r}; known: {', '.join(sorted(fields))}", knob=name)
     if name in _CHOICES and value not in _CHOICES[name]:

@@ -73,3 +73,35 @@ def test_env_vars_are_read_in_config(monkeypatch):
     assert cfg.fp_fusion is True and CompilerConfig.__dataclass_fields__["fp_fusion"].default_factory() is True
     monkeypatch.delenv("TRITONDIFF_COMPILER_FP_FUSION")
     assert CompilerConfig().fp_fusion is False
+
+
+def test_the_cache_token_follows_every_knob_change_through_its_shortcut():
+    """Setting a knob to a value it had before moves the token by a lookup (_STEPS), not by rebuilding the key:
+    after any sequence of sets and patches the token must be the one a freshly built key gets."""
+    import dataclasses
+    import random
+
+    import sys
+    module = sys.modules["compiler.config"]
+
+    def fresh() -> tuple:
+        return tuple((f.name, getattr(compiler.config, f.name)) for f in dataclasses.fields(compiler.config)
+                     if f.name not in module._NOT_IN_KEY)
+    rng = random.Random(3)
+    choices = {"autotune": [True, False], "reduction_strategy": ["auto", "looped", "persistent"],
+               "elements_per_warp": [256, 512], "execution": ["triton", "ir"], "fp_fusion": [True, False]}
+    saved = {k: getattr(compiler.config, k) for k in choices}
+    try:
+        for _ in range(200):
+            knob = rng.choice(sorted(choices))
+            value = rng.choice(choices[knob])
+            if rng.random() < 0.5:
+                setattr(compiler.config, knob, value)
+            else:
+                with compiler.config.patch(**{knob: value}):
+                    assert compiler.config.cache_key() == fresh()
+            assert compiler.config.cache_key() == fresh()
+            assert module._TOKENS[fresh()] == compiler.config.cache_token()
+    finally:
+        for k, v in saved.items():
+            setattr(compiler.config, k, v)
