@@ -293,10 +293,9 @@ def schedule(graph: LoweredGraph) -> Schedule:
         from .templates.epilogue import fuse_epilogues
         inputs = {b.name for b in graph.inputs if b is not None} | {c.name for c in graph.constants}
         steps = fuse_epilogues(steps, inputs, output_names, refused)
-        from .codegen.variants import tune_templates
         from .templates.gemm import GemmTemplate
         from .templates.row_reductions import fuse_row_reductions
-        steps = fuse_row_reductions(steps, output_names, refused, tune_templates())
+        steps = fuse_row_reductions(steps, output_names, refused)
         folded = {p.name for s in steps if isinstance(s, GemmTemplate) for p in s.row_reduction_nodes}
         stored = frozenset(stored - folded)                  # registers of the template now, never written
     # --- end GEMM templates

@@ -6,7 +6,8 @@ template gets its kernel for the heuristic tile (with its epilogue), and when tu
 small candidate set, all in the same module:
 
 - GEMM template: a few tile configurations (``templates.gemm.candidate_configs``) and the ATen
-  call followed by the epilogue as a standalone pointwise kernel;
+  call followed by the epilogue as a standalone pointwise kernel (not for a template that folds
+  row reductions of A: ATen would need them as a kernel of their own);
 - pointwise group: block sizes around the heuristic one, 4 or 8 warps;
 - reduction group: the heuristic blocks with half and twice the warps, the other strategy (persistent
   or looped) where both apply, XBLOCK / RBLOCK halved or doubled, 1 or 2 pipeline stages for loops
@@ -88,7 +89,7 @@ def _template_variants(node: GemmTemplate, sched: Schedule, graph: LoweredGraph,
         ctx = _ctx(group, sched, graph) if group is not None else None
         suffix = "" if i == 0 else f"_c{i}"
         out.append(Variant(cfg.name, [template_kernel(kname + suffix, node, cfg, ctx, graph.buffers)]))
-    if tune_templates():
+    if tune_templates() and not node.row_reduction_nodes:   # ATen cannot fold A's row reductions
         specs = [pointwise_kernel(f"{kname}_epilogue", _ctx(group, sched, graph))] if group is not None else []
         out.append(Variant("aten", specs, extern=True))
     return out

@@ -9,8 +9,8 @@ already loaded, and the epilogue takes the row values from registers (the projec
 A reduction group ``R`` may move into template ``T`` when (legality, each refusal with its
 reason):
 
-- ``T`` is not batched, has an epilogue, and its candidates are not tuned (the ATen candidate
-  would need ``R`` as a kernel of its own);
+- ``T`` is not batched and has an epilogue (a tuned ``T`` then has no ATen candidate: that
+  would need ``R`` as a kernel of its own, and the fold saves a whole read of A);
 - ``R`` is a plain row reduction group (not mixed order, no pointwise nodes) of sums, maxima
   or minima, over ``T.m`` rows of ``T.k`` elements;
 - every read of ``R`` is A's element (row, k) -- the tile the K loop holds;
@@ -32,8 +32,8 @@ from .gemm import GemmTemplate
 REDUCTION_TYPES = ("sum", "max", "min")
 
 
-def check_row_reductions(template: GemmTemplate, group: KernelGroup, readers: set[str], outputs: set[str],
-                         tuned: bool) -> Union[bool, WhyNoFuse]:
+def check_row_reductions(template: GemmTemplate, group: KernelGroup, readers: set[str],
+                         outputs: set[str]) -> Union[bool, WhyNoFuse]:
     """True when ``group`` may run inside ``template``'s K loop; otherwise the reason it may not.
 
     ``readers``: names of the steps other than ``template`` that read one of ``group``'s results.
@@ -42,9 +42,6 @@ def check_row_reductions(template: GemmTemplate, group: KernelGroup, readers: se
         return WhyNoFuse(f"{template.name} is batched; row reductions run in plain GEMM templates only")
     if template.epilogue is None:
         return WhyNoFuse(f"{template.name} has no epilogue to read {group.names}")
-    if tuned:
-        return WhyNoFuse(f"{template.name}'s candidates are tuned: its ATen candidate would need {group.names} "
-                         f"as a kernel of its own")
     if not group.has_reduction or group.columns is not None:
         return WhyNoFuse(f"{group.names} is not a plain row reduction group")
     if (group.xnumel, group.rnumel) != (template.m, template.k):
@@ -101,7 +98,7 @@ def _epilogue_reads_rows(template: GemmTemplate, group: KernelGroup):
     return None
 
 
-def fuse_row_reductions(steps: list, outputs: set[str], refused: list, tuned: bool) -> list:
+def fuse_row_reductions(steps: list, outputs: set[str], refused: list) -> list:
     """``steps`` with legal row reduction groups moved into the templates whose epilogues read them."""
     steps = list(steps)
     for template in [s for s in steps if isinstance(s, GemmTemplate) and s.epilogue is not None]:
@@ -110,7 +107,7 @@ def fuse_row_reductions(steps: list, outputs: set[str], refused: list, tuned: bo
             names = set(group.names)
             readers = {getattr(s, "name", "?") for s in steps if s is not template and s is not group
                        and names & _reads(s)}
-            verdict = check_row_reductions(template, group, readers, outputs, tuned)
+            verdict = check_row_reductions(template, group, readers, outputs)
             if not verdict:
                 refused.append((group.names[0], template.name, verdict.reason))
                 continue
