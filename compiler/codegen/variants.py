@@ -11,7 +11,7 @@ small candidate set, all in the same module:
 - pointwise group: block sizes around the heuristic one, 4 or 8 warps;
 - reduction group: the heuristic blocks with half and twice the warps, the other strategy (persistent
   or looped) where both apply, XBLOCK / RBLOCK halved or doubled, 1 or 2 pipeline stages for loops
-  (``reduction_candidates``; mixed-order groups keep their one choice).
+  (``reduction_candidates``); a mixed-order group keeps its blocks and tries half and twice the warps.
 
 The heuristic choice is always the first candidate, so a CPU run without timing keeps it.
 """
@@ -67,7 +67,8 @@ def add_templates_and_variants(sched: Schedule, graph: LoweredGraph, name: str, 
                 found = found[:1]
         elif isinstance(step, KernelGroup) and config.autotune:
             found = [Variant("heuristic", kernels[step.name])] + _group_variants(step, sched, graph,
-                                                                                 f"{name}_{step.name}")
+                                                                                 f"{name}_{step.name}",
+                                                                                 kernels[step.name])
             variants[step.name] = found
             found = found[1:]
         else:
@@ -171,7 +172,8 @@ def _gpu_candidates() -> bool:
     return not _device.is_interpreter()
 
 
-def _group_variants(group: KernelGroup, sched: Schedule, graph: LoweredGraph, kname: str) -> list[Variant]:
+def _group_variants(group: KernelGroup, sched: Schedule, graph: LoweredGraph, kname: str,
+                    heuristic: list[KernelSpec]) -> list[Variant]:
     interp = not _gpu_candidates()
     out: list[Variant] = []
     if not group.has_reduction:
@@ -183,7 +185,11 @@ def _group_variants(group: KernelGroup, sched: Schedule, graph: LoweredGraph, kn
             for warps in ((spec.num_warps,) if interp else (4, 8)):
                 out.append(Variant(f"block{block}_w{warps}", [_with(spec, warps)]))
         return out
-    if getattr(group, "columns", None) is not None:  # mixed-order kernels: the heuristic blocks only
+    if getattr(group, "columns", None) is not None:  # mixed-order kernels: the heuristic blocks, other warps
+        for factor in (() if interp else (0.5, 2)):
+            specs = [_with(s, _scaled_warps(s.num_warps, factor)) for s in heuristic]
+            if [s.num_warps for s in specs] != [s.num_warps for s in heuristic]:
+                out.append(Variant(f"mixed_order_w{factor:g}x", specs))
         return out
     sources: dict[ReductionChoice, list[KernelSpec]] = {}   # warps / stages variants share one source
     for cand in reduction_candidates(choose_reduction_for(group), group.xnumel, group.rnumel, gpu=not interp):
