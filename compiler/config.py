@@ -234,9 +234,17 @@ class CompilerConfig:
             after = _STEPS.get(step)                  # compiled function sets and restores knobs each time)
         except TypeError:                             # an unhashable value: cache_key() will say so
             after = step = None
+        if after is None and step is not None:        # the key ``token`` stands for with this one knob changed:
+            key = list(_KEYS[token])                  # a step depends on its own key alone, whatever else the
+            key[_key_index()[name]] = (name, value)   # config holds
+            after = _STEPS[step] = _token_of(tuple(key))
         object.__setattr__(self, "_token", after)
-        if after is None and step is not None:
-            _STEPS[step] = self.cache_token()
+
+    def __getstate__(self) -> dict:
+        """A token means something in this process only: a pickled config rebuilds its own."""
+        state = dict(self.__dict__)
+        state.pop("_token", None)
+        return state
 
     def cache_key(self) -> tuple:
         """The knobs that change generated code or the launch plan."""
@@ -247,9 +255,7 @@ class CompilerConfig:
         Asked on every call of a compiled graph, so it is kept across knob changes (``_STEPS``)."""
         token = self.__dict__.get("_token")
         if token is None:
-            key = tuple((f.name, getattr(self, f.name)) for f in _fields().values() if f.name not in _NOT_IN_KEY)
-            token = _TOKENS.setdefault(key, len(_TOKENS))
-            _KEYS.setdefault(token, key)
+            token = _token_of(tuple((name, getattr(self, name)) for name in _key_index()))
             object.__setattr__(self, "_token", token)
         return token
 
@@ -262,10 +268,26 @@ _STEPS: dict[tuple, int] = {}       # (token, knob, value) -> the token after se
 _FIELDS: dict[str, dataclasses.Field] = {}
 
 
+_KEY_INDEX: dict[str, int] = {}
+
+
 def _fields() -> dict[str, dataclasses.Field]:
     if not _FIELDS:
         _FIELDS.update((f.name, f) for f in dataclasses.fields(CompilerConfig))
     return _FIELDS
+
+
+def _key_index() -> dict[str, int]:
+    """Each knob of ``cache_key()`` -> its position there."""
+    if not _KEY_INDEX:
+        _KEY_INDEX.update((name, i) for i, name in enumerate(n for n in _fields() if n not in _NOT_IN_KEY))
+    return _KEY_INDEX
+
+
+def _token_of(key: tuple) -> int:
+    token = _TOKENS.setdefault(key, len(_TOKENS))
+    _KEYS.setdefault(token, key)
+    return token
 _NOT_IN_KEY = frozenset({"execution", "verify_ir", "dump_dir", "keep_artifacts", "cache_dir", "autotune_cache_dir",
                          "autotune_persist", "autotune_cpu_timing", "autotune_recheck"})
 

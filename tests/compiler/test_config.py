@@ -105,3 +105,22 @@ def test_the_cache_token_follows_every_knob_change_through_its_shortcut():
     finally:
         for k, v in saved.items():
             setattr(compiler.config, k, v)
+
+
+def test_review_finding_a_stale_token_cannot_poison_the_knob_steps():
+    """Review finding (session 8): a step was recorded as the token of the whole config after the change, so a
+    config whose token was stale (a field written around __setattr__) taught every later config a wrong step:
+    a clean config then claimed autotune=True in its key.  A step now follows from the old token's own key."""
+    import pickle
+    import sys
+    config_class = sys.modules["compiler.config"].CompilerConfig
+    stale = config_class()
+    stale.cache_token()
+    object.__setattr__(stale, "autotune", not stale.autotune)      # the token does not see this
+    stale.xblock = 64
+    clean = config_class()
+    clean.cache_token()
+    clean.xblock = 64
+    assert dict(clean.cache_key())["autotune"] == clean.autotune
+    copy = pickle.loads(pickle.dumps(compiler.config))                # a token is this process's number
+    assert "_token" not in copy.__dict__ and copy.cache_key() == compiler.config.cache_key()
