@@ -262,6 +262,7 @@ class Executable:
                                          path=self.module_path or "?") from e
             outputs = self._outputs(args, env)
             return outputs[0] if self.graph.single_output else outputs
+        run_fast.ops = ops                        # for tests and debugging: the steps it runs
         self._fast = run_fast
         return run_fast
 

@@ -125,20 +125,22 @@ class ReductionCandidate:
 def reduction_candidates(choice: ReductionChoice, xnumel: int, rnumel: int, *, gpu: bool) -> list[ReductionCandidate]:
     """The candidates tried beside the heuristic ``choice`` (which is not among them), best guesses first.
 
-    On a GPU: the heuristic blocks with half and twice the warps; the other strategy where both apply (a
-    looped reduction of up to twice ``config.persistent_max_rnumel`` elements is also tried persistent,
-    one row per program, with its warps and twice them; a
-    persistent one of 2048 or more elements also looped over a quarter of its row); the neighbouring blocks
-    (XBLOCK halved / doubled, and RBLOCK for looped and split kernels); 1 and 2 pipeline stages for a loop.
-    At most ``MAX_REDUCTION_CANDIDATES``.  Under the interpreter (timing is slow and rarely on): two
-    neighbouring block shapes.  Shapes of several rows stay within the block budget, as the heuristic's
-    do; a shape the code generator still refuses is skipped by the caller."""
+    On a GPU: the heuristic blocks with half and twice the warps; the other strategy where both apply and
+    ``config.reduction_strategy`` is "auto" (a looped reduction of up to twice ``persistent_max_rnumel``
+    elements is also tried persistent, one row per program, with its warps and twice them; a persistent
+    one of 2048 or more elements also looped over a quarter of its row); the neighbouring blocks (XBLOCK
+    halved / doubled, and RBLOCK for looped and split kernels); 1 and 2 pipeline stages for a loop.  At
+    most ``MAX_REDUCTION_CANDIDATES``.  Under the interpreter (timing is slow and rarely on): the
+    neighbouring block shapes, of which the caller keeps the first two it can generate.  Shapes of several
+    rows stay within the block budget, as the heuristic's do; a shape the code generator still refuses is
+    skipped by the caller."""
     budget = min(config.max_reduction_block_numel, config.max_triton_tensor_numel)
     out: list[ReductionCandidate] = []
 
     def add(strategy: str, xblock: int, rblock: int, factor: float = 1, stages: Optional[int] = None) -> None:
-        if xblock < 1 or rblock < 16 or (xblock > 1 and xblock * rblock > budget):   # one row: any block that
-            return                                                                   # the heuristic may take
+        new_blocks = (strategy, xblock, rblock) != (choice.strategy, choice.xblock, choice.rblock)
+        if new_blocks and (xblock < 1 or rblock < 16 or (xblock > 1 and xblock * rblock > budget)):
+            return                      # one row: any block the heuristic may take; rows: within the budget
         c = ReductionCandidate(ReductionChoice(strategy, xblock, rblock, choice.splits), factor, stages)
         if c not in out and c != ReductionCandidate(choice):
             out.append(c)
@@ -150,15 +152,16 @@ def reduction_candidates(choice: ReductionChoice, xnumel: int, rnumel: int, *, g
     if not gpu:
         for x, r in sorted(set(neighbours)):
             add(strategy, x, r)
-        return out[:2]
+        return out
     add(strategy, xb, rb, 0.5)
     add(strategy, xb, rb, 2)
     whole = next_pow2(rnumel)
-    if strategy == "looped" and whole <= min(2 * config.persistent_max_rnumel, config.max_triton_tensor_numel):
-        add("persistent", 1, whole)
-        add("persistent", 1, whole, 2)
-    elif strategy == "persistent" and rnumel >= 2048:
-        add("looped", xb, whole // 4)
+    if config.reduction_strategy == "auto":
+        if strategy == "looped" and whole <= min(2 * config.persistent_max_rnumel, config.max_triton_tensor_numel):
+            add("persistent", 1, whole)
+            add("persistent", 1, whole, 2)
+        elif strategy == "persistent" and rnumel >= 2048:
+            add("looped", xb, whole // 4)
     for x, r in neighbours:
         add(strategy, x, r)
     if strategy != "persistent":
@@ -191,8 +194,9 @@ def _group_variants(group: KernelGroup, sched: Schedule, graph: LoweredGraph, kn
             if [s.num_warps for s in specs] != [s.num_warps for s in heuristic]:
                 out.append(Variant(f"mixed_order_w{factor:g}x", specs))
         return out
-    sources: dict[ReductionChoice, list[KernelSpec]] = {}   # warps / stages variants share one source
-    for cand in reduction_candidates(choose_reduction_for(group), group.xnumel, group.rnumel, gpu=not interp):
+    choice = choose_reduction_for(group)
+    sources: dict[ReductionChoice, list[KernelSpec]] = {choice: heuristic}   # warps / stages variants: one source
+    for cand in reduction_candidates(choice, group.xnumel, group.rnumel, gpu=not interp):
         blocks = cand.choice
         specs = sources.get(blocks)
         if specs is None:
@@ -205,6 +209,8 @@ def _group_variants(group: KernelGroup, sched: Schedule, graph: LoweredGraph, kn
         if specs:
             out.append(Variant(cand.name, [_with(s, _scaled_warps(s.num_warps, cand.warp_factor), cand.stages)
                                            for s in specs]))
+        if interp and len(out) == 2:
+            break
     return out
 
 

@@ -1,6 +1,7 @@
 """Running compiled graphs: the three execution modes, buffers, extern calls, output layouts."""
 import os
 import re
+import weakref
 from unittest import mock
 
 import pytest
@@ -251,6 +252,38 @@ def test_the_fast_launch_loop_computes_what_the_plan_does(gpu_like, case):
     assert gpu_like and {dev for _, dev in gpu_like} == {7}
 
 
+def test_the_fast_loop_frees_after_last_use_and_asks_the_device_once_per_call(gpu_like, monkeypatch):
+    """sum(t * sum(t * t)), both split: the first sum's partials die before the second sum launches, and the
+    device is asked once per call, not per launch."""
+    asked, live = [], []
+    allocated: list[weakref.ref] = []
+    monkeypatch.setattr(runtime._launch, "_current_device", lambda: asked.append(1) or 7)
+    empty = runtime._FAST_EMPTY[runtime._device.MODE]
+
+    def watched_empty(*args):
+        t = empty(*args)
+        allocated.append(weakref.ref(t))
+        return t
+    monkeypatch.setitem(runtime._FAST_EMPTY, runtime._device.MODE, watched_empty)
+    relaunch = runtime._launch.Site.relaunch
+
+    def counting(site, dev, tensors):
+        live.append((site.fn.__name__, sum(r() is not None for r in allocated)))
+        relaunch(site, dev, tensors)
+    monkeypatch.setattr(runtime._launch.Site, "relaunch", counting)
+    x = torch.randn(300_000)
+
+    def f(t):
+        return (t * (t * t).sum()).sum()
+    with compiler.config.patch(reduction_strategy="split"):
+        fn = compiler.compile_fresh(f)
+        fn(x)
+        del asked[:], live[:], allocated[:]
+        torch.testing.assert_close(fn(x), f(x), rtol=1e-4, atol=1e-2)
+    assert len(asked) == 1 and [n.rsplit("_", 1)[1] for n, _ in live] == ["partial", "final"] * 2, live
+    assert live[2][1] == 3, live     # at the second partial: the first sum, the second partials and output, not
+
+
 def test_the_fast_loop_steps_aside_while_launches_or_allocations_are_watched(gpu_like, monkeypatch):
     """A harness launch recorder or its NaN poisoning needs every launch through JITFunction.run and every
     buffer through the dispatcher: then the plan runs, not the loop."""
@@ -278,15 +311,17 @@ def test_a_failing_launch_in_the_fast_loop_names_its_kernel(gpu_like, monkeypatc
         f(torch.randn(1000))
 
 
-@pytest.mark.parametrize("winner", ["first", "aten"])
+@pytest.mark.parametrize("winner", ["last", "aten"])
 def test_tuned_steps_join_the_fast_loop_with_their_winner(gpu_like, monkeypatch, tmp_path, winner):
     """Once tuning chose, a tuned group or template runs its winner's kernels inside the loop (the loop is
     worked out again); an ATen winner stays a step run as the plan runs it.  Results stay eager's."""
     from compiler import autotune
-    if winner == "aten":
-        real = autotune.choose
-        monkeypatch.setattr(autotune, "choose", lambda key, cands, env, mutated: next(
-            (c for c in cands if c.name == "aten"), None) or real(key, cands, env, mutated))
+    from compiler.codegen import variants
+    monkeypatch.setattr(variants, "_gpu_candidates", lambda: True)      # the GPU's candidate sets
+    def pick(cands):     # "last": not the heuristic, so the loop must run the winner's own kernels
+        named = [c for c in cands if c.name == "aten"] if winner == "aten" else []
+        return named[0] if named else [c for c in cands if c.name != "aten"][-1]
+    monkeypatch.setattr(autotune, "choose", lambda key, cands, env, mutated: pick(cands))
 
     def f(a, m):
         return torch.relu(a @ m) + 1, torch.softmax(a, -1)
@@ -299,5 +334,5 @@ def test_tuned_steps_join_the_fast_loop_with_their_winner(gpu_like, monkeypatch,
     for g, e in zip(got, f(*args)):
         torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-4)
     kernels = [name for name, _ in gpu_like]
-    assert any(re.search(r"_k\d+", n) for n in kernels), kernels                   # the softmax group
-    assert any("_gemm" in n for n in kernels) == (winner == "first"), kernels     # the template's kernel
+    assert any(re.search(r"_k\d+_v\d+$", n) for n in kernels), kernels              # the softmax group's winner
+    assert any(re.search(r"_gemm\d+_c\d+$", n) for n in kernels) == (winner == "last"), kernels  # the template's

@@ -46,8 +46,19 @@ def test_split_candidates_keep_the_split_and_the_interpreter_tries_two_shapes():
     with compiler.config.patch(**GPU):
         cands = reduction_candidates(choice, 1, 2 ** 28, gpu=True)
     assert {c.choice.strategy for c in cands} == {"split"} and {c.choice.splits for c in cands} == {8}
-    cpu = reduction_candidates(choice, 1, 2 ** 28, gpu=False)
-    assert len(cpu) == 2 and {c.warp_factor for c in cpu} == {1} and {c.stages for c in cpu} == {None}
+    cpu = reduction_candidates(choice, 1, 2 ** 28, gpu=False)      # the caller keeps the first two it generates
+    assert len(cpu) >= 2 and {c.warp_factor for c in cpu} == {1} and {c.stages for c in cpu} == {None}
+
+
+def test_review_findings_a_forced_strategy_stays_and_tiny_blocks_still_get_warps_candidates():
+    """Review findings (session 8): tuning tried persistent kernels under reduction_strategy="looped" (a
+    subject forcing a path then ran another); a persistent reduction with RBLOCK < 16 got no candidate."""
+    with compiler.config.patch(**GPU, reduction_strategy="looped"):
+        names = _names(ReductionChoice("looped", 1, 4096), 4096, 10240)
+    assert names and all(n.startswith("looped") for n in names)
+    with compiler.config.patch(**GPU):
+        names = _names(ReductionChoice("persistent", 256, 8), 100_000, 8)
+    assert {"persistent_x256_r8_w0.5x", "persistent_x256_r8_w2x"} <= set(names)
 
 
 def test_every_gpu_candidate_of_a_row_reduction_compiles_runs_and_is_timed(tmp_path, monkeypatch):
