@@ -212,19 +212,23 @@ class CompilerConfig:
     @contextlib.contextmanager
     def patch(self, **changes: Any) -> Iterator["CompilerConfig"]:
         """Temporarily override knobs (``with config.patch(reduction_strategy="looped"): ...``)."""
-        for name, value in changes.items():
-            _validate(name, value)
+        for name, value in changes.items():           # all checked before any is set; each value once (a
+            _validate(name, value)                    # variant patches around every call it times)
         saved = {k: getattr(self, k) for k in changes}
         for k, v in changes.items():
-            setattr(self, k, v)
+            self._set(k, v)
         try:
             yield self
         finally:
             for k, v in saved.items():
-                setattr(self, k, v)
+                self._set(k, v)
 
     def __setattr__(self, name: str, value: Any) -> None:
         _validate(name, value)                        # config.knob = value is checked as patch() checks it
+        self._set(name, value)
+
+    def _set(self, name: str, value: Any) -> None:
+        """Set a knob whose value has been validated, and move the cache token along."""
         token = self.__dict__.get("_token")
         object.__setattr__(self, name, value)
         if token is None or name in _NOT_IN_KEY:
