@@ -7,8 +7,9 @@ A target for a profiler (issue #8: our backward dx kernel takes ~118 us against 
 
 prints DRAM bytes, L2 hit rate and duration per kernel launch.  ``--variant KNOB=VALUE[,...]`` (repeatable)
 instead prints each tritondiff kernel's GPU time (torch.profiler) under those ``compiler.config`` knobs, next
-to the defaults and Inductor's kernels: per-kernel effects that a whole-workload sweep hides.  Without a GPU
-it says so and exits 0.
+to the defaults and Inductor's kernels: per-kernel effects that a whole-workload sweep hides; a variant with
+``autotune=True`` also prints every candidate's time of every tuned step.  Without a GPU it says so and
+exits 0.
 """
 from __future__ import annotations
 
@@ -61,7 +62,18 @@ def main(argv=None) -> int:
         name = label if label == "inductor" else f"tritondiff {knobs or 'defaults'}"
         print(f"{name}: " + "; ".join(f"{k[:48]} {ms * 1e3:.1f} us" for k, _, ms in kernels)
               + f"; total {sum(k[2] for k in kernels) * 1e3:.1f} us")
+        if knobs.get("autotune"):
+            _print_tuning()
     return 0
+
+
+def _print_tuning() -> None:
+    """Every candidate's time of every step tuned so far (a variant with autotune=True)."""
+    from compiler import autotune
+    for entry in autotune.get_cache()._memory.values():
+        timings = sorted(entry["timings"].items(), key=lambda kv: (kv[1] is None, kv[1] or 0))
+        print(f"   tuned step, winner {entry['winner']}: "
+              + ", ".join(f"{n} {'failed' if t is None else f'{t * 1e3:.1f} us'}" for n, t in timings))
 
 
 if __name__ == "__main__":
