@@ -270,8 +270,6 @@ _TOKENS: dict[tuple, int] = {}      # cache_key() -> cache_token()
 _KEYS: dict[int, tuple] = {}        # and back
 _STEPS: dict[tuple, int] = {}       # (token, knob, value) -> the token after setting that knob to that value
 _FIELDS: dict[str, dataclasses.Field] = {}
-
-
 _KEY_INDEX: dict[str, int] = {}
 
 

@@ -154,6 +154,8 @@ class Executable:
         self._stored: dict[str, list] = {}           # group -> the buffers it stores (allocated per call)
         self._plan: Optional[list] = None            # the Triton path's steps (_make_plan)
         self._fast: Any = None                       # its fast form on a GPU (_make_fast; False: none)
+        self._input_slots = tuple((buf.name, buf.position) for buf in graph.inputs if buf is not None)
+        self._constants = {const.name: const.constant for const in graph.constants}
 
     def ensure_loaded(self) -> None:
         if self.module is None and self.generated.kernels:
@@ -206,7 +208,7 @@ class Executable:
             return False
         plan = self._plan or self._make_plan()
         ops: list[tuple] = []
-        for i, (step, (run, frees)) in enumerate(zip(self.sched.steps, plan)):
+        for step, (run, frees) in zip(self.sched.steps, plan):
             launched = self._launched_by(step)
             if launched is not None:
                 stored, specs = launched
@@ -231,13 +233,10 @@ class Executable:
                 ops.append((_CALL, run))
             if frees:
                 ops.append((_FREE, frees))
-        inputs = tuple((buf.name, buf.position) for buf in self.graph.inputs if buf is not None)
-        constants = {const.name: const.constant for const in self.graph.constants}
         current_device = _launch._current_device
 
         def run_fast(args: Sequence[Any]) -> Any:
-            env = {name: args[position] for name, position in inputs}
-            env.update(constants)
+            env = self._inputs(args)
             device = current_device()
             op = None
             try:
@@ -258,8 +257,7 @@ class Executable:
             except Exception as e:  # noqa: BLE001  (as _launch: Triton's errors are ours to report)
                 if op is None or op[0] is not _LAUNCH:
                     raise
-                raise KernelCompileError(f"kernel {op[3]} failed: {type(e).__name__}: {e}", kernel=op[3],
-                                         path=self.module_path or "?") from e
+                raise self._launch_failed(op[3], e) from e
             outputs = self._outputs(args, env)
             return outputs[0] if self.graph.single_output else outputs
         run_fast.ops = ops                        # for tests and debugging: the steps it runs
@@ -288,12 +286,8 @@ class Executable:
             self._fast = None
 
     def _inputs(self, args: Sequence[Any]) -> dict[str, torch.Tensor]:
-        env = {}
-        for buf in self.graph.inputs:
-            if buf is not None:
-                env[buf.name] = args[buf.position]
-        for const in self.graph.constants:
-            env[const.name] = const.constant
+        env = {name: args[position] for name, position in self._input_slots}
+        env.update(self._constants)
         return env
 
     def _outputs(self, args: Sequence[Any], env: dict) -> list:
@@ -350,8 +344,12 @@ class Executable:
         except CompilerError:
             raise
         except Exception as e:  # noqa: BLE001  (Triton's errors have many types; all are ours to report)
-            raise KernelCompileError(f"kernel {spec.name} failed: {type(e).__name__}: {e}", kernel=spec.name,
-                                     path=self.module_path or "?") from e
+            raise self._launch_failed(spec.name, e) from e
+
+    def _launch_failed(self, kernel: str, e: Exception) -> KernelCompileError:
+        """A launch that raised (Triton's errors have many types; all are ours to report), naming its kernel."""
+        return KernelCompileError(f"kernel {kernel} failed: {type(e).__name__}: {e}", kernel=kernel,
+                                  path=self.module_path or "?")
 
     def _launcher(self, spec: KernelSpec) -> tuple[Any, dict, Optional[tuple], tuple]:
         """The kernel's JIT function (a ``kernels.launch.Site`` on a GPU), launch options, grid (None: nothing
