@@ -50,6 +50,38 @@ def copy_bandwidth_gbps(nbytes: int = 2 * 2**30) -> float:
     return 2 * n * 4 / (t.median_ms * 1e-3) / 1e9
 
 
+def compiled_kernels(seen: set) -> list[tuple[str, int, int, int]]:
+    """(name, registers per thread, spilled registers, shared memory bytes) of every Triton kernel
+    compiled in this process and not in ``seen`` (ids, updated): what a kernel's speed hinges on
+    besides its bytes -- a spill or a shared-memory pipeline shows here, not in its source."""
+    import gc
+
+    from triton.runtime.jit import JITFunction
+
+    def is_jit(o) -> bool:
+        try:
+            return isinstance(o, JITFunction)
+        except ReferenceError:          # a dead weak proxy among the collector's objects
+            return False
+
+    out = []
+    for fn in [o for o in gc.get_objects() if is_jit(o)]:
+        for compiled in compiled_of(fn):
+            if id(compiled) not in seen:
+                seen.add(id(compiled))
+                out.append((compiled.name, compiled.n_regs, compiled.n_spills, compiled.metadata.shared))
+    return out
+
+
+def compiled_of(fn) -> list:
+    """The compiled kernels a ``triton.jit`` function holds (its per-device caches)."""
+    out = []
+    for entry in getattr(fn, "device_caches", {}).values():
+        cache = entry[0] if isinstance(entry, tuple) else entry
+        out += [c for c in (cache.values() if isinstance(cache, dict) else ()) if hasattr(c, "n_regs")]
+    return out
+
+
 def gbps(nbytes: int, ms: float) -> float:
     return nbytes / (ms * 1e-3) / 1e9
 

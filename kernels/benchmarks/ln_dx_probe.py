@@ -51,6 +51,7 @@ def main(argv=None) -> int:
             print(f"ln_dx_probe: {name} ran", file=sys.stderr)
         return 0
     cases = [("inductor", {}), ("tritondiff", {})] + [parse_variant(f"v:{v}") for v in args.variant]
+    seen: set = set()
     for i, (label, knobs) in enumerate(cases):
         compiled = torch.compile(workloads.layer_norm) if label == "inductor" else \
             compiler.compile_fresh(workloads.layer_norm)
@@ -62,6 +63,8 @@ def main(argv=None) -> int:
         name = label if label == "inductor" else f"tritondiff {knobs or 'defaults'}"
         print(f"{name}: " + "; ".join(f"{k[:48]} {ms * 1e3:.1f} us" for k, _, ms in kernels)
               + f"; total {sum(k[2] for k in kernels) * 1e3:.1f} us")
+        for kname, regs, spills, shared in _timing.compiled_kernels(seen):
+            print(f"   {kname[:60]}: {regs} registers, {spills} spilled, {shared / 1024:.0f} KiB shared")
         if knobs.get("autotune"):
             _print_tuning()
     return 0

@@ -1,0 +1,159 @@
+"""Time hand-written shapes of layer norm backward's mixed-order partial kernel (4096 x 10240 fp16).
+
+Issue #8: the compiler's mixed-order kernel (dx per row, dW / dB per column, one pass over x and dy)
+reads at about half of copy bandwidth there.  Its tile is one whole row padded to a power of two
+(16384 lanes for 10240 columns), so each thread holds 2 x 32 column accumulators plus the row's x, dy
+and w: 128 registers and spills at 16 warps, one program per SM, one row in flight.
+
+This probe writes the kernel in other shapes, checks each against PyTorch, and prints its GPU time:
+
+- ``whole``: the compiler's shape (one padded block per row, values reused from registers);
+- ``chunked``: the row in ``NCH`` static chunks of ``CH`` columns (10240 = 5 x 2048: no padding),
+  two sweeps per row -- the row sums over the chunks into lane accumulators, then dx and the column
+  terms chunk by chunk, re-reading x, dy and w (from L1 / L2) -- and one pair of column accumulators
+  per chunk, so registers hold 2 x 10240 / threads accumulators and one chunk of inputs;
+
+at several warps, programs per SM and pipeline stages of the row loop.  ``python -m kernels.benchmarks.mixed_order_probe [--rows M --cols N]``;
+without a GPU it says so and exits 0.
+"""
+from __future__ import annotations
+
+import importlib.util
+import sys
+import tempfile
+
+import torch
+
+from kernels.benchmarks import _timing
+
+
+def source(n: int, ch: int, whole: bool, stages: int = 1) -> str:
+    """The partial kernel's Triton source: ``whole`` one padded block per row, else ceil(n / ch) chunks;
+    ``stages`` > 1 software-pipelines the row loop (``tl.range(..., num_stages=stages)``)."""
+    nch = 1 if whole else -(-n // ch)
+    lines = [
+        "import triton", "import triton.language as tl", "",
+        "@triton.jit",
+        "def partial(X, DY, W, MEAN, RSTD, DX, DWP, DBP, M, ROWS: tl.constexpr, N: tl.constexpr, CH: tl.constexpr):",
+        "    pid = tl.program_id(0)",
+        "    r = tl.arange(0, CH)[None, :]",
+    ]
+    for c in range(nch):
+        lines += [f"    dw{c} = tl.zeros([1, CH], tl.float32)", f"    db{c} = tl.zeros([1, CH], tl.float32)"]
+    lines += [
+        f"    for step in tl.range(0, ROWS, num_stages={stages}):" if stages > 1 else "    for step in range(0, ROWS):",
+        "        row = pid * ROWS + step",
+        "        ok = row < M",
+        "        mean = tl.load(MEAN + row, ok, other=0.0)",
+        "        rstd = tl.load(RSTD + row, ok, other=0.0)",
+        "        s1 = tl.zeros([1, CH], tl.float32)",
+        "        s2 = tl.zeros([1, CH], tl.float32)",
+    ]
+
+    def loads(c: int, policy: str) -> list[str]:
+        return [
+            f"        cols = {c * ch} + r",
+            "        m = (cols < N) & (row + 0 * cols < M)",
+            f"        x = tl.load(X + row * N + cols, m, other=0.0, eviction_policy='{policy}').to(tl.float32)",
+            f"        dy = tl.load(DY + row * N + cols, m, other=0.0, eviction_policy='{policy}').to(tl.float32)",
+            "        w = tl.load(W + cols, cols < N, other=0.0, eviction_policy='evict_last').to(tl.float32)",
+            "        xhat = (x - mean) * rstd",
+            "        wdy = w * dy",
+        ]
+
+    def column_part(c: int) -> list[str]:
+        return [
+            "        dx = (wdy - (xhat * c1 + c2)) * rstd",
+            "        tl.store(DX + row * N + cols, dx.to(DX.dtype.element_ty), m)",
+            f"        dw{c} += tl.where(m, dy * xhat, 0.0)",
+            f"        db{c} += tl.where(m, dy, 0.0)",
+        ]
+
+    for c in range(nch):
+        lines += loads(c, "evict_last" if not whole else "evict_first")
+        lines += ["        s1 += tl.where(m, xhat * wdy, 0.0)", "        s2 += tl.where(m, wdy, 0.0)"]
+    lines += ["        c1 = tl.sum(s1, 1)[:, None] / N", "        c2 = tl.sum(s2, 1)[:, None] / N"]
+    for c in range(nch):
+        if not whole:
+            lines += loads(c, "evict_first")
+        lines += column_part(c)
+    for c in range(nch):
+        lines += [f"    cols = {c * ch} + r",
+                  f"    tl.store(DWP + pid * N + cols, dw{c}, cols < N)",
+                  f"    tl.store(DBP + pid * N + cols, db{c}, cols < N)"]
+    return "\n".join(lines) + "\n"
+
+
+def load(src: str):
+    f = tempfile.NamedTemporaryFile("w", suffix=".py", prefix="mixed_order_probe_", delete=False)
+    f.write(src)
+    f.close()
+    spec = importlib.util.spec_from_file_location(f.name[:-3].rsplit("/", 1)[-1], f.name)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.partial
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    import triton
+    parser = argparse.ArgumentParser(prog="python -m kernels.benchmarks.mixed_order_probe")
+    parser.add_argument("--rows", type=int, default=4096)
+    parser.add_argument("--cols", type=int, default=10240)
+    args = parser.parse_args(argv)
+    if not _timing.require_gpu("kernels.benchmarks.mixed_order_probe"):
+        return 0
+    m, n = args.rows, args.cols
+    torch.manual_seed(0)
+    x = torch.randn(m, n, device="cuda", dtype=torch.float16)
+    dy = torch.randn(m, n, device="cuda", dtype=torch.float16)
+    w = torch.randn(n, device="cuda", dtype=torch.float16)
+    xf = x.float()
+    mean = xf.mean(1)
+    rstd = torch.rsqrt(xf.var(1, unbiased=False) + 1e-5)
+    xhat = (xf - mean[:, None]) * rstd[:, None]
+    wdy = w.float() * dy.float()
+    ref_dx = (wdy - (xhat * (xhat * wdy).mean(1, keepdim=True) + wdy.mean(1, keepdim=True))) * rstd[:, None]
+    ref_dw, ref_db = (dy.float() * xhat).sum(0), dy.float().sum(0)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    copy = _timing.copy_bandwidth_gbps()
+    nbytes = 3 * m * n * 2
+    _timing.print_header(f"mixed-order partial kernel shapes, layer norm backward {m} x {n} fp16")
+    print(f"copy bandwidth {copy:.0f} GB/s; minimal traffic {nbytes / 1e6:.0f} MB (x, dy read, dx written); "
+          f"ideal {nbytes / copy / 1e3:.1f} us\n")
+    whole_block = triton.next_power_of_2(n)
+    cases = [("whole", whole_block, w_, p, s) for w_ in (8, 16) for p in (1, 2) for s in (1, 2)]
+    cases += [("chunked", ch, w_, p, 1) for ch in (2048, 1024) for w_ in (8, 16) for p in (1, 2)]
+    rows = []
+    for shape, ch, warps, per_sm, stages in cases:
+        kernel = load(source(n, ch, shape == "whole", stages))
+        programs = min(m, sms * per_sm)
+        rows_per = -(-m // programs)
+        programs = -(-m // rows_per)
+        dx = torch.empty_like(x)
+        dwp = torch.empty(programs, n, device="cuda")
+        dbp = torch.empty(programs, n, device="cuda")
+
+        def run():
+            kernel[(programs,)](x, dy, w, mean, rstd, dx, dwp, dbp, m, ROWS=rows_per, N=n, CH=ch, num_warps=warps)
+        try:
+            run()
+            torch.cuda.synchronize()
+        except Exception as e:    # out of resources: say so, go on
+            rows.append((shape, ch, warps, per_sm, stages, "-", "-", "-", f"failed: {type(e).__name__}"))
+            continue
+        err = max((dx.float() - ref_dx).abs().max().item() / 8,
+                  (dwp.sum(0) - ref_dw).abs().max().item() / m ** 0.5,
+                  (dbp.sum(0) - ref_db).abs().max().item() / m ** 0.5)
+        ms = _timing.bench(run).median_ms
+        info = "; ".join(f"{c.n_regs} regs, {c.n_spills} spilled" for c in _timing.compiled_of(kernel)) or "?"
+        rows.append((shape, ch, warps, per_sm, stages, f"{ms * 1e3:.1f}", f"{nbytes / (ms * 1e-3) / 1e9 / copy:.0%}",
+                     info, "ok" if err < 0.05 else f"WRONG ({err:.3g})"))
+    print(_timing.markdown_table(["shape", "CH", "warps", "programs/SM", "stages", "us", "% copy BW", "registers", "check"],
+                                 rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
