@@ -97,11 +97,26 @@ class CompilerConfig:
     # Rows per block of a mixed-order kernel (its column accumulators are a whole tile, so this
     # bounds their registers on a GPU; the interpreter pays per loop step, so it takes large tiles).
     mixed_order_max_xblock: int = _by_mode(4096, 256)
+    # A mixed-order kernel whose column accumulators ([XBLOCK, RBLOCK] lanes per column reduction) take
+    # more than mixed_order_wide_bytes per program is wide: it runs one program per SM, with at most
+    # mixed_order_wide_warps warps, at which each thread may keep 255 registers.  Layer norm 4096 x 10240's
+    # backward holds 2 x 16384 x 4 bytes = 128 KiB, half an SM's register file.  H100 (hand-written
+    # shapes of its kernel, kernels.benchmarks.mixed_order_probe, reports/gpu/2026-11-24-h100-session9):
+    # 113 us at 8 warps and one program per SM (253 registers, none spilled), 120 us at two programs per
+    # SM, 127 us at 16 warps (128 registers, 10 spilled).
+    mixed_order_wide_bytes: int = 65536
+    mixed_order_wide_warps: int = 8
     # Forced block sizes / split count (None: chosen automatically).  A forced value that
     # breaks max_triton_tensor_numel raises ReductionTooLarge.
     xblock: Optional[int] = None
     rblock: Optional[int] = None
     split_count: Optional[int] = None
+    # Software-pipelining depth of a generated reduction's loop (a mixed-order kernel's row loop, a
+    # looped or split kernel's chunk loop): the loop is emitted as tl.range(..., num_stages=N), and
+    # Triton then loads the next N - 1 steps' inputs (into shared memory) while a step computes.
+    # Triton pipelines a loop without tl.dot only when the loop itself asks; a launch's num_stages does
+    # not reach it.  None: no directive (plain range); 1: none either.
+    loop_stages: Optional[int] = None
 
     # --- pointwise -------------------------------------------------------------------------
     # Elements per program of a 1-D pointwise kernel (a power of two).
@@ -133,12 +148,17 @@ class CompilerConfig:
     # Use int64 index arithmetic in every kernel (it is used anyway when an index can pass
     # 2**31 - 1).
     force_int64_indexing: bool = False
-    # L2 eviction hints on the loads of a reduction loop (tl.load's eviction_policy): 'evict_last'
+    # L2 eviction hints on the loads in a loop (a reduction's chunk loop, a mixed-order kernel's row
+    # loop; tl.load's eviction_policy): 'evict_last'
     # where the kernel reads the buffer again in a later pass or every program reads it (a row
     # vector such as a layer norm's weight), 'evict_first' on the last streaming read, so a
     # two-pass looped reduction finds its rows still in L2 on the second pass.  No effect on
     # results, and none in the interpreter.
     eviction_hints: bool = True
+    # Write each load (and the index it needs) as early in its straight-line block as its inputs allow
+    # (codegen.kernel.hoist_loads), so a row's loads are all in flight before its first reduction.  Layer
+    # norm 4096 x 10240's mixed-order backward loaded dy, reduced (a barrier), then loaded x.
+    hoist_loads: bool = True
     # num_warps of every launch (None: one warp per elements_per_warp elements of the block,
     # at least 4 and at most max_num_warps).  GPU only.  512 (16 values per thread of a 4096-element
     # block): on an H100 the layer-norm backward dx kernel (4096 x 10240 fp16, RBLOCK 4096) took 93 us
@@ -300,8 +320,8 @@ _CHOICES = {
     "execution": ("triton", "ir", "ir_unfused"),
     "matmul": ("template", "extern", "autotune"),
 }
-_POWERS_OF_TWO = ("outer_reduction_xblock", "elements_per_warp", "one_wave_elements_per_warp", "max_num_warps", "persistent_max_rnumel",
-                  "mixed_order_max_rnumel", "mixed_order_max_xblock", "looped_rblock", "pointwise_block",
+_POWERS_OF_TWO = ("outer_reduction_xblock", "elements_per_warp", "one_wave_elements_per_warp", "max_num_warps",
+                  "mixed_order_wide_warps", "persistent_max_rnumel", "mixed_order_max_rnumel", "mixed_order_max_xblock", "looped_rblock", "pointwise_block",
                   "pointwise_tile_numel", "xblock", "rblock", "max_reduction_block_numel")
 
 

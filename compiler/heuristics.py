@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import Optional
 
 import triton
 
@@ -119,13 +120,16 @@ class ReductionChoice:
     """Strategy and blocks for one fused reduction kernel.
 
     ``splits``: partial programs per row block (split), or programs over the rows
-    (mixed_order).
+    (mixed_order).  ``stages``: software-pipelining depth of the kernel's loop (the chunk loop
+    of looped and split kernels, the row loop of a mixed-order kernel), emitted as
+    ``tl.range(..., num_stages=stages)``; None: a plain ``range``, which Triton does not pipeline.
     """
 
     strategy: str
     xblock: int
     rblock: int
     splits: int = 1
+    stages: Optional[int] = None
 
 
 def split_count(xprograms: int, rnumel: int, rblock: int) -> int:
@@ -169,7 +173,8 @@ def choose_reduction(xnumel: int, rnumel: int, split_ok: bool, outer: bool = Fal
     if outer and config.reduction_strategy == "auto" and strategy != "split" and not config.rblock:
         xblock = config.xblock or min(next_pow2(xnumel), config.outer_reduction_xblock, budget)
         rblock = min(next_pow2(rnumel), max(1, budget // xblock))
-        return ReductionChoice("persistent" if rblock >= rnumel else "looped", xblock, rblock)
+        strategy = "persistent" if rblock >= rnumel else "looped"
+        return ReductionChoice(strategy, xblock, rblock, stages=loop_stages(strategy))
     if strategy == "persistent":
         rblock = config.rblock or next_pow2(rnumel)
         if rblock < rnumel:
@@ -181,25 +186,51 @@ def choose_reduction(xnumel: int, rnumel: int, split_ok: bool, outer: bool = Fal
     splits = 1
     if strategy == "split":
         splits = split_count(_cdiv(max(xnumel, 1), xblock), rnumel, rblock)
-    return ReductionChoice(strategy, xblock, rblock, splits)
+    return ReductionChoice(strategy, xblock, rblock, splits, loop_stages(strategy))
 
 
-def choose_mixed_order(xnumel: int, rnumel: int) -> ReductionChoice:
-    """Blocks and program count of a mixed-order kernel: ``xnumel`` rows of ``rnumel``.
+def choose_mixed_order(xnumel: int, rnumel: int, accumulator_bytes: int = 4) -> ReductionChoice:
+    """Blocks and program count of a mixed-order kernel: ``xnumel`` rows of ``rnumel``, column
+    accumulators of ``accumulator_bytes`` per tile element (all its column reductions together).
 
     RBLOCK holds a whole row (the row reductions run persistent); XBLOCK rows fill the
     block budget.  Each program walks a contiguous range of row blocks and keeps one
     column partial per column reduction.  The row work needs the whole machine, so there
-    are as many programs as fill it (never more than row blocks); the price, one partial
-    row per program, is weighed by ``mixed_order_saving``.
+    are as many programs as fill it (never more than row blocks) -- one per SM where the
+    kernel is wide (``mixed_order_wide``); the price, one partial row per program, is
+    weighed by ``mixed_order_saving``.
     """
     rblock = next_pow2(rnumel)
     budget = min(config.max_reduction_block_numel, config.max_triton_tensor_numel)
     xblock = config.xblock or max(1, min(next_pow2(xnumel), budget // rblock if rblock <= budget else 1,
                                          config.mixed_order_max_xblock))
     row_blocks = _cdiv(max(xnumel, 1), xblock)
-    programs = max(1, min(row_blocks, target_programs()))
-    return ReductionChoice("mixed_order", xblock, rblock, programs)
+    fill = sm_count() if mixed_order_wide(xblock * rblock, accumulator_bytes) else target_programs()
+    programs = max(1, min(row_blocks, fill))
+    return ReductionChoice("mixed_order", xblock, rblock, programs, loop_stages("mixed_order"))
+
+
+def mixed_order_wide(tile: int, accumulator_bytes: int) -> bool:
+    """Do a mixed-order kernel's column accumulators (``tile`` lanes of ``accumulator_bytes``) take more than
+    ``config.mixed_order_wide_bytes`` per program?  Such a kernel keeps most of an SM's registers for one
+    program: it runs one program per SM, with ``config.mixed_order_wide_warps`` warps."""
+    return tile * accumulator_bytes > config.mixed_order_wide_bytes
+
+
+def mixed_order_warps(tile: int, accumulator_bytes: int) -> int:
+    """Warps of a mixed-order kernel's partial pass: one wave's (``num_warps``), at most
+    ``config.mixed_order_wide_warps`` for a wide kernel (``mixed_order_wide``)."""
+    warps = num_warps(tile, one_wave=True)
+    if config.num_warps or not mixed_order_wide(tile, accumulator_bytes):
+        return warps
+    return min(warps, config.mixed_order_wide_warps)
+
+
+def loop_stages(strategy: str) -> Optional[int]:
+    """Pipelining depth of a ``strategy`` kernel's loop (None: none asked; a persistent kernel has no loop)."""
+    if strategy == "persistent" or config.loop_stages == 1:
+        return None
+    return config.loop_stages
 
 
 # ----------------------------------------------------------------------------- pointwise
@@ -268,5 +299,6 @@ def num_warps(block_numel: int, one_wave: bool = False) -> int:
 
 
 __all__ = ["should_inline", "FusionTraffic", "fusion_score", "mixed_order_saving", "sm_count", "target_programs",
-           "split_count", "choose_reduction", "choose_mixed_order", "choose_pointwise_block", "choose_tile",
+           "split_count", "choose_reduction", "choose_mixed_order", "mixed_order_wide",
+           "mixed_order_warps", "loop_stages", "choose_pointwise_block", "choose_tile",
            "want_2d_tiling", "want_unrolled", "num_warps", "ReductionChoice", "next_pow2"]

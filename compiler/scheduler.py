@@ -136,6 +136,14 @@ class KernelGroup:
     def bounds(self) -> dict:
         return {XSYM: max(self.xnumel, 1), RSYM: max(self.rnumel, 1)}
 
+    def accumulator_bytes(self) -> int:
+        """Bytes per tile element of this group's reduction accumulators (one lane each; a bool's is int32)."""
+        return sum(max(4, p.node.buf.data.acc_dtype.itemsize) for p in self.placed if p.kind == "reduction")
+
+    def mixed_order_choice(self) -> "heuristics.ReductionChoice":
+        """Blocks and programs of this mixed-order group (``heuristics.choose_mixed_order``)."""
+        return heuristics.choose_mixed_order(self.xnumel, self.rnumel, self.columns.accumulator_bytes())
+
     def split_ok(self) -> bool:
         """Can this group run as a split reduction (partials, then a final pass)?"""
         if not self.has_reduction or self.columns is not None:
@@ -512,7 +520,7 @@ def _orientations(a: KernelGroup, b: KernelGroup) -> list[tuple[KernelGroup, Ker
 
 
 def _mixed_traffic(rows: KernelGroup, cols: KernelGroup, shared_read: int) -> "heuristics.FusionTraffic":
-    choice = heuristics.choose_mixed_order(rows.xnumel, rows.rnumel)
+    choice = heuristics.choose_mixed_order(rows.xnumel, rows.rnumel, cols.accumulator_bytes())
     accs = [p.node.buf.data.acc_dtype for p in cols.placed if p.kind == "reduction"]
     acc_bytes = max((d.itemsize for d in accs), default=4)
     return heuristics.mixed_order_saving(shared_read, programs=choice.splits, columns=cols.xnumel,

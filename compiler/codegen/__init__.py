@@ -14,7 +14,6 @@ from harness.exc import GridLimitExceeded
 
 from ..counters import counters
 from ..exc import GridTooLarge
-from ..heuristics import choose_mixed_order
 from ..lowering import LoweredGraph
 from ..scheduler import Schedule
 from .kernel import KernelArg, KernelSpec
@@ -43,7 +42,7 @@ def generate(sched: Schedule, graph: LoweredGraph, name: str) -> GeneratedModule
         ctx = GroupContext(group, sched.inlined, sched.stored, graph.buffers)
         kname = f"{name}_{group.name}"
         if group.columns is not None:  # row and column reductions in one pass (scheduler.build_mixed_group)
-            choice = choose_mixed_order(group.xnumel, group.rnumel)
+            choice = group.mixed_order_choice()
             counters[f"reduction_strategy.{choice.strategy}"] += _reductions(group)
             specs = STRATEGIES[choice.strategy].kernels(kname, ctx, choice)
         elif group.has_reduction:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import re
 from typing import Any, Iterator, Optional, Sequence
 
 import sympy
@@ -92,7 +93,7 @@ class TritonKernel:
         self.meta: dict = {}
         self._loads: list[tuple[int, str, Optional[int], bool]] = []   # (line, buffer, loop, read again anyway)
         self.load_indexes: list[sympy.Expr] = []             # the index of each load emitted (CSE hits once)
-        self._loop = None                                    # the reduction loop being emitted (a serial)
+        self._loop = None                                    # the loop being emitted (a serial)
         self._loops = 0
 
     # ---- arguments
@@ -122,6 +123,14 @@ class TritonKernel:
         self._scopes[-1][expr] = var
         return var
 
+    @staticmethod
+    def for_range(var: str, start, stop, step, stages: Optional[int] = None) -> str:
+        """A ``for`` header over ``range(start, stop, step)``; ``stages`` > 1 asks Triton to software-pipeline
+        it (``tl.range(..., num_stages=stages)``: Triton pipelines a loop without ``tl.dot`` only then)."""
+        if stages and stages > 1:
+            return f"for {var} in tl.range({start}, {stop}, {step}, num_stages={stages}):"
+        return f"for {var} in range({start}, {stop}, {step}):"
+
     @contextlib.contextmanager
     def loop(self, header: str, *, over_reduction: bool) -> Iterator[None]:
         """A ``for`` block: a new CSE scope and register scope, both dropped at its end.
@@ -136,9 +145,8 @@ class TritonKernel:
         self.registers.append({})
         was, was_loop = self.in_reduction_loop, self._loop
         self.in_reduction_loop = over_reduction or was
-        if over_reduction:
-            self._loops += 1
-            self._loop = self._loops
+        self._loops += 1
+        self._loop = self._loops
         try:
             yield
         finally:
@@ -254,11 +262,11 @@ class TritonKernel:
             # read again anyway: the same address for every row block (the row axis is not in the index),
             # or on every step of the loop (the reduced axis is not)
             reread = any(sym not in symbols for sym in self.active[:2])
-            self._loads.append((before, name, self._loop if self.in_reduction_loop else None, reread))
+            self._loads.append((before, name, self._loop, reread))
         return var
 
     def _eviction_policies(self) -> dict[int, str]:
-        """Line -> eviction policy of each load in a reduction loop (``config.eviction_hints``): keep in L2
+        """Line -> eviction policy of each load in a loop (``config.eviction_hints``): keep in L2
         what is read again -- by a later pass or outside the loop, by every row block, on every step -- and
         let the last streaming read go first."""
         if not config.eviction_hints:
@@ -290,13 +298,62 @@ class TritonKernel:
         for comment in self.meta.get("comments", []):
             out.append(f"    # {comment}")
         policies = self._eviction_policies()
-        for i, (indent, line) in enumerate(self.lines):
+        order = hoist_loads(self.lines) if config.hoist_loads else range(len(self.lines))
+        for i in order:
+            indent, line = self.lines[i]
             if i in policies:                          # "tmpN = tl.load(...)": the hint goes before its ")"
                 line = f"{line[:-1]}, eviction_policy='{policies[i]}')"
             out.append("    " * indent + line)
         if not self.lines:
             out.append("    pass")
         return "\n".join(out) + "\n"
+
+
+_ASSIGN = re.compile(r"^([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*=\s*(.*)$")
+_NAME = re.compile(r"[A-Za-z_]\w*")
+
+
+def hoist_loads(lines: Sequence[tuple[int, str]]) -> list[int]:
+    """The order to write ``lines`` (indent, text) in: each load, and each index it needs, moved up its
+    straight-line block to just below the last line it depends on (``config.hoist_loads``).
+
+    The code generator emits a load where a node first needs it, so a layer-norm backward row
+    loads dy, reduces over it (a block reduction: a barrier), and only then loads x: two trips to
+    memory per row.  Hoisted, every load of the row is in flight before the first reduction.
+    Loads keep their order among themselves.  A load never passes a line that defines or uses a name
+    it uses or defines, a line that is not an assignment (a store, an assert), or a block boundary
+    (a ``for`` header, a change of indent), so no load moves above a store or out of its loop.
+    """
+    order: list[int] = []
+    block: list[tuple[int, set, set, bool]] = []    # (line, names defined, names used, hoisted) of the open block
+    indent_of_block = None
+    for i, (indent, text) in enumerate(lines):
+        m = _ASSIGN.match(text)
+        if m is None or text.rstrip().endswith(":") or indent != indent_of_block:
+            block = []                              # a barrier, or a new block
+            indent_of_block = indent
+            if m is None or text.rstrip().endswith(":"):
+                order.append(i)
+                indent_of_block = None
+                continue
+        defined = set(_NAME.findall(m.group(1)))
+        used = set(_NAME.findall(_strip_strings(m.group(2))))
+        hoistable = m.group(2).startswith("tl.load(") or m.group(1).startswith("idx")
+        at = len(block)
+        if hoistable:
+            while at > 0:
+                _, d, u, moved = block[at - 1]
+                if moved or d & (used | defined) or u & defined:    # loads keep their order among themselves
+                    break
+                at -= 1
+        block.insert(at, (i, defined, used, hoistable))
+        start = len(order) - (len(block) - 1)       # the block's lines are the last ones in ``order``
+        order[start:] = [j for j, _, _, _ in block]
+    return order
+
+
+def _strip_strings(src: str) -> str:
+    return re.sub(r"'[^']*'|\"[^\"]*\"", "''", src)
 
 
 def literal(value: Any, dtype: torch.dtype) -> str:

@@ -19,7 +19,7 @@ import triton
 
 from .. import indexing
 from ..exc import CodegenError
-from ..heuristics import ReductionChoice, choose_reduction, next_pow2, num_warps
+from ..heuristics import ReductionChoice, choose_reduction, mixed_order_warps, next_pow2, num_warps
 from ..ops import reduction_identity
 from ..scheduler import RSYM, XSYM, KernelGroup, Placed, _read_in_kernel
 from .kernel import CSEVar, KernelSpec, TritonKernel, cast_source
@@ -267,7 +267,7 @@ class LoopedReduction(ReductionStrategy):
         lanes = [choice.xblock, choice.rblock]
         k.guard(lanes, "lane accumulator")
         accs = {name: op.init(k, lanes, rnumel) for name, op in ops_.items()}
-        with k.loop(f"for roffset in range(0, {span or rnumel}, {choice.rblock}):", over_reduction=True):
+        with k.loop(k.for_range("roffset", 0, span or rnumel, choice.rblock, choice.stages), over_reduction=True):
             k.emit(f"rindex = {start}roffset + rbase")
             if k.axes[RSYM].mask:
                 k.emit(f"rmask = rindex < {rnumel}")
@@ -424,7 +424,7 @@ class MixedOrderReduction(ReductionStrategy):
             accs[pname], = op.init(k, [xblock, rblock], rnumel)
         rows = GroupContext(group.rows(), ctx.inlined, ctx.stored, ctx.buffers)
         transposed = GroupContext(cols, ctx.inlined, ctx.stored, ctx.buffers, subst={XSYM: RSYM, RSYM: XSYM})
-        with k.loop(f"for xstep in range(0, {rows_per_program}, {xblock}):", over_reduction=False):
+        with k.loop(k.for_range("xstep", 0, rows_per_program, xblock, choice.stages), over_reduction=False):
             k.emit(f"xindex = {pid} * {rows_per_program} + xstep + {k.arange(xblock, 'rows')}{cast}[:, None]")
             if k.axes[XSYM].mask:
                 k.emit(f"xmask = xindex < {xnumel}")
@@ -450,7 +450,7 @@ class MixedOrderReduction(ReductionStrategy):
                               f"{len(ops_)} column reduction(s) into {programs} partials of {rows_per_program} rows, "
                               f"XBLOCK={xblock} RBLOCK={rblock}"]
         return KernelSpec(name, k.source(), (programs,), list(k.args.values()),
-                          num_warps(xblock * rblock, one_wave=True), dict(k.meta))
+                          mixed_order_warps(xblock * rblock, cols.accumulator_bytes()), dict(k.meta))
 
     @staticmethod
     def _fold_rows(k: TritonKernel, op: ReductionOp, acc: CSEVar, xblock: int, rblock: int) -> CSEVar:
@@ -475,10 +475,9 @@ STRATEGIES = {s.name: s for s in (PersistentReduction(), LoopedReduction(), Spli
 
 def _as_mixed(name: str, ctx: GroupContext, choice: ReductionChoice) -> list[KernelSpec]:
     """A mixed-order group handed to another strategy (an autotune variant): keep its XBLOCK."""
-    from ..heuristics import choose_mixed_order
-    base = choose_mixed_order(ctx.group.xnumel, ctx.group.rnumel)
+    base = ctx.group.mixed_order_choice()
     return STRATEGIES["mixed_order"].kernels(name, ctx, ReductionChoice("mixed_order", choice.xblock, base.rblock,
-                                                                        base.splits))
+                                                                        base.splits, choice.stages))
 
 
 # ------------------------------------------------------------------------- tile orientation
@@ -520,7 +519,7 @@ def _new_kernel(name: str, ctx: GroupContext, strategy: str, choice: ReductionCh
     k = TritonKernel(name, ctx.buffers, what=f"reduction kernel {name}", reductions=reductions,
                      rnumel=ctx.group.rnumel, int64=needs_int64(ctx))
     k.meta.update(kind="reduction", strategy=strategy, xblock=choice.xblock, rblock=choice.rblock,
-                  splits=choice.splits, xnumel=ctx.group.xnumel, rnumel=ctx.group.rnumel)
+                  splits=choice.splits, loop_stages=choice.stages, xnumel=ctx.group.xnumel, rnumel=ctx.group.rnumel)
     return k
 
 

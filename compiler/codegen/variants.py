@@ -10,9 +10,9 @@ small candidate set, all in the same module:
   row reductions of A: ATen would need them as a kernel of their own);
 - pointwise group: block sizes around the heuristic one, 4 or 8 warps;
 - reduction group: the heuristic blocks with half and twice the warps, the other strategy (persistent
-  or looped) where both apply, XBLOCK / RBLOCK halved or doubled, 1 or 2 pipeline stages for loops
-  (``reduction_candidates``); a mixed-order group keeps its blocks and tries half and twice the warps
-  (``MIXED_ORDER_CANDIDATES``).
+  or looped) where both apply, XBLOCK / RBLOCK halved or doubled, its loop software-pipelined over 2
+  stages (``reduction_candidates``); a mixed-order group keeps its blocks and tries half and twice the
+  warps (``MIXED_ORDER_CANDIDATES``).
 
 The heuristic choice is always the first candidate, so a CPU run without timing keeps it.
 """
@@ -76,7 +76,7 @@ def add_templates_and_variants(sched: Schedule, graph: LoweredGraph, name: str, 
             continue
         for v in found:
             for spec in v.specs:
-                if spec.name not in emitted:  # warps / stages variants share one source
+                if spec.name not in emitted:  # warps variants share one source
                     emitted.add(spec.name)
                     parts.append("\n" + spec.source)
     return variants
@@ -97,34 +97,30 @@ def _template_variants(node: GemmTemplate, sched: Schedule, graph: LoweredGraph,
     return out
 
 
-def _with(spec: KernelSpec, warps: int, stages: Optional[int] = None) -> KernelSpec:
-    meta = dict(spec.meta)
-    if stages is not None:
-        meta["num_stages"] = stages
-    return dataclasses.replace(spec, num_warps=warps, meta=meta)
+def _with(spec: KernelSpec, warps: int) -> KernelSpec:
+    return dataclasses.replace(spec, num_warps=warps)
 
 
 MAX_REDUCTION_CANDIDATES = 12
-# A mixed-order group's candidates: (warps factor, pipeline stages of its row loop; None: Triton's default).
-# Stages 1, 2 and 4 moved layer norm 4096 x 10240's mixed-order backward by under 1% at either warps
-# (H100, reports/gpu/2026-11-24-h100-session8, call 8), so only the warps are tried.
-MIXED_ORDER_CANDIDATES = ((0.5, None), (2, None))
+# A mixed-order group's candidates: factors of its warps.  Its row loop is not pipelined: 2 and 3 stages
+# (tl.range) made layer norm 4096 x 10240's backward 159.9 / 161.6 us against 141.0 us, with more
+# spills (H100, reports/gpu/2026-11-24-h100-session9, call 2).
+MIXED_ORDER_CANDIDATES = (0.5, 2)
 
 
 @dataclasses.dataclass(frozen=True)
 class ReductionCandidate:
-    """One tuning candidate of a reduction group: its blocks and strategy, its warps as a factor of those
-    the code generator gives each kernel (1: as generated), its pipeline stages (None: Triton's default)."""
+    """One tuning candidate of a reduction group: its blocks, strategy and loop pipelining (``choice``),
+    its warps as a factor of those the code generator gives each kernel (1: as generated)."""
 
     choice: ReductionChoice
     warp_factor: float = 1
-    stages: Optional[int] = None
 
     @property
     def name(self) -> str:
         c = self.choice
         return (f"{c.strategy}_x{c.xblock}_r{c.rblock}" + (f"_w{self.warp_factor:g}x" if self.warp_factor != 1 else "")
-                + (f"_s{self.stages}" if self.stages else ""))
+                + (f"_s{c.stages}" if c.stages else ""))
 
 
 def reduction_candidates(choice: ReductionChoice, xnumel: int, rnumel: int, *, gpu: bool) -> list[ReductionCandidate]:
@@ -134,7 +130,8 @@ def reduction_candidates(choice: ReductionChoice, xnumel: int, rnumel: int, *, g
     ``config.reduction_strategy`` is "auto" (a looped reduction of up to twice ``persistent_max_rnumel``
     elements is also tried persistent, one row per program, with its warps and twice them; a persistent
     one of 2048 or more elements also looped over a quarter of its row); the neighbouring blocks (XBLOCK
-    halved / doubled, and RBLOCK for looped and split kernels); 1 and 2 pipeline stages for a loop.  At
+    halved / doubled, and RBLOCK for looped and split kernels); its loop software-pipelined over 2 stages
+    (``tl.range(..., num_stages=2)``; a loop without ``tl.dot`` is pipelined only so).  At
     most ``MAX_REDUCTION_CANDIDATES``.  Under the interpreter (timing is slow and rarely on): the
     neighbouring block shapes, of which the caller keeps the first two it can generate.  Shapes of several
     rows stay within the block budget, as the heuristic's do; a shape the code generator still refuses is
@@ -146,7 +143,11 @@ def reduction_candidates(choice: ReductionChoice, xnumel: int, rnumel: int, *, g
         new_blocks = (strategy, xblock, rblock) != (choice.strategy, choice.xblock, choice.rblock)
         if new_blocks and (xblock < 1 or rblock < 16 or (xblock > 1 and xblock * rblock > budget)):
             return                      # one row: any block the heuristic may take; rows: within the budget
-        c = ReductionCandidate(ReductionChoice(strategy, xblock, rblock, choice.splits), factor, stages)
+        if strategy == "persistent":
+            stages = None               # no loop
+        elif stages is None:
+            stages = choice.stages
+        c = ReductionCandidate(ReductionChoice(strategy, xblock, rblock, choice.splits, stages), factor)
         if c not in out and c != ReductionCandidate(choice):
             out.append(c)
 
@@ -170,8 +171,7 @@ def reduction_candidates(choice: ReductionChoice, xnumel: int, rnumel: int, *, g
     for x, r in neighbours:
         add(strategy, x, r)
     if strategy != "persistent":
-        add(strategy, xb, rb, 1, 1)
-        add(strategy, xb, rb, 1, 2)
+        add(strategy, xb, rb, 1, 1 if choice.stages else 2)     # the loop pipelined, or no longer
     return out[:MAX_REDUCTION_CANDIDATES]
 
 
@@ -194,16 +194,16 @@ def _group_variants(group: KernelGroup, sched: Schedule, graph: LoweredGraph, kn
                 out.append(Variant(f"block{block}_w{warps}", [_with(spec, warps)]))
         return out
     if getattr(group, "columns", None) is not None:  # mixed-order kernels: the heuristic blocks, other warps
-        tried = {tuple((s.num_warps, None) for s in heuristic)}               # and pipeline stages of the loop
-        for factor, stages in (() if interp else MIXED_ORDER_CANDIDATES):
-            specs = [_with(s, _scaled_warps(s.num_warps, factor), stages) for s in heuristic]
-            launch = tuple((s.num_warps, stages) for s in specs)
-            if launch not in tried:
-                tried.add(launch)
-                out.append(Variant(f"mixed_order_w{factor:g}x" + (f"_s{stages}" if stages else ""), specs))
+        tried = {tuple(s.num_warps for s in heuristic)}
+        for factor in (() if interp else MIXED_ORDER_CANDIDATES):
+            specs = [_with(s, _scaled_warps(s.num_warps, factor)) for s in heuristic]
+            warps = tuple(s.num_warps for s in specs)
+            if warps not in tried:
+                tried.add(warps)
+                out.append(Variant(f"mixed_order_w{factor:g}x", specs))
         return out
     choice = choose_reduction_for(group)
-    sources: dict[ReductionChoice, list[KernelSpec]] = {choice: heuristic}   # warps / stages variants: one source
+    sources: dict[ReductionChoice, list[KernelSpec]] = {choice: heuristic}   # warps variants: one source
     for cand in reduction_candidates(choice, group.xnumel, group.rnumel, gpu=not interp):
         blocks = cand.choice
         specs = sources.get(blocks)
@@ -215,8 +215,7 @@ def _group_variants(group: KernelGroup, sched: Schedule, graph: LoweredGraph, kn
                 specs = []
             sources[blocks] = specs
         if specs:
-            out.append(Variant(cand.name, [_with(s, _scaled_warps(s.num_warps, cand.warp_factor), cand.stages)
-                                           for s in specs]))
+            out.append(Variant(cand.name, [_with(s, _scaled_warps(s.num_warps, cand.warp_factor)) for s in specs]))
         if interp and len(out) == 2:
             break
     return out

@@ -30,6 +30,10 @@ def test_patch_restores_after_an_exception():
     ({"execution": "gpu"}, "execution"),
     ({"fp_fusion": 1}, "True or False"),
     ({"one_wave_elements_per_warp": 300}, "power of two"),
+    ({"mixed_order_wide_warps": 12}, "power of two"),
+    ({"loop_stages": 0}, "positive int"),
+    ({"mixed_order_wide_bytes": -1}, "positive int"),
+    ({"hoist_loads": 1}, "True or False"),
     ({"pointwise_tiling": "3d"}, "pointwise_tiling"),
 ])
 def test_patch_rejects_bad_knobs_with_a_clear_error(changes, needle):

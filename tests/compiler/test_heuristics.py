@@ -133,3 +133,29 @@ def test_warps_follow_the_block_and_one_wave_grids_take_more():
         assert heuristics.num_warps(16) == 4 and heuristics.num_warps(2**20, one_wave=True) == 16   # clamped
         with compiler.config.patch(num_warps=2):
             assert heuristics.num_warps(4096, one_wave=True) == 2                                 # forced
+
+
+def test_a_wide_mixed_order_kernel_runs_one_program_per_sm_with_at_most_8_warps():
+    """Layer norm 4096 x 10240's backward: two fp32 column accumulators over a 16384-lane row are 128 KiB,
+    half an SM's registers.  H100 (session 9): 113 us at 8 warps and one program per SM, 127 us at 16
+    warps (spilling), 141 us as generated before (16 warps, two programs per SM)."""
+    with compiler.config.patch(**H100):
+        wide = heuristics.choose_mixed_order(4096, 10240, accumulator_bytes=8)
+        assert (wide.xblock, wide.rblock, wide.splits) == (1, 16384, 132)
+        assert heuristics.mixed_order_warps(16384, 8) == 8
+        narrow = heuristics.choose_mixed_order(1_152_000, 16, accumulator_bytes=8)   # 4096 lanes: 32 KiB
+        assert narrow.splits == 264 and heuristics.mixed_order_warps(4096, 8) == heuristics.num_warps(4096, True)
+        assert heuristics.mixed_order_warps(4096, 8) == 16
+        with compiler.config.patch(mixed_order_wide_bytes=16384):                    # a lower bar: wide too
+            assert heuristics.choose_mixed_order(1_152_000, 16, accumulator_bytes=8).splits == 132
+            assert heuristics.mixed_order_warps(4096, 8) == 8
+        with compiler.config.patch(num_warps=4):                                     # a forced value wins
+            assert heuristics.mixed_order_warps(16384, 8) == 4
+
+
+@pytest.mark.parametrize("strategy, stages, want", [("looped", 2, 2), ("split", 3, 3), ("mixed_order", 2, 2),
+                                                    ("persistent", 2, None), ("looped", 1, None),
+                                                    ("looped", None, None)])
+def test_loop_stages_reach_every_loop_but_a_persistent_kernel_has_none(strategy, stages, want):
+    with compiler.config.patch(loop_stages=stages):
+        assert heuristics.loop_stages(strategy) == want

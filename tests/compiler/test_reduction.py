@@ -276,3 +276,55 @@ def test_looped_reductions_keep_what_a_later_pass_or_every_row_rereads_in_l2():
     assert_same(got, ln(*args), rtol=1e-5, atol=1e-5)
     with compiler.config.patch(reduction_strategy="persistent"):                 # no loop: nothing to hint
         assert "eviction_policy" not in compile_graph(g.gm, g.args, "ev_p").generated.source
+
+
+def _ln_fwd_bwd(x, w, b, dy):
+    y = torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b)
+    return torch.autograd.grad(y, (x, w, b), dy)
+
+
+def _ln_backward(cols: int, **knobs):
+    """The compilation artifacts of layer norm's backward over ``cols`` columns (64 rows)."""
+    x = torch.randn(64, cols, requires_grad=True)
+    w, b = torch.randn(cols, requires_grad=True), torch.randn(cols, requires_grad=True)
+    with compiler.config.patch(**knobs):
+        compiler.compile_fresh(_ln_fwd_bwd)(x, w, b, torch.randn(64, cols))
+    (bwd,) = [a for a in compiler.dump.recent_artifacts() if "backward" in a.graph][-1:]
+    return bwd
+
+
+# A GPU's blocks on a 4-SM machine (few programs: the scheduler takes the mixed order at 64 rows).
+GPU_LIKE = dict(sm_count=4, programs_per_sm=2, max_reduction_block_numel=4096, persistent_max_rnumel=8192,
+                looped_rblock=4096, mixed_order_max_xblock=256)
+
+
+def test_a_wide_mixed_order_kernel_loads_its_row_before_reducing_hints_l2_and_runs_one_program_per_sm():
+    """Layer norm 4096 x 10240's backward loaded dy, reduced (a barrier), then loaded x: two memory trips
+    per row.  Hoisted, the row's loads come first; x and dy stream (evict_first), w stays (evict_last).
+    Its column accumulators (2 x 16384 fp32 lanes) make it wide: one program per SM (4 here, not 8), 8 warps."""
+    bwd = _ln_backward(10240, **GPU_LIKE)
+    src, plan = bwd.texts["triton"], bwd.texts["plan"]
+    assert re.search(r"launch \w+_partial grid=\(4,\) warps=8 .*'strategy': 'mixed_order', 'xblock': 1, "
+                     r"'rblock': 16384", plan), plan
+    body = src[src.index("for xstep in range("):]
+    body = body[:body.index("tl.store(")]
+    loads = [m.start() for m in re.finditer(r"tl\.load\(", body)]
+    assert len(loads) >= 4 and max(loads) < body.index("tl.sum(")
+    policies = [pol for _, pol in _loads(body + "\n")]
+    assert policies.count("evict_first") == 2 and "evict_last" in policies
+    plain = _ln_backward(10240, hoist_loads=False, **GPU_LIKE).texts["triton"]
+    body = plain[plain.index("for xstep in range("):]
+    assert max(m.start() for m in re.finditer(r"tl\.load\(", body[:body.index("tl.store(")])) > body.index("tl.sum(")
+
+
+@pytest.mark.parametrize("strategy", ["looped", "split", "mixed_order"])
+def test_pipelined_loops_are_asked_of_triton_and_compute_the_same(strategy):
+    x = torch.randn(41, 341)
+    fn = many_reductions if strategy != "mixed_order" else _row_iota_sum_and_column_sum
+    knobs = dict(reduction_strategy=strategy, rblock=64) if strategy != "mixed_order" else {}
+    with compiler.config.patch(loop_stages=2, **knobs):
+        got = run_compiled(fn, x)
+    src = compiler.dump.last_artifacts().texts["triton"]
+    assert re.search(r"for (roffset|xstep) in tl\.range\(0, \d+, \d+, num_stages=2\):", src)
+    assert not re.search(r"for (roffset|xstep) in range\(", src)
+    assert_same(got, fn(x), rtol=1e-5, atol=1e-5)

@@ -24,7 +24,10 @@ def test_a_looped_row_that_fits_one_block_is_also_tried_persistent():
         cands = reduction_candidates(choice, 4096, 10240, gpu=True)
     names = [c.name for c in cands]
     assert "persistent_x1_r16384" in names and "persistent_x1_r16384_w2x" in names
-    assert {"looped_x1_r4096_w0.5x", "looped_x1_r4096_w2x", "looped_x1_r4096_s1", "looped_x1_r4096_s2"} <= set(names)
+    assert {"looped_x1_r4096_w0.5x", "looped_x1_r4096_w2x", "looped_x1_r4096_s2"} <= set(names)
+    pipelined = next(c for c in cands if c.name == "looped_x1_r4096_s2")     # the loop pipelined: a source change
+    assert pipelined.choice.stages == 2 and pipelined.warp_factor == 1
+    assert {c.choice.stages for c in cands if c.choice.strategy == "persistent"} == {None}
     assert "looped_x1_r4096" not in names                      # the heuristic runs as the first candidate
     assert len(set(names)) == len(names) <= MAX_REDUCTION_CANDIDATES
     with compiler.config.patch(**GPU):                          # past twice the persistent limit: no such try
@@ -47,7 +50,7 @@ def test_split_candidates_keep_the_split_and_the_interpreter_tries_two_shapes():
         cands = reduction_candidates(choice, 1, 2 ** 28, gpu=True)
     assert {c.choice.strategy for c in cands} == {"split"} and {c.choice.splits for c in cands} == {8}
     cpu = reduction_candidates(choice, 1, 2 ** 28, gpu=False)      # the caller keeps the first two it generates
-    assert len(cpu) >= 2 and {c.warp_factor for c in cpu} == {1} and {c.stages for c in cpu} == {None}
+    assert len(cpu) >= 2 and {c.warp_factor for c in cpu} == {1} and {c.choice.stages for c in cpu} == {None}
 
 
 def test_review_findings_a_forced_strategy_stays_and_tiny_blocks_still_get_warps_candidates():
@@ -78,6 +81,7 @@ def test_every_gpu_candidate_of_a_row_reduction_compiles_runs_and_is_timed(tmp_p
     assert_same(got, fn(x), rtol=1e-4, atol=1e-4)
     timings = entry["timings"]
     assert "persistent_x1_r32768" in timings and "looped_x1_r4096_w2x" in timings and len(timings) >= 6
+    assert "looped_x1_r4096_s2" in timings                      # the pipelined loop (tl.range) runs too
     assert all(v is not None for v in timings.values()), timings
 
 

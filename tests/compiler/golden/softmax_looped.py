@@ -8,8 +8,8 @@ def G_inference_k0(p_arg0, p_buf4):
     acc0 = tl.full([16, 16], float("-inf"), tl.float32)
     for roffset in range(0, 41, 16):
         rindex = roffset + rbase
-        rmask = rindex < 41
         idx1 = (rindex + (41 * xindex))
+        rmask = rindex < 41
         tmp2 = tl.load(p_arg0 + idx1, xmask & rmask, other=0, eviction_policy='evict_last')
         tmp3 = tl.full([1, 1], float("-inf"), tl.float32)
         tmp4 = tl.where(rmask, tmp2, tmp3)
@@ -22,8 +22,8 @@ def G_inference_k0(p_arg0, p_buf4):
     acc10 = tl.full([16, 16], 0.0, tl.float32)
     for roffset in range(0, 41, 16):
         rindex = roffset + rbase
-        rmask = rindex < 41
         idx11 = (rindex + (41 * xindex))
+        rmask = rindex < 41
         tmp12 = tl.load(p_arg0 + idx11, xmask & rmask, other=0, eviction_policy='evict_last')
         tmp13 = tmp12 - tmp9
         tmp14 = tl.exp(tmp13)
@@ -33,8 +33,8 @@ def G_inference_k0(p_arg0, p_buf4):
     tmp17 = tl.sum(acc10, 1)[:, None]
     for roffset in range(0, 41, 16):
         rindex = roffset + rbase
-        rmask = rindex < 41
         idx18 = (rindex + (41 * xindex))
+        rmask = rindex < 41
         tmp19 = tl.load(p_arg0 + idx18, xmask & rmask, other=0, eviction_policy='evict_first')
         tmp20 = tmp19 - tmp9
         tmp21 = tl.exp(tmp20)
