@@ -42,20 +42,23 @@ def _alloc_stored(exe: Any, names: list[str], env: dict) -> list[str]:
     return written
 
 
+def _launch_all(exe: Any, specs: list, env: dict) -> None:
+    """Launch ``specs`` in order; kernels of one step share its workspaces (a split's partials)."""
+    workspaces: dict = {}
+    for spec in specs:
+        exe._launch(spec, env, workspaces)
+
+
 def _run_variant(exe: Any, step: Any, variant: Any, env: dict) -> None:
     if variant.extern:
         exe._run_extern(step, env)
-    workspaces: dict = {}
-    for spec in variant.specs:
-        exe._launch(spec, env, workspaces)
+    _launch_all(exe, variant.specs, env)
 
 
 def _run(exe: Any, step: Any, env: dict, written: list[str], what: str) -> None:
     variants = exe.generated.variants.get(step.name)
     if not variants:
-        workspaces: dict = {}
-        for spec in exe.generated.kernels[step.name]:
-            exe._launch(spec, env, workspaces)
+        _launch_all(exe, exe.generated.kernels[step.name], env)
         return
     chosen = tuned_variant(exe, step)
     if chosen is not None:
