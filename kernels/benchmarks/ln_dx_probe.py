@@ -6,8 +6,9 @@ A target for a profiler (issue #8: our backward dx kernel takes ~118 us against 
         python -m kernels.benchmarks.ln_dx_probe
 
 prints DRAM bytes, L2 hit rate and duration per kernel launch.  ``--variant KNOB=VALUE[,...]`` (repeatable)
-instead prints each tritondiff kernel's GPU time (torch.profiler) under those ``compiler.config`` knobs, next
-to the defaults and Inductor's kernels: per-kernel effects that a whole-workload sweep hides; a variant with
+instead prints each tritondiff kernel's GPU time (torch.profiler), registers, spills and shared memory under
+those ``compiler.config`` knobs, next to the defaults and Inductor's kernels: per-kernel effects that a
+whole-workload sweep hides; a variant with
 ``autotune=True`` also prints every candidate's time of every tuned step.  Without a GPU it says so and
 exits 0.
 """

@@ -19,6 +19,7 @@ without a GPU it says so and exits 0.
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 import tempfile
 
@@ -88,9 +89,12 @@ def load(src: str):
     f = tempfile.NamedTemporaryFile("w", suffix=".py", prefix="mixed_order_probe_", delete=False)
     f.write(src)
     f.close()
-    spec = importlib.util.spec_from_file_location(f.name[:-3].rsplit("/", 1)[-1], f.name)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    try:
+        spec = importlib.util.spec_from_file_location(f.name[:-3].rsplit("/", 1)[-1], f.name)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)       # triton.jit reads the source here: the file can go
+    finally:
+        os.unlink(f.name)
     return mod.partial
 
 

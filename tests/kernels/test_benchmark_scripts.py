@@ -1,4 +1,5 @@
-"""The GPU benchmark helpers that run anywhere: kernels/benchmarks/ab_trees.sh and the probes' no-GPU exit."""
+"""The GPU benchmark helpers that run anywhere: kernels/benchmarks/ab_trees.sh, the probes' no-GPU exit, and
+the mixed-order probe's hand-written kernels (run on the kernel device: the interpreter here)."""
 import os
 import subprocess
 import sys
@@ -51,7 +52,33 @@ def test_ab_trees_bad_usage_exits_2_with_the_usage(tmp_path, args):
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU exit")
-@pytest.mark.parametrize("module", ["kernels.benchmarks.tuned_host_probe", "kernels.benchmarks.ln_dx_probe"])
+@pytest.mark.parametrize("module", ["kernels.benchmarks.tuned_host_probe", "kernels.benchmarks.ln_dx_probe",
+                                    "kernels.benchmarks.mixed_order_probe"])
 def test_the_probes_say_they_need_a_gpu_and_exit_0(module):
     done = subprocess.run([sys.executable, "-m", module], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0 and "no CUDA device here" in done.stdout
+
+
+@pytest.mark.parametrize("whole, ch, stages", [(True, 512, 1), (False, 64, 1), (False, 128, 2)])
+def test_the_mixed_order_probe_kernels_compute_layer_norm_backward(whole, ch, stages):
+    """Its shapes (a whole padded row, static chunks with a ragged last one, a pipelined row loop) give the
+    dx, dW and dB of layer norm on 37 rows of 300 (programs with a short last range of rows)."""
+    from harness import device
+    from kernels.benchmarks.mixed_order_probe import load, source
+    dev = device.torch_device()
+    g = torch.Generator().manual_seed(3)
+    m, n, programs = 37, 300, 5
+    x, dy = (torch.randn(m, n, generator=g).half().to(dev) for _ in range(2))
+    w = torch.randn(n, generator=g).half().to(dev)
+    xf = x.float()
+    mean, rstd = xf.mean(1), torch.rsqrt(xf.var(1, unbiased=False) + 1e-5)
+    xhat = (xf - mean[:, None]) * rstd[:, None]
+    wdy = w.float() * dy.float()
+    want_dx = (wdy - (xhat * (xhat * wdy).mean(1, keepdim=True) + wdy.mean(1, keepdim=True))) * rstd[:, None]
+    rows = -(-m // programs)
+    dx = torch.empty_like(x)
+    dwp, dbp = torch.empty(programs, n, device=dev), torch.empty(programs, n, device=dev)
+    load(source(n, ch, whole, stages))[(programs,)](x, dy, w, mean, rstd, dx, dwp, dbp, m, ROWS=rows, N=n, CH=ch)
+    torch.testing.assert_close(dx.float(), want_dx, rtol=2e-3, atol=2e-3)
+    torch.testing.assert_close(dwp.sum(0), (dy.float() * xhat).sum(0), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(dbp.sum(0), dy.float().sum(0), rtol=1e-4, atol=1e-4)
