@@ -260,8 +260,12 @@ class TritonKernel:
         if len(self.lines) > before:                        # a new load, not a CSE hit
             self.load_indexes.append(sympy.sympify(index))
             # read again anyway: the same address for every row block (the row axis is not in the index),
-            # or on every step of the loop (the reduced axis is not)
-            reread = any(sym not in symbols for sym in self.active[:2])
+            # or on every step of the loop (the reduced axis is not; in a mixed-order kernel's row loop, the
+            # row axis: a per-row value is read once)
+            if self._loop is not None and not self.in_reduction_loop:
+                reread = bool(self.active) and self.active[0] not in symbols
+            else:
+                reread = any(sym not in symbols for sym in self.active[:2])
             self._loads.append((before, name, self._loop, reread))
         return var
 
@@ -314,31 +318,36 @@ _NAME = re.compile(r"[A-Za-z_]\w*")
 
 
 def hoist_loads(lines: Sequence[tuple[int, str]]) -> list[int]:
-    """The order to write ``lines`` (indent, text) in: each load, and each index it needs, moved up its
-    straight-line block to just below the last line it depends on (``config.hoist_loads``).
+    """The order to write ``lines`` (indent, text) in: inside a loop, each load and each index it needs
+    moved up its straight-line block to just below the last line it depends on (``config.hoist_loads``).
 
-    The code generator emits a load where a node first needs it, so a layer-norm backward row
-    loads dy, reduces over it (a block reduction: a barrier), and only then loads x: two trips to
-    memory per row.  Hoisted, every load of the row is in flight before the first reduction.
+    The code generator emits a load where a node first needs it, so a layer-norm backward row (a
+    mixed-order kernel's row loop) loaded dy, reduced over it (a block reduction: a barrier), and only
+    then loaded x: two trips to memory per row.  Hoisted, every load of the row is in flight before the
+    first reduction.  Only loop bodies: at a kernel's top level the loads of a persistent reduction's
+    later passes (a row vector such as a weight) would stay live across every earlier reduction.
+
     Loads keep their order among themselves.  A load never passes a line that defines or uses a name
     it uses or defines, a line that is not an assignment (a store, an assert), or a block boundary
     (a ``for`` header, a change of indent), so no load moves above a store or out of its loop.
     """
     order: list[int] = []
+    top = min((indent for indent, _ in lines), default=0)
     block: list[tuple[int, set, set, bool]] = []    # (line, names defined, names used, hoisted) of the open block
     indent_of_block = None
     for i, (indent, text) in enumerate(lines):
         m = _ASSIGN.match(text)
-        if m is None or text.rstrip().endswith(":") or indent != indent_of_block:
-            block = []                              # a barrier, or a new block
-            indent_of_block = indent
-            if m is None or text.rstrip().endswith(":"):
+        control = m is None or text.rstrip().endswith(":")
+        if control or indent != indent_of_block:
+            order += [j for j, _, _, _ in block]    # a barrier, or a new block: the open one is done
+            block = []
+            indent_of_block = None if control else indent
+            if control:
                 order.append(i)
-                indent_of_block = None
                 continue
         defined = set(_NAME.findall(m.group(1)))
         used = set(_NAME.findall(_strip_strings(m.group(2))))
-        hoistable = m.group(2).startswith("tl.load(") or m.group(1).startswith("idx")
+        hoistable = indent > top and (m.group(2).startswith("tl.load(") or m.group(1).startswith("idx"))
         at = len(block)
         if hoistable:
             while at > 0:
@@ -347,9 +356,7 @@ def hoist_loads(lines: Sequence[tuple[int, str]]) -> list[int]:
                     break
                 at -= 1
         block.insert(at, (i, defined, used, hoistable))
-        start = len(order) - (len(block) - 1)       # the block's lines are the last ones in ``order``
-        order[start:] = [j for j, _, _, _ in block]
-    return order
+    return order + [j for j, _, _, _ in block]
 
 
 def _strip_strings(src: str) -> str:

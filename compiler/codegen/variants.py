@@ -25,7 +25,7 @@ from harness import device as _device
 
 from ..config import config
 from ..exc import ConfigError, TensorTooLarge
-from ..heuristics import ReductionChoice, next_pow2
+from ..heuristics import ReductionChoice, loop_stages, next_pow2
 from ..lowering import LoweredGraph
 from ..scheduler import KernelGroup, Schedule
 from ..templates.gemm import GemmTemplate, candidate_configs, heuristic_config, template_kernel
@@ -143,10 +143,8 @@ def reduction_candidates(choice: ReductionChoice, xnumel: int, rnumel: int, *, g
         new_blocks = (strategy, xblock, rblock) != (choice.strategy, choice.xblock, choice.rblock)
         if new_blocks and (xblock < 1 or rblock < 16 or (xblock > 1 and xblock * rblock > budget)):
             return                      # one row: any block the heuristic may take; rows: within the budget
-        if strategy == "persistent":
-            stages = None               # no loop
-        elif stages is None:
-            stages = choice.stages
+        if stages is None or strategy == "persistent":
+            stages = loop_stages(strategy)      # None for a persistent kernel: no loop
         c = ReductionCandidate(ReductionChoice(strategy, xblock, rblock, choice.splits, stages), factor)
         if c not in out and c != ReductionCandidate(choice):
             out.append(c)

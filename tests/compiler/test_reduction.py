@@ -300,7 +300,8 @@ GPU_LIKE = dict(sm_count=4, programs_per_sm=2, max_reduction_block_numel=4096, p
 
 def test_a_wide_mixed_order_kernel_loads_its_row_before_reducing_hints_l2_and_runs_one_program_per_sm():
     """Layer norm 4096 x 10240's backward loaded dy, reduced (a barrier), then loaded x: two memory trips
-    per row.  Hoisted, the row's loads come first; x and dy stream (evict_first), w stays (evict_last).
+    per row.  Hoisted, the row's loads come first; x, dy and the row's mean and rstd are read once
+    (evict_first), w by every row (evict_last).
     Its column accumulators (2 x 16384 fp32 lanes) make it wide: one program per SM (4 here, not 8), 8 warps."""
     bwd = _ln_backward(10240, **GPU_LIKE)
     src, plan = bwd.texts["triton"], bwd.texts["plan"]
@@ -310,8 +311,9 @@ def test_a_wide_mixed_order_kernel_loads_its_row_before_reducing_hints_l2_and_ru
     body = body[:body.index("tl.store(")]
     loads = [m.start() for m in re.finditer(r"tl\.load\(", body)]
     assert len(loads) >= 4 and max(loads) < body.index("tl.sum(")
-    policies = [pol for _, pol in _loads(body + "\n")]
-    assert policies.count("evict_first") == 2 and "evict_last" in policies
+    policies = dict(_loads(body + "\n"))
+    assert set(policies.values()) == {"evict_first", "evict_last"} and len(policies) == 5
+    assert [ptr for ptr, pol in policies.items() if pol == "evict_last"] == ["p_arg1"]     # w, read by every row
     plain = _ln_backward(10240, hoist_loads=False, **GPU_LIKE).texts["triton"]
     body = plain[plain.index("for xstep in range("):]
     assert max(m.start() for m in re.finditer(r"tl\.load\(", body[:body.index("tl.store(")])) > body.index("tl.sum(")

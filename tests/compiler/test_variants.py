@@ -106,3 +106,13 @@ def test_a_mixed_order_group_is_tuned_over_its_warps(tmp_path, monkeypatch):
     mixed = [e["timings"] for e in entries if any(n.startswith("mixed_order_w") for n in e["timings"])]
     assert mixed and all(v is not None for t in mixed for v in t.values())
     assert {n for t in mixed for n in t} >= {"heuristic", "mixed_order_w0.5x"}
+
+
+def test_review_finding_a_looped_alternative_to_a_persistent_choice_takes_the_configured_loop_stages():
+    """Review finding (session 9): under loop_stages=2 the looped candidate of a persistent choice inherited
+    the persistent kernel's None (no loop) and ran unpipelined."""
+    with compiler.config.patch(**GPU, loop_stages=2):
+        cands = reduction_candidates(ReductionChoice("persistent", 1, 4096), 4096, 4000, gpu=True)
+    looped = [c for c in cands if c.choice.strategy == "looped"]
+    assert looped and {c.choice.stages for c in looped} == {2}
+    assert {c.choice.stages for c in cands if c.choice.strategy == "persistent"} == {None}

@@ -6,8 +6,8 @@ def G_inference_k0(p_arg0, p_buf4):
     xmask = xindex < 9
     rbase = tl.arange(0, 64)[None, :]
     rindex = rbase
-    idx0 = (rindex + (41 * xindex))
     rmask = rindex < 41
+    idx0 = (rindex + (41 * xindex))
     tmp1 = tl.load(p_arg0 + idx0, xmask & rmask, other=0)
     tmp2 = tl.full([1, 1], float("-inf"), tl.float32)
     tmp3 = tl.where(rmask, tmp1, tmp2)
