@@ -3,7 +3,7 @@
 Issue #8: the compiler's mixed-order kernel (dx per row, dW / dB per column, one pass over x and dy)
 reads at about half of copy bandwidth there.  Its tile is one whole row padded to a power of two
 (16384 lanes for 10240 columns), so each thread holds 2 x 32 column accumulators plus the row's x, dy
-and w: 128 registers and spills at 16 warps, one program per SM, one row in flight.
+and w: 128 registers and spills at 16 warps; two programs per SM do not fit and run as two waves.
 
 This probe writes the kernel in other shapes, checks each against PyTorch, and prints its GPU time:
 
@@ -18,10 +18,7 @@ without a GPU it says so and exits 0.
 """
 from __future__ import annotations
 
-import importlib.util
-import os
 import sys
-import tempfile
 
 import torch
 
@@ -86,16 +83,9 @@ def source(n: int, ch: int, whole: bool, stages: int = 1) -> str:
 
 
 def load(src: str):
-    f = tempfile.NamedTemporaryFile("w", suffix=".py", prefix="mixed_order_probe_", delete=False)
-    f.write(src)
-    f.close()
-    try:
-        spec = importlib.util.spec_from_file_location(f.name[:-3].rsplit("/", 1)[-1], f.name)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)       # triton.jit reads the source here: the file can go
-    finally:
-        os.unlink(f.name)
-    return mod.partial
+    """The probe kernel of ``src``, imported as the compiler imports its generated modules."""
+    from compiler.runtime import load_module
+    return load_module(src, "mixed_order_probe")[0].partial
 
 
 def main(argv=None) -> int:
