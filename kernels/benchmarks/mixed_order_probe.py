@@ -13,6 +13,11 @@ This probe writes the kernel in other shapes, checks each against PyTorch, and p
   terms chunk by chunk, re-reading x, dy and w (from L1 / L2) -- and one pair of column accumulators
   per chunk, so registers hold 2 x 10240 / threads accumulators and one chunk of inputs;
 
+- ``grouped``: ``G`` rows at a time over ``CH``-column chunks, two sweeps per group (the row sums, then
+  dx and the column terms, re-reading the group's x and dy from L2), the column sums added into the
+  program's own row of DWP / DBP in memory (L2-resident) instead of registers -- few registers, so
+  several programs fit an SM and more loads are in flight;
+
 at several warps, programs per SM and pipeline stages of the row loop.  ``python -m kernels.benchmarks.mixed_order_probe [--rows M --cols N]``;
 without a GPU it says so and exits 0.
 """
@@ -82,6 +87,61 @@ def source(n: int, ch: int, whole: bool, stages: int = 1) -> str:
     return "\n".join(lines) + "\n"
 
 
+def grouped_source(group: int) -> str:
+    """The partial kernel with ``group`` rows per step and its column sums kept in DWP / DBP (same
+    arguments as ``source``'s kernel): program ``pid`` owns rows [pid * ROWS, (pid + 1) * ROWS)."""
+    return f"""import triton
+import triton.language as tl
+
+
+@triton.jit
+def partial(X, DY, W, MEAN, RSTD, DX, DWP, DBP, M, ROWS: tl.constexpr, N: tl.constexpr, CH: tl.constexpr):
+    pid = tl.program_id(0)
+    first = pid * ROWS
+    end = tl.minimum(first + ROWS, M)
+    g = tl.arange(0, {group})[:, None]
+    r = tl.arange(0, CH)[None, :]
+    lane = tl.arange(0, CH)
+    for start in range(first, end, {group}):
+        row = start + g
+        ok = row < end
+        mean = tl.load(MEAN + row, ok, other=0.0)
+        rstd = tl.load(RSTD + row, ok, other=0.0)
+        s1 = tl.zeros([{group}, CH], tl.float32)
+        s2 = tl.zeros([{group}, CH], tl.float32)
+        for c in range(0, N, CH):
+            cols = c + r
+            m = ok & (cols < N)
+            x = tl.load(X + row * N + cols, m, other=0.0, eviction_policy='evict_last').to(tl.float32)
+            dy = tl.load(DY + row * N + cols, m, other=0.0, eviction_policy='evict_last').to(tl.float32)
+            w = tl.load(W + cols, cols < N, other=0.0, eviction_policy='evict_last').to(tl.float32)
+            xhat = (x - mean) * rstd
+            wdy = w * dy
+            s1 += tl.where(m, xhat * wdy, 0.0)
+            s2 += tl.where(m, wdy, 0.0)
+        c1 = tl.sum(s1, 1)[:, None] / N
+        c2 = tl.sum(s2, 1)[:, None] / N
+        for c in range(0, N, CH):
+            cols = c + r
+            m = ok & (cols < N)
+            x = tl.load(X + row * N + cols, m, other=0.0, eviction_policy='evict_first').to(tl.float32)
+            dy = tl.load(DY + row * N + cols, m, other=0.0, eviction_policy='evict_first').to(tl.float32)
+            w = tl.load(W + cols, cols < N, other=0.0, eviction_policy='evict_last').to(tl.float32)
+            xhat = (x - mean) * rstd
+            dx = (w * dy - (xhat * c1 + c2)) * rstd
+            tl.store(DX + row * N + cols, dx.to(DX.dtype.element_ty), m)
+            pw = tl.sum(tl.where(m, dy * xhat, 0.0), 0)
+            pb = tl.sum(tl.where(m, dy, 0.0), 0)
+            col = c + lane
+            cm = col < N
+            if start != first:
+                pw += tl.load(DWP + pid * N + col, cm, other=0.0)
+                pb += tl.load(DBP + pid * N + col, cm, other=0.0)
+            tl.store(DWP + pid * N + col, pw, cm)
+            tl.store(DBP + pid * N + col, pb, cm)
+"""
+
+
 def load(src: str):
     """The probe kernel of ``src``, imported as the compiler imports its generated modules."""
     from compiler.runtime import load_module
@@ -119,9 +179,12 @@ def main(argv=None) -> int:
     whole_block = triton.next_power_of_2(n)
     cases = [("whole", whole_block, w_, p, s) for w_ in (8, 16) for p in (1, 2) for s in (1, 2)]
     cases += [("chunked", ch, w_, p, 1) for ch in (2048, 1024) for w_ in (8, 16) for p in (1, 2)]
+    cases += [(f"grouped G={g}", ch, w_, p, 1) for g in (2, 4, 8) for ch in (512, 1024, 2048) for w_ in (4, 8)
+              for p in (1, 2, 4) if g * ch <= 8192]
     rows = []
     for shape, ch, warps, per_sm, stages in cases:
-        kernel = load(source(n, ch, shape == "whole", stages))
+        kernel = load(grouped_source(int(shape.split("=")[1])) if shape.startswith("grouped")
+                      else source(n, ch, shape == "whole", stages))
         programs = min(m, sms * per_sm)
         rows_per = -(-m // programs)
         programs = -(-m // rows_per)

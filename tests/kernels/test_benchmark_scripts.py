@@ -59,12 +59,14 @@ def test_the_probes_say_they_need_a_gpu_and_exit_0(module):
     assert done.returncode == 0 and "no CUDA device here" in done.stdout
 
 
-@pytest.mark.parametrize("whole, ch, stages", [(True, 512, 1), (False, 64, 1), (False, 128, 2)])
-def test_the_mixed_order_probe_kernels_compute_layer_norm_backward(whole, ch, stages):
-    """Its shapes (a whole padded row, static chunks with a ragged last one, a pipelined row loop) give the
-    dx, dW and dB of layer norm on 37 rows of 300 (programs with a short last range of rows)."""
+@pytest.mark.parametrize("whole, ch, stages, group", [(True, 512, 1, 0), (False, 64, 1, 0), (False, 128, 2, 0),
+                                                      (False, 64, 1, 4), (False, 128, 1, 2)])
+def test_the_mixed_order_probe_kernels_compute_layer_norm_backward(whole, ch, stages, group):
+    """Its shapes (a whole padded row, static chunks with a ragged last one, a pipelined row loop, row groups
+    with the column sums in memory and a ragged last group) give the dx, dW and dB of layer norm on 37 rows
+    of 300 (programs with a short last range of rows)."""
     from harness import device
-    from kernels.benchmarks.mixed_order_probe import load, source
+    from kernels.benchmarks.mixed_order_probe import grouped_source, load, source
     dev = device.torch_device()
     g = torch.Generator().manual_seed(3)
     m, n, programs = 37, 300, 5
@@ -78,7 +80,7 @@ def test_the_mixed_order_probe_kernels_compute_layer_norm_backward(whole, ch, st
     rows = -(-m // programs)
     dx = torch.empty_like(x)
     dwp, dbp = torch.empty(programs, n, device=dev), torch.empty(programs, n, device=dev)
-    load(source(n, ch, whole, stages))[(programs,)](x, dy, w, mean, rstd, dx, dwp, dbp, m, ROWS=rows, N=n, CH=ch)
+    load(grouped_source(group) if group else source(n, ch, whole, stages))[(programs,)](x, dy, w, mean, rstd, dx, dwp, dbp, m, ROWS=rows, N=n, CH=ch)
     torch.testing.assert_close(dx.float(), want_dx, rtol=2e-3, atol=2e-3)
     torch.testing.assert_close(dwp.sum(0), (dy.float() * xhat).sum(0), rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(dbp.sum(0), dy.float().sum(0), rtol=1e-4, atol=1e-4)
