@@ -17,7 +17,7 @@ import torch
 import torch.fx
 from torch._functorch.aot_autograd import aot_module_simplified
 
-from . import dump
+from . import dump, lean
 from .config import config
 from .decompositions import decomposition_table
 from .runtime import Executable
@@ -78,7 +78,12 @@ def _compiler(kind: str) -> Callable:
 
 
 def tritondiff_backend(gm: torch.fx.GraphModule, example_inputs: list, **kwargs: Any) -> Callable:
-    """The dynamo backend: AOTAutograd with our decompositions, both graphs compiled by us."""
+    """The dynamo backend: AOTAutograd with our decompositions, both graphs compiled by us; a training
+    graph that needs none of AOTAutograd's runtime wrappers runs in ``compiler.lean``'s runtime."""
+    if config.lean_runtime:
+        run = lean.runner(gm, example_inputs, CompiledGraph, decomposition_table())
+        if run is not None:
+            return run
     return aot_module_simplified(gm, example_inputs, fw_compiler=_compiler("forward"),
                                  bw_compiler=_compiler("backward"), inference_compiler=_compiler("inference"),
                                  decompositions=decomposition_table())

@@ -1,0 +1,207 @@
+"""compiler.lean: the lean runtime keeps eager's autograd semantics, and refuses graphs it cannot run."""
+import logging
+
+import pytest
+import torch
+
+import compiler
+from compiler import workloads
+from compiler.lean import _Function
+from compiler.backend import compile_fresh
+from tests.compiler.util import assert_same, seeded_randn
+
+
+def _lean_ran(out: torch.Tensor) -> bool:
+    return type(out.grad_fn).__name__ == _Function.__name__ + "Backward"
+
+
+def _leaves(*shapes, requires_grad=True, seed=0):
+    return [seeded_randn(*s, seed=seed + i).requires_grad_(requires_grad) for i, s in enumerate(shapes)]
+
+
+def test_layer_norm_forward_and_backward_run_through_one_autograd_function():
+    x, w, b = _leaves((37, 16), (16,), (16,))
+    dy = torch.randn(37, 16)
+    got = compile_fresh(workloads.layer_norm)(x, w, b)
+    assert _lean_ran(got) and compiler.counters["lean_runtime.training"] == 1 and not compiler.counters["lean_runtime.refused"]
+    want = workloads.layer_norm(x, w, b)
+    assert_same(got, want, rtol=1e-5, atol=1e-5)
+    assert_same(torch.autograd.grad(got, (x, w, b), dy), torch.autograd.grad(want, (x, w, b), dy), rtol=1e-4, atol=1e-4)
+
+
+def test_outputs_that_need_no_grad_in_eager_need_none_here():
+    """An output of inputs that do not require grad, an integer output and a detached one are plain
+    tensors, as in eager; the differentiable output still carries the lean backward."""
+    x, = _leaves((9, 5))
+    y = torch.randn(9, 5)
+
+    def fn(x, y):
+        return x.sin() * y, y.cos(), (x * y).argmax(1), (x * 2).detach()
+
+    got, want = compile_fresh(fn)(x, y), fn(x, y)
+    assert [o.requires_grad for o in got] == [o.requires_grad for o in want] == [True, False, False, False]
+    assert _lean_ran(got[0])
+    assert_same(list(got), list(want))
+    assert_same(torch.autograd.grad(got[0].sum(), x), torch.autograd.grad(want[0].sum(), x))
+
+
+def test_an_output_the_loss_does_not_use_gets_a_zero_tangent_and_an_expanded_tangent_is_fine():
+    x, w = _leaves((8, 6), (6,))
+
+    def fn(x, w):
+        return (x * w).tanh(), (x + w).exp()
+
+    got, want = compile_fresh(fn)(x, w), fn(x, w)
+    assert _lean_ran(got[0])
+    # .sum() hands the backward an expanded ones (stride 0); the second output gets no gradient at all
+    assert_same(torch.autograd.grad(got[0].sum(), (x, w)), torch.autograd.grad(want[0].sum(), (x, w)),
+                rtol=1e-5, atol=1e-6)
+
+
+def test_only_inputs_that_require_grad_get_one_and_module_parameters_accumulate():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(12, 7), torch.nn.LayerNorm(7), torch.nn.GELU())
+    twin = torch.nn.Sequential(torch.nn.Linear(12, 7), torch.nn.LayerNorm(7), torch.nn.GELU())
+    twin.load_state_dict(model.state_dict())
+    x = torch.randn(10, 12)                                   # no grad wanted for the input
+    compiled = compiler.compile(model)
+    for _ in range(2):                                        # .grad accumulates over two steps
+        compiled(x).square().mean().backward()
+        twin(x).square().mean().backward()
+    assert compiler.counters["lean_runtime.training"] == 1
+    for p, q in zip(model.parameters(), twin.parameters()):
+        assert_same(p.grad, q.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_values_the_backward_needs_are_kept_and_freed_like_eager():
+    x, = _leaves((7, 3))
+    fn = lambda x: (x.exp() * x).sum(0)                       # noqa: E731  saves exp(x) for the backward
+    got = compile_fresh(fn)(x)
+    assert _lean_ran(got)
+    (g1,) = torch.autograd.grad(got.sum(), x, retain_graph=True)
+    (g2,) = torch.autograd.grad(got.sum(), x)
+    assert_same(g1, g2)
+    assert_same(g1, (x.exp() * (x + 1)).detach(), rtol=1e-5, atol=1e-6)
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        torch.autograd.grad(got.sum(), x)
+
+
+@pytest.mark.parametrize("saves", ["the input", "an intermediate"])
+def test_a_second_derivative_raises_instead_of_answering_zero(saves):
+    """create_graph=True gives the first derivative, which still depends on x (a penalty term built on it
+    must not silently drop out of a loss), and differentiating it raises."""
+    x, = _leaves((5,))
+    fn = (lambda x: x.pow(3).sum()) if saves == "the input" else (lambda x: x.exp().sum())
+    got = compile_fresh(fn)(x)
+    assert _lean_ran(got)
+    (g,) = torch.autograd.grad(got, x, create_graph=True)
+    assert_same(g.detach(), torch.autograd.grad(fn(x), x)[0], rtol=1e-5, atol=1e-6)
+    assert g.requires_grad
+    with pytest.raises(RuntimeError, match="double backward"):
+        (fn(x) + g.sum()).backward()
+
+
+def test_dynamic_graphs_keep_their_sizes_for_the_backward():
+    torch._dynamo.reset()
+
+    def fn(x):
+        return (x * x.shape[0]).reshape(x.shape[0] * x.shape[1]).softmax(0)
+
+    compiled = compiler.compile(fn, dynamic=True)
+    for n in (3, 6):
+        x, = _leaves((n, 4), seed=n)
+        got, want = compiled(x), fn(x)
+        assert _lean_ran(got)
+        assert_same(got, want, rtol=1e-5, atol=1e-6)
+        assert_same(torch.autograd.grad(got[1], x), torch.autograd.grad(want[1], x), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", ["mutates an input", "returns a view of an input"])
+def test_graphs_the_lean_runtime_cannot_run_go_through_aotautograd_and_say_why(case, caplog):
+    x, = _leaves((6, 4))
+    y = torch.randn(6, 4)
+
+    def mutates(x, y):
+        y.add_(1)
+        return x * y
+
+    def aliases(x, y):
+        return x.view(24), x * y
+
+    fn = mutates if case == "mutates an input" else aliases
+    y_eager = y.clone()
+    with caplog.at_level(logging.DEBUG, logger="compiler.lean"):
+        got = compile_fresh(fn)(x, y)
+    want = fn(x, y_eager)
+    assert compiler.counters["lean_runtime.refused"] == 1 and not compiler.counters["lean_runtime.training"]
+    assert "refused" in caplog.text
+    assert_same(got, want)
+    assert_same(y, y_eager)
+    out = got if case == "mutates an input" else got[1]
+    assert not _lean_ran(out)
+    assert_same(torch.autograd.grad(out.sum(), x), (y_eager if case == "mutates an input" else y).expand(6, 4))
+
+
+def test_the_knob_off_keeps_aotautograds_runtime():
+    x, w, b = _leaves((9, 16), (16,), (16,))
+    with compiler.config.patch(lean_runtime=False):
+        got = compile_fresh(workloads.layer_norm)(x, w, b)
+    assert not _lean_ran(got) and not compiler.counters["lean_runtime.training"]
+    want = workloads.layer_norm(x, w, b)
+    assert_same(torch.autograd.grad(got.sum(), (x, w, b)), torch.autograd.grad(want.sum(), (x, w, b)),
+                rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["no_grad", "no input requires grad"])
+def test_inference_graphs_run_as_one_call_without_a_backward(mode):
+    x, = _leaves((9, 16), requires_grad=mode == "no_grad")
+    fn = lambda x: (x.softmax(-1), x.sum(1).sqrt())          # noqa: E731
+    compiled = compile_fresh(fn)
+    if mode == "no_grad":
+        with torch.no_grad():
+            got = compiled(x)
+    else:
+        got = compiled(x)
+    assert compiler.counters["lean_runtime.inference"] == 1
+    assert not compiler.counters["lean_runtime.training"] and not compiler.counters["lean_runtime.refused"]
+    assert all(o.grad_fn is None and not o.requires_grad for o in got)
+    assert_same(list(got), list(fn(x.detach())), rtol=1e-5, atol=1e-6)
+
+
+def test_an_inference_graph_that_mutates_its_input_goes_through_aotautograd():
+    x = torch.randn(5, 3)
+    x_eager = x.clone()
+
+    def fn(x):
+        x.mul_(2)
+        return x.sum(0)
+
+    got = compile_fresh(fn)(x)
+    assert compiler.counters["lean_runtime.refused"] == 1 and not compiler.counters["lean_runtime.inference"]
+    assert_same(got, fn(x_eager))
+    assert_same(x, x_eager)
+
+
+def test_a_graph_with_side_effecting_ops_goes_through_aotautograd(capfd):
+    """aten._print is an ordered side effect: the traced graph threads an effect token through an extra input
+    and output, which only AOTAutograd's runtime supplies."""
+    x = seeded_randn(8, seed=1)
+
+    def fn(x):
+        torch.ops.aten._print("tritondiff-effect")
+        return x * 2
+
+    got = compile_fresh(fn)(x)
+    assert compiler.counters["lean_runtime.refused"] == 1 and not compiler.counters["lean_runtime.inference"]
+    assert_same(got, x * 2)
+    assert "tritondiff-effect" in capfd.readouterr().out
+
+
+def test_casts_leave_no_metadata_asserts_behind():
+    """Export's tracing puts an aten._assert_tensor_metadata before each cast; the compiled graph must not
+    run them (as extern calls) on every call."""
+    x = torch.randn(6, 5)
+    got = compile_fresh(lambda x: (x.half() * 2).float().sum(0))(x)
+    assert compiler.counters["lean_runtime.inference"] == 1
+    assert not compiler.counters.with_prefix("extern.")
+    assert_same(got, (x.half() * 2).float().sum(0))
