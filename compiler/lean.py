@@ -22,7 +22,13 @@ What the lean runtime keeps of AOTAutograd's semantics, and how:
   too): the compiled backward specialises on strides, so no copy is made to the traced layout;
 - gradients taken with ``create_graph=True`` carry a grad_fn, and differentiating them raises, as
   through AOTAutograd (never a silent zero);
-- non-tensor values the backward reads (SymInts of a dynamic graph) are kept on the context.
+- non-tensor values the backward reads (SymInts of a dynamic graph) are kept on the context;
+- the user's saved-tensor hooks (checkpointing, offloading) see the compiled forward's saved values
+  only, never the fake run that finds which outputs require grad.
+
+Refused (AOTAutograd's runtime does these): a grad-mode change inside the graph, Python scalars read from
+tensors or passed as unspecialised floats, side-effecting ops (effect tokens), input mutation, aliased
+outputs, tensor subclasses, compiled autograd.
 """
 from __future__ import annotations
 
@@ -47,7 +53,6 @@ class Plan:
     num_outputs: int
     non_differentiable: tuple[int, ...]           # outputs that do not require grad
     backward_inputs: tuple[tuple[str, int], ...]  # per backward input: ("saved", i) or ("tangent", output i)
-    saved_tensor: tuple[bool, ...]                # per saved value: a tensor (save_for_backward) or not
 
 
 def _why_not_plain(example_inputs: list) -> Optional[str]:
@@ -63,6 +68,14 @@ def _why_not_plain(example_inputs: list) -> Optional[str]:
     return None
 
 
+def _why_not_pure(gm: torch.fx.GraphModule) -> Optional[str]:
+    """A grad-mode change inside the graph: AOTAutograd's runtime re-applies the mode the graph leaves
+    behind, and a graph that turns grad on under a no_grad caller traces as a joint graph."""
+    if any(gm.graph.find_nodes(op="call_function", target=torch._C._set_grad_enabled)):
+        return "the graph changes grad mode"
+    return None
+
+
 def _outputs_requiring_grad(gm: torch.fx.GraphModule, example_inputs: list) -> list[bool]:
     """Which of the dynamo graph's outputs require grad in eager: run it on fake copies of its inputs."""
     from torch._guards import detect_fake_mode
@@ -70,10 +83,15 @@ def _outputs_requiring_grad(gm: torch.fx.GraphModule, example_inputs: list) -> l
     fake_mode = detect_fake_mode(example_inputs) or FakeTensorMode()
     fakes = [fake_mode.from_tensor(a) if isinstance(a, torch.Tensor) and not isinstance(a, FakeTensor) else a
              for a in example_inputs]
-    with fake_mode, torch.enable_grad():
+    # innermost saved-tensor hooks win: the user's (checkpointing, offloading) never see the fake run
+    with fake_mode, torch.enable_grad(), torch.autograd.graph.saved_tensors_hooks(_discard, _discard):
         outs = gm(*fakes)
     outs = outs if isinstance(outs, (tuple, list)) else (outs,)
     return [isinstance(o, torch.Tensor) and o.requires_grad for o in outs]
+
+
+def _discard(value: Any) -> None:
+    return None
 
 
 CompileGraph = Callable[[torch.fx.GraphModule, str], Callable[[list], list]]
@@ -86,7 +104,7 @@ def runner(gm: torch.fx.GraphModule, example_inputs: list, compile_graph: Compil
     from torch._functorch.aot_autograd import aot_export_joint_simple
     training = torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad
                                                for a in example_inputs)
-    reason = _why_not_plain(example_inputs)
+    reason = _why_not_plain(example_inputs) or _why_not_pure(gm)
     if reason is None:
         try:
             graph = aot_export_joint_simple(gm, tuple(example_inputs), trace_joint=training,
@@ -95,7 +113,7 @@ def runner(gm: torch.fx.GraphModule, example_inputs: list, compile_graph: Compil
         except Exception as e:        # mutation, aliasing, pytrees, ...: AOTAutograd's own path handles it
             reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
     if reason is None:
-        reason = _why_not_as_called(graph, example_inputs)
+        reason = _why_not_as_called(graph, example_inputs, training)
     if reason is not None:
         return _refused(reason)
     _drop_metadata_asserts(graph)
@@ -106,14 +124,21 @@ def runner(gm: torch.fx.GraphModule, example_inputs: list, compile_graph: Compil
     return None if plan is None else _training_runner(plan)
 
 
-def _why_not_as_called(graph: torch.fx.GraphModule, example_inputs: list) -> Optional[str]:
-    """A traced graph the lean runtime cannot call as dynamo calls ``gm``: ops with side effects thread an
-    effect token through extra inputs and outputs (``with_effects``), which AOTAutograd's runtime supplies."""
+def _why_not_as_called(graph: torch.fx.GraphModule, example_inputs: list, training: bool) -> Optional[str]:
+    """A traced graph the lean runtime cannot run as dynamo calls ``gm``: ops with side effects thread an
+    effect token through extra inputs and outputs (``with_effects``), which AOTAutograd's runtime supplies;
+    a Python scalar read from a tensor (an unspecialised float argument, ``.item()``), which only
+    aot_module_simplified turns back into tensor ops."""
     if any(graph.graph.find_nodes(op="call_function", target=torch.ops.higher_order.with_effects)):
         return "the graph has ops with side effects (effect tokens)"
-    primals = [n for n in graph.graph.find_nodes(op="placeholder") if not n.name.startswith("tangents_")]
+    if any(graph.graph.find_nodes(op="call_function", target=torch.ops.aten._local_scalar_dense.default)):
+        return "the graph reads a Python scalar from a tensor (an unspecialised float argument or .item())"
+    placeholders = graph.graph.find_nodes(op="placeholder")
+    primals = [n for n in placeholders if not n.name.startswith("tangents_")]
     if len(primals) != len(example_inputs):
         return f"the traced graph takes {len(primals)} inputs where dynamo passes {len(example_inputs)}"
+    if not training and len(primals) != len(placeholders):
+        return "an inference graph traced as a joint graph (an output requires grad)"
     return None
 
 
@@ -155,10 +180,9 @@ def _plan(joint: torch.fx.GraphModule, wants_grad: list[bool], example_inputs: l
             return _refused(f"backward input {node.name} is neither a saved value nor a tangent")
     if tangents != len(tangent_outputs):
         return _refused(f"{len(tangent_outputs)} outputs require grad but the backward graph has {tangents} tangents")
-    saved_tensor = tuple(isinstance(n.meta.get("val"), torch.Tensor) for n in fw_out[num_outputs:])
     counters["lean_runtime.training"] += 1
     return Plan(compile_graph(fw, "forward"), compile_graph(bw, "backward"), num_outputs,
-                tuple(i for i, w in enumerate(wants_grad) if not w), tuple(backward_inputs), saved_tensor)
+                tuple(i for i, w in enumerate(wants_grad) if not w), tuple(backward_inputs))
 
 
 def _refused(reason: str) -> None:
@@ -174,8 +198,9 @@ class _Function(torch.autograd.Function):
         n = plan.num_outputs
         saved = outs[n:]
         ctx.plan = plan
-        ctx.save_for_backward(*[s for s, t in zip(saved, plan.saved_tensor) if t])
-        ctx.others = [s for s, t in zip(saved, plan.saved_tensor) if not t]
+        ctx.is_tensor = is_tensor = [isinstance(s, torch.Tensor) for s in saved]
+        ctx.save_for_backward(*[s for s, t in zip(saved, is_tensor) if t])
+        ctx.others = [s for s, t in zip(saved, is_tensor) if not t]
         user = tuple(outs[:n])
         if plan.non_differentiable:
             ctx.mark_non_differentiable(*[user[i] for i in plan.non_differentiable
@@ -186,7 +211,7 @@ class _Function(torch.autograd.Function):
     def backward(ctx: Any, *grads: Any) -> tuple:
         plan = ctx.plan
         tensors, others = iter(ctx.saved_tensors), iter(ctx.others)
-        saved = [next(tensors) if t else next(others) for t in plan.saved_tensor]
+        saved = [next(tensors) if t else next(others) for t in ctx.is_tensor]
         args = [saved[i] if kind == "saved" else grads[i] for kind, i in plan.backward_inputs]
         del saved
         if torch.is_grad_enabled():           # create_graph=True: gradients that refuse to be differentiated

@@ -205,3 +205,76 @@ def test_casts_leave_no_metadata_asserts_behind():
     assert compiler.counters["lean_runtime.inference"] == 1
     assert not compiler.counters.with_prefix("extern.")
     assert_same(got, (x.half() * 2).float().sum(0))
+
+
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_an_unspecialised_float_argument_is_not_read_as_a_symbol(requires_grad):
+    """Dynamo recompiles on a second float value with the float as a graph input read by .item(); only
+    aot_module_simplified turns that back into tensor ops, so the lean runtime refuses it (it returned NaN)."""
+    fn = lambda x, s: x.sin() * s                               # noqa: E731
+    compiled = compile_fresh(fn)
+    for s in (0.5, 1.7, -3.25):
+        x = seeded_randn(4, 3, seed=2).requires_grad_(requires_grad)
+        got, want = compiled(x, s), fn(x, s)
+        assert_same(got, want, rtol=1e-5, atol=1e-6)
+        if requires_grad:
+            assert_same(torch.autograd.grad(got.sum(), x), torch.autograd.grad(want.sum(), x), rtol=1e-5, atol=1e-6)
+    assert compiler.counters["lean_runtime.refused"] == 1
+
+
+def test_grad_turned_on_inside_a_no_grad_caller_keeps_its_graph():
+    """A graph that enables grad under a no_grad caller traces as a joint graph: refused, and its output
+    still differentiates as eager's does."""
+    def fn(x, w):
+        with torch.enable_grad():
+            y = x.sin() * w
+        return y, x.cos()
+
+    x, w = _leaves((8, 16), (16,))
+    with torch.no_grad():
+        got, want = compile_fresh(fn)(x, w), fn(x, w)
+    assert compiler.counters["lean_runtime.refused"] == 1
+    assert [o.requires_grad for o in got] == [o.requires_grad for o in want] == [True, False]
+    assert_same(torch.autograd.grad(got[0].sum(), (x, w)), torch.autograd.grad(want[0].sum(), (x, w)),
+                rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("grad_before", [True, False])
+def test_a_grad_mode_the_graph_sets_outlives_the_call_as_in_eager(grad_before):
+    def fn(x):
+        a = x.sin()
+        torch.set_grad_enabled(not grad_before)
+        return a, x * 2
+
+    x, = _leaves((4, 3))
+    compiled = compile_fresh(fn)
+    modes = []
+    try:
+        for f in (fn, compiled):
+            torch.set_grad_enabled(grad_before)
+            outs = f(x)
+            modes.append((torch.is_grad_enabled(), [o.requires_grad for o in outs]))
+    finally:
+        torch.set_grad_enabled(True)
+    assert modes[0] == modes[1] and modes[0][0] is (not grad_before)
+    assert compiler.counters["lean_runtime.refused"] == 1
+
+
+def test_saved_tensor_hooks_see_only_the_compiled_forwards_saved_values():
+    """The user's saved-tensor hooks (non-reentrant checkpointing counts the tensors saved in forward and in
+    recomputation) must not see the fake run that finds which outputs require grad: on the compiling call
+    they packed three FakeTensors before the three real saved values."""
+    from torch.utils.checkpoint import checkpoint
+    fn = lambda x, w: (x @ w).tanh() * 2                        # noqa: E731
+    x, w = _leaves((6, 4), (4, 5))
+    compiled = compile_fresh(fn)
+    packed = []
+    for _ in range(2):                                          # compiling call, then a cached one
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: packed.append(type(t).__name__) or t, lambda t: t):
+            compiled(x, w)
+    assert packed[:len(packed) // 2] == packed[len(packed) // 2:] and "FakeTensor" not in packed
+    torch._dynamo.reset()
+    got = checkpoint(compile_fresh(fn), x, w, use_reentrant=False)      # compiles inside the checkpoint
+    assert compiler.counters["lean_runtime.training"] == 2
+    got_grads = torch.autograd.grad(got.sum(), (x, w))
+    assert_same(got_grads, torch.autograd.grad(fn(x, w).sum(), (x, w)), rtol=1e-5, atol=1e-6)
