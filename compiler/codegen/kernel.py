@@ -261,11 +261,13 @@ class TritonKernel:
             self.load_indexes.append(sympy.sympify(index))
             # read again anyway: the same address for every row block (the row axis is not in the index),
             # or on every step of the loop (the reduced axis is not; in a mixed-order kernel's row loop, the
-            # row axis: a per-row value is read once)
+            # row axis: a per-row value is read once).  An axis all in one block repeats nothing (a split
+            # reduction of one row streams its input once, chunk by chunk).
             if self._loop is not None and not self.in_reduction_loop:
                 reread = bool(self.active) and self.active[0] not in symbols
             else:
-                reread = any(sym not in symbols for sym in self.active[:2])
+                reread = any(sym not in symbols and self.axes[sym].numel > self.axes[sym].block
+                             for sym in self.active[:2])
             self._loads.append((before, name, self._loop, reread))
         return var
 

@@ -250,13 +250,25 @@ def _loads(source: str, *, streaming: bool = False) -> list[tuple[str, str]]:
             if not streaming or "rmask" in m.group(0)]
 
 
+def test_a_split_reduction_of_one_row_streams_its_input_once():
+    """sqrt(sum(x * x)) split over programs: each reads its own chunk once, so the load lets it go (it was
+    marked evict_last because the row axis is not in its index, though there is only one row block); a
+    value every chunk reads is still kept."""
+    (g,) = capture_graphs(lambda t, s: (t * t * s).sum().sqrt(), torch.randn(5000), torch.randn(1))
+    with compiler.config.patch(reduction_strategy="split", rblock=64, split_count=8):
+        exe = compile_graph(g.gm, g.args, "ev_split")
+    partial = next(src for src in kernel_sources(exe.generated.source) if "partial pass" in src)
+    policies = dict(_loads(partial))
+    assert policies == {"p_arg0": "evict_first", "p_arg1": "evict_last"}
+
+
 def test_looped_reductions_keep_what_a_later_pass_or_every_row_rereads_in_l2():
     def ln(x, w, b):
         return torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b)
 
     args = (torch.randn(4, 300), torch.randn(300), torch.randn(300))
     (g,) = capture_graphs(ln, *args)
-    with compiler.config.patch(reduction_strategy="looped", rblock=64):
+    with compiler.config.patch(reduction_strategy="looped", rblock=64, xblock=1):       # 4 row blocks
         exe = compile_graph(g.gm, g.args, "ev")
         (src,) = kernel_sources(exe.generated.source)
         loads = _loads(src)
