@@ -146,7 +146,17 @@ def split_count(xprograms: int, rnumel: int, rblock: int) -> int:
     fill = max(1, target_programs() // max(1, xprograms))
     long_enough = max(1, rnumel // config.split_min_chunk)
     # the partials run along grid axis 1: CUDA launches at most 65,535 there (a large sm_count x programs_per_sm)
-    return max(1, min(chunks, max(2, min(fill, long_enough)), GRID_LIMITS[1]))
+    return _tiling_split(max(1, min(chunks, max(2, min(fill, long_enough)), GRID_LIMITS[1])), rnumel, rblock)
+
+
+def _tiling_split(count: int, rnumel: int, rblock: int) -> int:
+    """The largest split count at most 10% below ``count`` whose chunks (whole RBLOCKs) tile the axis
+    exactly, so the partial kernel's loads need no mask; else ``count``.  nrm2 2^28 on an H100 (session 10,
+    call 6): 256 exact chunks 0.346 ms of GPU time, 264 masked 0.348, Inductor 0.345."""
+    if rnumel % rblock:
+        return count
+    blocks = rnumel // rblock
+    return next((c for c in range(count, max(2, count - count // 10) - 1, -1) if blocks % c == 0), count)
 
 
 def choose_reduction(xnumel: int, rnumel: int, split_ok: bool, outer: bool = False) -> ReductionChoice:

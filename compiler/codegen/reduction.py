@@ -316,7 +316,8 @@ class SplitReduction(ReductionStrategy):
         group = ctx.group
         k = _new_kernel(name, ctx, "split", choice)
         k.meta.update(splits=splits, chunk=chunk)
-        _rows_prologue(k, group, choice.xblock, choice.rblock, rmask=True)
+        # the chunks (multiples of RBLOCK) tile the axis exactly: no step reads past it, no mask
+        _rows_prologue(k, group, choice.xblock, choice.rblock, rmask=chunk * splits != group.rnumel or not group.rnumel)
         pid = "tl.program_id(1).to(tl.int64)" if k.int64 else "tl.program_id(1)"
         k.emit(f"rstart = {pid} * {chunk}")
         nodes = [p for p in group.placed if p.kind != "x"]

@@ -38,7 +38,8 @@ def test_sm_count_is_the_knob_then_the_nominal_count_under_the_interpreter():
 
 
 @pytest.mark.parametrize("xprograms, rnumel, want", [
-    (1, 2**21, 264),        # fill the machine: one partial per program slot
+    (1, 2**21, 256),        # fill the machine (264 slots), in chunks that tile the axis: 256 x 8 x 1024
+    (1, 2051 * 1024, 264),  # no count within 10% below 264 divides 2051 blocks: one partial per slot
     (1, 8192, 4),           # but each partial reduces >= split_min_chunk (2048) elements
     (16, 2**21, 16),        # 16 row blocks already: 264 // 16 partials each
     (1000, 2**21, 2),       # the rows fill the machine; a split is still at least 2

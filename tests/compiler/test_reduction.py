@@ -262,6 +262,21 @@ def test_a_split_reduction_of_one_row_streams_its_input_once():
     assert policies == {"p_arg0": "evict_first", "p_arg1": "evict_last"}
 
 
+@pytest.mark.parametrize("n, exact", [(4096, True), (5000, False)])
+def test_split_chunks_that_tile_the_axis_exactly_need_no_mask(n, exact):
+    """8 chunks of 512 cover 4096 exactly (every load in bounds, no mask); 8 chunks of 640 overrun 5000 (the
+    last chunk masked).  Both sum right."""
+    fn = lambda t: (t * t).sum().sqrt()                            # noqa: E731
+    x = seeded_randn(n, seed=4)
+    (g,) = capture_graphs(fn, x)
+    with compiler.config.patch(reduction_strategy="split", rblock=64, split_count=8):
+        exe = compile_graph(g.gm, g.args, "exact")
+        got = run_compiled(fn, x)
+    partial = next(src for src in kernel_sources(exe.generated.source) if "partial pass" in src)
+    assert ("rmask" not in partial) is exact
+    assert_same(got, fn(x), rtol=1e-5, atol=1e-5)
+
+
 def test_looped_reductions_keep_what_a_later_pass_or_every_row_rereads_in_l2():
     def ln(x, w, b):
         return torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b)
