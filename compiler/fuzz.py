@@ -288,6 +288,16 @@ def codegen_knobs(draw) -> dict:
     return knobs
 
 
+@st.composite
+def training_knobs(draw) -> dict:
+    """``codegen_knobs()`` and the runtime around a training graph: compiler.lean's (the default) or
+    AOTAutograd's (``lean_runtime=False``)."""
+    knobs = draw(codegen_knobs())
+    if not draw(st.booleans()):
+        knobs["lean_runtime"] = False
+    return knobs
+
+
 def make_inputs(program: Program, seed: int, dtype: torch.dtype = torch.float32) -> list[torch.Tensor]:
     """Seeded normal inputs (drawn on CPU, so a seed means one thing everywhere) on the kernel device."""
     from harness import device
@@ -328,5 +338,5 @@ def check_program(program: Program, seed: int = 0, dtype: torch.dtype = torch.fl
     return FuzzResult(False, found.describe(), program, found.stage)
 
 
-__all__ = ["Program", "Step", "OPS", "programs", "reduction_knobs", "codegen_knobs", "check_program", "make_inputs", "FuzzResult",
+__all__ = ["Program", "Step", "OPS", "programs", "reduction_knobs", "codegen_knobs", "training_knobs", "check_program", "make_inputs", "FuzzResult",
            "STRATEGIES", "FORCED_RBLOCKS", "TILINGS"]

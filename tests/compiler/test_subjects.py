@@ -12,7 +12,7 @@ import compiler.subjects  # noqa: F401  (registers the subjects)
 from compiler import lowering
 from compiler.codegen.triton_ops import TritonOps
 from compiler.fuzz import Program, Step
-from compiler.subjects import graph_fuzz, run_compiled
+from compiler.subjects import graph_fuzz, graph_fuzz_backward, program_grads, run_compiled
 from harness import explore, registry, subject, tensor
 
 SUBJECTS = sorted(name for name in registry() if name.startswith("compiler."))  # before the planted one
@@ -22,7 +22,8 @@ def test_the_issue_s_subjects_are_registered():
     for name in ("compiler.reduce_rows_persistent", "compiler.reduce_rows_looped", "compiler.reduce_rows_split",
                  "compiler.reduce_columns_split", "compiler.layer_norm_fwd_bwd", "compiler.softmax",
                  "compiler.rms_norm", "compiler.nrm2", "compiler.mhc_pre_map", "compiler.mhc_post_res",
-                 "compiler.mhc_rmsnorm_project", "compiler.graph_fuzz", "compiler.reduce_rows_unrolled"):
+                 "compiler.mhc_rmsnorm_project", "compiler.graph_fuzz", "compiler.reduce_rows_unrolled",
+                 "compiler.graph_fuzz_backward"):
         assert name in SUBJECTS
 
 
@@ -113,3 +114,30 @@ def test_the_graph_fuzz_subject_records_the_stage():
     with _triton_neg_emits_its_operand():
         graph_fuzz(program.to_json(), x)
     assert compiler.dump.last_artifacts().stage == "codegen"
+
+
+@pytest.mark.parametrize("knobs", [(), (("lean_runtime", False),)])
+def test_the_backward_fuzz_subject_compiles_both_graphs_under_either_runtime(knobs):
+    program = Program(((3, 5), (3, 5)), (Step("mul", (0, 1)), Step("softmax", (2,), (("dim", 1),))), (3,))
+    x = torch.randn(compiler.subjects.FUZZ_NUMEL)
+    got = graph_fuzz_backward(program.to_json(), x, knobs)
+    want = program_grads(program.to_json(), x)
+    assert len(got) == 3                                       # the output, then one gradient per input
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
+    kinds = {a.graph.split("_")[1] for a in compiler.dump.recent_artifacts()}
+    assert {"forward", "backward"} <= kinds
+    assert compiler.counters["lean_runtime.training"] == (0 if knobs else 1)
+
+
+def test_the_backward_fuzz_subject_places_a_bug_in_the_backward_graph():
+    """a - b: the forward has no neg, the gradient of b is neg(dy) -- a planted neg bug shows in the backward."""
+    program = Program(((3, 5), (3, 5)), (Step("sub", (0, 1)),), (2,))
+    x = torch.randn(compiler.subjects.FUZZ_NUMEL)
+    with _triton_neg_emits_its_operand():
+        got = graph_fuzz_backward(program.to_json(), x)
+    want = program_grads(program.to_json(), x)
+    torch.testing.assert_close(got[:2], want[:2])
+    assert not torch.allclose(got[2], want[2])
+    art = compiler.dump.last_artifacts()
+    assert "backward" in art.graph and art.stage == "codegen"
