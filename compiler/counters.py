@@ -28,6 +28,9 @@
   ``gemm_template.cast_prologue``: operands up-cast from fp16 / bf16 that the template reads
   narrow and widens in its K loop (``compiler.lowerings.matmul_operands``)
 - ``autotune.tuned`` / ``.benchmarks`` / ``.cache_hits`` / ``.cache_rebuilt``, ``autotune.winner.<name>``
+- ``lean_runtime.training`` / ``.inference``: graphs run in ``compiler.lean``'s runtime (one
+  autograd.Function, one call); ``lean_runtime.refused``: graphs that needed AOTAutograd's (the reason
+  is in the ``compiler.lean`` debug log)
 - ``mismatch_stage.<lowering|fusion|codegen|unknown>``: compiled results a correctness tool found
   wrong, by the stage at fault (``compiler.triage``)
 """

@@ -91,6 +91,7 @@ def _outputs_requiring_grad(gm: torch.fx.GraphModule, example_inputs: list) -> l
 
 
 def _discard(value: Any) -> None:
+    """Pack and unpack hook of the fake run: nothing is kept, nothing is unpacked."""
     return None
 
 
@@ -165,7 +166,7 @@ def _plan(joint: torch.fx.GraphModule, wants_grad: list[bool], example_inputs: l
     num_outputs = len(wants_grad)
     fw, bw = default_partition(joint, list(example_inputs), num_fwd_outputs=num_outputs)
     fw_out = list(fw.graph.find_nodes(op="output"))[0].args[0]
-    saved_names = [n.name for n in fw_out[num_outputs:]]
+    saved_index = {n.name: i for i, n in enumerate(fw_out[num_outputs:])}
     tangent_outputs = [i for i, w in enumerate(wants_grad) if w]
     backward_inputs, tangents = [], 0
     for node in bw.graph.find_nodes(op="placeholder"):
@@ -174,8 +175,8 @@ def _plan(joint: torch.fx.GraphModule, wants_grad: list[bool], example_inputs: l
                 return _refused(f"the backward graph has more tangents than outputs that require grad ({node.name})")
             backward_inputs.append(("tangent", tangent_outputs[tangents]))
             tangents += 1
-        elif node.name in saved_names:
-            backward_inputs.append(("saved", saved_names.index(node.name)))
+        elif node.name in saved_index:
+            backward_inputs.append(("saved", saved_index[node.name]))
         else:
             return _refused(f"backward input {node.name} is neither a saved value nor a tangent")
     if tangents != len(tangent_outputs):
@@ -187,7 +188,7 @@ def _plan(joint: torch.fx.GraphModule, wants_grad: list[bool], example_inputs: l
 
 def _refused(reason: str) -> None:
     counters["lean_runtime.refused"] += 1
-    log.debug("lean autograd runtime refused, AOTAutograd's full runtime runs this graph: %s", reason)
+    log.debug("lean runtime refused, AOTAutograd's full runtime runs this graph: %s", reason)
     return None
 
 
