@@ -34,6 +34,7 @@ def test_patch_restores_after_an_exception():
     ({"loop_stages": 0}, "positive int"),
     ({"mixed_order_wide_bytes": -1}, "positive int"),
     ({"hoist_loads": 1}, "True or False"),
+    ({"lean_runtime": "yes"}, "True or False"),
     ({"pointwise_tiling": "3d"}, "pointwise_tiling"),
 ])
 def test_patch_rejects_bad_knobs_with_a_clear_error(changes, needle):
@@ -63,7 +64,7 @@ def test_cache_key_tracks_codegen_knobs_only():
     key = cfg.cache_key()
     with cfg.patch(reduction_strategy="looped"):
         assert cfg.cache_key() != key
-    with cfg.patch(execution="ir", verify_ir=True):
+    with cfg.patch(execution="ir", verify_ir=True, lean_runtime=False):   # how graphs run, not what they are
         assert cfg.cache_key() == key
 
 
@@ -77,6 +78,9 @@ def test_env_vars_are_read_in_config(monkeypatch):
     assert cfg.fp_fusion is True and CompilerConfig.__dataclass_fields__["fp_fusion"].default_factory() is True
     monkeypatch.delenv("TRITONDIFF_COMPILER_FP_FUSION")
     assert CompilerConfig().fp_fusion is False
+    assert CompilerConfig().lean_runtime is True                       # on unless the environment says no
+    monkeypatch.setenv("TRITONDIFF_COMPILER_LEAN_RUNTIME", "0")
+    assert CompilerConfig().lean_runtime is False
 
 
 def test_the_cache_token_follows_every_knob_change_through_its_shortcut():
