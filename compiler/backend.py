@@ -4,7 +4,9 @@
 entry point) or ``compiler.compile(fn)``.  AOTAutograd traces forward and backward with our
 decomposition table and hands each ATen graph to ``CompiledGraph``, which compiles it per
 concrete input signature on first call (a graph traced with dynamic shapes is specialised
-per shape: recompiling is slower, never wrong) and caches the result.
+per shape: recompiling is slower, never wrong) and caches the result.  The compiled graphs run in
+``compiler.lean``'s runtime (one autograd.Function, or one call) where the graph needs none of
+AOTAutograd's runtime wrappers, else in AOTAutograd's.
 """
 from __future__ import annotations
 
@@ -78,8 +80,8 @@ def _compiler(kind: str) -> Callable:
 
 
 def tritondiff_backend(gm: torch.fx.GraphModule, example_inputs: list, **kwargs: Any) -> Callable:
-    """The dynamo backend: AOTAutograd with our decompositions, both graphs compiled by us; a training
-    graph that needs none of AOTAutograd's runtime wrappers runs in ``compiler.lean``'s runtime."""
+    """The dynamo backend: AOTAutograd with our decompositions, both graphs compiled by us; a graph that
+    needs none of AOTAutograd's runtime wrappers runs in ``compiler.lean``'s runtime instead."""
     if config.lean_runtime:
         run = lean.runner(gm, example_inputs, CompiledGraph, decomposition_table())
         if run is not None:

@@ -191,8 +191,9 @@ class CompilerConfig:
 
     # Run a graph in compiler.lean's runtime (one autograd.Function for a training graph, a plain call
     # for inference) instead of AOTAutograd's runtime wrappers, where the graph needs none of them (no
-    # input mutation, no output aliasing, no tensor subclass).  Read when dynamo compiles a frame
-    # (torch._dynamo.reset() to change a compiled function).  TRITONDIFF_COMPILER_LEAN_RUNTIME=0: off.
+    # input mutation, no output aliasing, no tensor subclass, ...: compiler.lean lists them).  Read when
+    # dynamo compiles a frame (torch._dynamo.reset() to change a compiled function).
+    # TRITONDIFF_COMPILER_LEAN_RUNTIME=0: off.
     lean_runtime: bool = dataclasses.field(default_factory=lambda: _env_flag(
         "TRITONDIFF_COMPILER_LEAN_RUNTIME") if "TRITONDIFF_COMPILER_LEAN_RUNTIME" in os.environ else True)
 
@@ -318,8 +319,8 @@ def _token_of(key: tuple) -> int:
     token = _TOKENS.setdefault(key, len(_TOKENS))
     _KEYS.setdefault(token, key)
     return token
-_NOT_IN_KEY = frozenset({"lean_runtime", "execution", "verify_ir", "dump_dir", "keep_artifacts", "cache_dir", "autotune_cache_dir",
-                         "autotune_persist", "autotune_cpu_timing", "autotune_recheck"})
+_NOT_IN_KEY = frozenset({"lean_runtime", "execution", "verify_ir", "dump_dir", "keep_artifacts", "cache_dir",
+                         "autotune_cache_dir", "autotune_persist", "autotune_cpu_timing", "autotune_recheck"})
 
 
 _CHOICES = {
