@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import types
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 import torch.fx
@@ -64,7 +64,7 @@ class CompiledGraph:
         return exe
 
     @torch._disable_dynamo
-    def __call__(self, args: list) -> list:
+    def __call__(self, args: Sequence) -> list:
         # Never traced by dynamo: a backward can reach here from a frame dynamo resumes after a
         # graph break (autograd.grad inside a compiled function), and our compiler is Python.
         args = list(args)

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 import torch.fx
@@ -46,10 +46,11 @@ log = logging.getLogger(__name__)
 
 @dataclasses.dataclass
 class Plan:
-    """A partitioned training graph: ``forward(args) -> outputs + saved``, ``backward(saved + tangents)``."""
+    """A partitioned training graph: ``forward(args) -> outputs + saved``, ``backward(saved + tangents)``
+    (both ``CompiledGraph``s, which take any sequence of arguments)."""
 
-    forward: Callable[[list], list]
-    backward: Callable[[list], list]
+    forward: Callable[[Sequence], list]
+    backward: Callable[[Sequence], list]
     num_outputs: int
     non_differentiable: tuple[int, ...]           # outputs that do not require grad
     backward_inputs: tuple[tuple[str, int], ...]  # per backward input: ("saved", i) or ("tangent", output i)
@@ -95,7 +96,7 @@ def _discard(value: Any) -> None:
     return None
 
 
-CompileGraph = Callable[[torch.fx.GraphModule, str], Callable[[list], list]]
+CompileGraph = Callable[[torch.fx.GraphModule, str], Callable[[Sequence], list]]
 
 
 def runner(gm: torch.fx.GraphModule, example_inputs: list, compile_graph: CompileGraph,
@@ -152,10 +153,10 @@ def _drop_metadata_asserts(graph: torch.fx.GraphModule) -> None:
     graph.recompile()
 
 
-def _inference_runner(compiled: Callable[[list], list]) -> Callable:
+def _inference_runner(compiled: Callable[[Sequence], list]) -> Callable:
     @torch._disable_dynamo
     def run(*args: Any) -> list:
-        return compiled(list(args))
+        return compiled(args)
     return run
 
 
@@ -195,7 +196,7 @@ def _refused(reason: str) -> None:
 class _Function(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, plan: Plan, *args: Any) -> tuple:
-        outs = plan.forward(list(args))
+        outs = plan.forward(args)
         n = plan.num_outputs
         saved = outs[n:]
         ctx.plan = plan
@@ -229,7 +230,7 @@ class _Backward(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, plan: Plan, anchor: torch.Tensor, *args: Any) -> tuple:
-        return tuple(plan.backward(list(args)))
+        return tuple(plan.backward(args))
 
     @staticmethod
     def backward(ctx: Any, *grads: Any) -> tuple:

@@ -95,6 +95,15 @@ import triton.language as tl
 
 
 @triton.jit
+def _chunk(X, DY, W, row, cols, m, mean, rstd, N: tl.constexpr, POLICY: tl.constexpr):
+    # xhat, dy and w (fp32) of one chunk of the group's rows
+    x = tl.load(X + row * N + cols, m, other=0.0, eviction_policy=POLICY).to(tl.float32)
+    dy = tl.load(DY + row * N + cols, m, other=0.0, eviction_policy=POLICY).to(tl.float32)
+    w = tl.load(W + cols, cols < N, other=0.0, eviction_policy='evict_last').to(tl.float32)
+    return (x - mean) * rstd, dy, w
+
+
+@triton.jit
 def partial(X, DY, W, MEAN, RSTD, DX, DWP, DBP, M, ROWS: tl.constexpr, N: tl.constexpr, CH: tl.constexpr):
     pid = tl.program_id(0)
     first = pid * ROWS
@@ -112,10 +121,7 @@ def partial(X, DY, W, MEAN, RSTD, DX, DWP, DBP, M, ROWS: tl.constexpr, N: tl.con
         for c in range(0, N, CH):
             cols = c + r
             m = ok & (cols < N)
-            x = tl.load(X + row * N + cols, m, other=0.0, eviction_policy='evict_last').to(tl.float32)
-            dy = tl.load(DY + row * N + cols, m, other=0.0, eviction_policy='evict_last').to(tl.float32)
-            w = tl.load(W + cols, cols < N, other=0.0, eviction_policy='evict_last').to(tl.float32)
-            xhat = (x - mean) * rstd
+            xhat, dy, w = _chunk(X, DY, W, row, cols, m, mean, rstd, N, 'evict_last')   # read again below
             wdy = w * dy
             s1 += tl.where(m, xhat * wdy, 0.0)
             s2 += tl.where(m, wdy, 0.0)
@@ -124,10 +130,7 @@ def partial(X, DY, W, MEAN, RSTD, DX, DWP, DBP, M, ROWS: tl.constexpr, N: tl.con
         for c in range(0, N, CH):
             cols = c + r
             m = ok & (cols < N)
-            x = tl.load(X + row * N + cols, m, other=0.0, eviction_policy='evict_first').to(tl.float32)
-            dy = tl.load(DY + row * N + cols, m, other=0.0, eviction_policy='evict_first').to(tl.float32)
-            w = tl.load(W + cols, cols < N, other=0.0, eviction_policy='evict_last').to(tl.float32)
-            xhat = (x - mean) * rstd
+            xhat, dy, w = _chunk(X, DY, W, row, cols, m, mean, rstd, N, 'evict_first')
             dx = (w * dy - (xhat * c1 + c2)) * rstd
             tl.store(DX + row * N + cols, dx.to(DX.dtype.element_ty), m)
             pw = tl.sum(tl.where(m, dy * xhat, 0.0), 0)
