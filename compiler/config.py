@@ -160,6 +160,10 @@ class CompilerConfig:
     # reduction.  Layer norm 4096 x 10240's mixed-order backward loaded dy, reduced (a barrier), then
     # loaded x: 128.3 us, hoisted 121.3 us (H100, reports/gpu/2026-11-24-h100-session9, call 6).
     hoist_loads: bool = True
+    # Where a whole row is in one block (persistent and mixed-order kernels), take a load of each row's first
+    # element -- the shift of layer norm's two-pass variance -- from the row already in registers (its lane 0,
+    # bit-exact) instead of a second, strided load (codegen.kernel.TritonKernel.row_element).
+    row_elements_from_registers: bool = True
     # num_warps of every launch (None: one warp per elements_per_warp elements of the block,
     # at least 4 and at most max_num_warps).  GPU only.  512 (16 values per thread of a 4096-element
     # block): on an H100 the layer-norm backward dx kernel (4096 x 10240 fp16, RBLOCK 4096) took 93 us

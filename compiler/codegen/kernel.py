@@ -95,6 +95,9 @@ class TritonKernel:
         self.load_indexes: list[sympy.Expr] = []             # the index of each load emitted (CSE hits once)
         self._loop = None                                    # the loop being emitted (a serial)
         self._loops = 0
+        # The reduced axis when a whole row of it is in one block (persistent and mixed-order kernels set it):
+        # a load of a row's first element is then taken from the row already loaded (row_element).
+        self.whole_row: Optional[sympy.Symbol] = None
 
     # ---- arguments
     def arg(self, name: str) -> str:
@@ -242,6 +245,9 @@ class TritonKernel:
     def load(self, name: str, index: sympy.Expr) -> CSEVar:
         buf = self.buffers[name]
         src, symbols = self.index_source(index)
+        element = self.row_element(name, src, symbols)
+        if element is not None:
+            return element
         mask = self.mask_for(symbols)
         if mask is not None and (self.mask_stack or any(self.axes[s].numel == 0 for s in self.active)):
             # The mask may span axes the index does not use: Triton broadcasts the mask to the
@@ -269,7 +275,43 @@ class TritonKernel:
                 reread = any(sym not in symbols and self.axes[sym].numel > self.axes[sym].block
                              for sym in self.active[:2])
             self._loads.append((before, name, self._loop, reread))
+            self._remember_row(name, index, symbols, var)
         return var
+
+    # ---- a row's first element from its registers
+    def _remember_row(self, name: str, index: sympy.Expr, symbols: set, var: CSEVar) -> None:
+        """Note a whole-row load (its index uses ``whole_row``; no masked region) under the index of the row's
+        first element, in the current CSE scope, so a later load of that element can reuse it."""
+        row = self.whole_row
+        if row is None or row not in symbols or self.mask_stack or _ROW_BITS.get(var.dtype) is None:
+            return
+        first, _ = self.index_source(sympy.sympify(index).subs(row, 0))
+        self._scopes[-1][("row element", name, first)] = var
+
+    def row_element(self, name: str, src: str, symbols: set) -> Optional[CSEVar]:
+        """The first element of each row of ``name`` (index ``src``, which does not use the row axis), taken
+        from a whole-row load of that buffer in scope instead of a second load (``config.row_elements_from_registers``).
+
+        Layer norm's shifted variance subtracts each row's first element: loaded again, that is one strided
+        scalar per row beside the row's vector loads.  Here it is the row's lane 0 picked by a sum of its bits
+        (every other lane 0): exact for every value, NaN payloads and signed zeros included."""
+        row = self.whole_row
+        if not config.row_elements_from_registers or row is None or row in symbols or self.mask_stack:
+            return None
+        var = None
+        for scope in reversed(self._scopes):
+            var = scope.get(("row element", name, src))
+            if var is not None:
+                break
+        if var is None:
+            return None
+        bits = _ROW_BITS[var.dtype]
+        lanes = f"{var.name}.to({bits}, bitcast=True)" if var.dtype.is_floating_point else var.name
+        picked = f"tl.sum(tl.where({row.name} == 0, {lanes}, 0), 1)[:, None].to({bits})"   # the row axis is axis 1
+        if var.dtype.is_floating_point:
+            picked = f"{picked}.to({tl_dtype(var.dtype)}, bitcast=True)"
+        counters["row_elements_from_registers"] += 1
+        return self.newvar(picked, var.dtype)
 
     def _eviction_policies(self) -> dict[int, str]:
         """Line -> eviction policy of each load in a loop (``config.eviction_hints``): keep in L2
@@ -314,6 +356,11 @@ class TritonKernel:
             out.append("    pass")
         return "\n".join(out) + "\n"
 
+
+# The integer type a row element's bits are summed in, by dtype (bool and other types: not reused).
+_ROW_BITS = {torch.float32: "tl.int32", torch.float16: "tl.int16", torch.bfloat16: "tl.int16", torch.float64: "tl.int64",
+             torch.int64: "tl.int64", torch.int32: "tl.int32", torch.int16: "tl.int16", torch.int8: "tl.int8",
+             torch.uint8: "tl.uint8"}
 
 _ASSIGN = re.compile(r"^([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*=\s*(.*)$")
 _NAME = re.compile(r"[A-Za-z_]\w*")

@@ -221,6 +221,7 @@ class PersistentReduction(ReductionStrategy):
     name = "persistent"
 
     def emit_pass(self, k, ctx, choice, nodes):
+        k.whole_row = RSYM
         if "rindex = rbase" not in [line for _, line in k.lines]:
             k.emit("rindex = rbase")
             if k.axes[RSYM].mask:
@@ -417,6 +418,7 @@ class MixedOrderReduction(ReductionStrategy):
         cast = ".to(tl.int64)" if k.int64 else ""
         k.emit(f"rbase = {k.arange(rblock, 'the row')}{cast}[None, :]")
         k.emit("rindex = rbase")
+        k.whole_row = RSYM
         if k.axes[RSYM].mask:
             k.emit(f"rmask = rindex < {rnumel}")
         ops_ = {p.name: reduction_op(p) for p in cols.placed if p.kind == "reduction"}

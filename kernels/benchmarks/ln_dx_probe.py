@@ -1,4 +1,5 @@
-"""Run layer norm forward + backward at 4096 x 10240 fp16 twice under tritondiff and twice under Inductor.
+"""Run layer norm forward + backward (4096 x 10240 fp16; ``--shape M N --dtype D`` for another) twice under
+tritondiff and twice under Inductor.
 
 A target for a profiler (issue #8: our backward dx kernel takes ~118 us against Inductor's ~86 us):
 
@@ -25,6 +26,11 @@ def main(argv=None) -> int:
     import argparse
     parser = argparse.ArgumentParser(prog="python -m kernels.benchmarks.ln_dx_probe")
     parser.add_argument("--variant", action="append", default=[], metavar="KNOB=VALUE[,KNOB=VALUE]")
+    parser.add_argument("--shape", type=int, nargs=2, default=(4096, 10240), metavar=("M", "N"))
+    parser.add_argument("--dtype", default="float16", choices=("float16", "bfloat16", "float32"))
+    parser.add_argument("--flush-l2", action="store_true",
+                        help="time each call after a 256 MB fill (cold L2), not back to back: whether a kernel's "
+                             "time depends on what the previous call left in L2")
     args = parser.parse_args(argv)
     if not _timing.require_gpu("kernels.benchmarks.ln_dx_probe"):
         return 0
@@ -37,11 +43,12 @@ def main(argv=None) -> int:
             return torch.autograd.grad(fn(x, w, b), (x, w, b), dy)
         return run
 
-    m, n = 4096, 10240
-    x = torch.randn(m, n, device="cuda", dtype=torch.float16, requires_grad=True)
-    w = torch.randn(n, device="cuda", dtype=torch.float16, requires_grad=True)
-    b = torch.randn(n, device="cuda", dtype=torch.float16, requires_grad=True)
-    dy = torch.randn(m, n, device="cuda", dtype=torch.float16)
+    (m, n), dtype = args.shape, getattr(torch, args.dtype)
+    x = torch.randn(m, n, device="cuda", dtype=dtype, requires_grad=True)
+    w = torch.randn(n, device="cuda", dtype=dtype, requires_grad=True)
+    b = torch.randn(n, device="cuda", dtype=dtype, requires_grad=True)
+    dy = torch.randn(m, n, device="cuda", dtype=dtype)
+    print(f"layer norm fwd+bwd {m}x{n} {args.dtype}")
     if not args.variant:
         for name, compiled in (("tritondiff", compiler.compile_fresh(workloads.layer_norm)),
                                ("inductor", torch.compile(workloads.layer_norm))):
@@ -61,6 +68,8 @@ def main(argv=None) -> int:
             for _ in range(3):
                 run(x, w, b, dy)
             kernels = _timing.kernel_times(lambda: run(x, w, b, dy), iters=20)
+            if args.flush_l2:
+                kernels = _cold_l2_kernel_times(lambda: run(x, w, b, dy))
         name = label if label == "inductor" else f"tritondiff {knobs or 'defaults'}"
         print(f"{name}: " + "; ".join(f"{k[:48]} {ms * 1e3:.1f} us" for k, _, ms in kernels)
               + f"; total {sum(k[2] for k in kernels) * 1e3:.1f} us")
@@ -69,6 +78,16 @@ def main(argv=None) -> int:
         if knobs.get("autotune"):
             _print_tuning()
     return 0
+
+
+def _cold_l2_kernel_times(call) -> list:
+    """``_timing.kernel_times`` of ``call`` with L2 emptied before each call (the fill's own kernel left out)."""
+    scratch = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
+
+    def cold():
+        scratch.zero_()
+        call()
+    return [k for k in _timing.kernel_times(cold, iters=20) if "FillFunctor" not in k[0]]
 
 
 def _print_tuning() -> None:
