@@ -111,10 +111,6 @@ class CompilerConfig:
     xblock: Optional[int] = None
     rblock: Optional[int] = None
     split_count: Optional[int] = None
-    # A split reduction whose partials one program can reduce ([XBLOCK, partials] within
-    # heuristics.FINAL_BLOCK) runs as one launch: the last program of each row block to finish (a ticket
-    # from a counter, compiler.semaphores) reduces the partials, bit for bit as the final kernel would.
-    split_single_launch: bool = True
     # Software-pipelining depth of a generated reduction's loop (a mixed-order kernel's row loop, a
     # looped or split kernel's chunk loop): the loop is emitted as tl.range(..., num_stages=N), and
     # Triton then loads the next N - 1 steps' inputs (into shared memory) while a step computes.

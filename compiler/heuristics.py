@@ -149,16 +149,6 @@ def split_count(xprograms: int, rnumel: int, rblock: int) -> int:
     return _tiling_split(max(1, min(chunks, max(2, min(fill, long_enough)), GRID_LIMITS[1])), rnumel, rblock)
 
 
-# Elements of the block that reduces a split reduction's partials: [rows, partials of a row].
-FINAL_BLOCK = 4096
-
-
-def split_single_launch(xblock: int, splits: int) -> bool:
-    """Run a split reduction's final pass in its partial kernel's last program of each row block
-    (``config.split_single_launch``) -- where that program's [XBLOCK, partials] block fits ``FINAL_BLOCK``?"""
-    return config.split_single_launch and splits > 1 and xblock * next_pow2(splits) <= FINAL_BLOCK
-
-
 def _tiling_split(count: int, rnumel: int, rblock: int) -> int:
     """The largest split count at most 10% below ``count`` whose chunks (whole RBLOCKs) tile the axis
     exactly, so the partial kernel's loads need no mask; else ``count``.  nrm2 2^28 on an H100 (session 10,
@@ -319,6 +309,6 @@ def num_warps(block_numel: int, one_wave: bool = False) -> int:
 
 
 __all__ = ["should_inline", "FusionTraffic", "fusion_score", "mixed_order_saving", "sm_count", "target_programs",
-           "split_count", "split_single_launch", "FINAL_BLOCK", "choose_reduction", "choose_mixed_order", "mixed_order_wide",
+           "split_count", "choose_reduction", "choose_mixed_order", "mixed_order_wide",
            "mixed_order_warps", "loop_stages", "choose_pointwise_block", "choose_tile",
            "want_2d_tiling", "want_unrolled", "num_warps", "ReductionChoice", "next_pow2"]

@@ -23,7 +23,6 @@ import torch.utils.deterministic as _deterministic
 from harness import device as _device
 from kernels import launch as _launch
 
-from . import semaphores
 from .codegen import GeneratedModule, KernelSpec
 from .config import config
 from .eager import evaluate_node, storage_view, write
@@ -119,7 +118,7 @@ def _compiled_launches() -> bool:
 
 
 # The kinds of _make_fast's steps.
-_LAUNCH, _ALLOC, _FREE, _CALL, _COUNTERS = "launch", "alloc", "free", "call", "counters"
+_LAUNCH, _ALLOC, _FREE, _CALL = "launch", "alloc", "free", "call"
 
 
 class InlineResolver(MemoryResolver):
@@ -221,9 +220,7 @@ class Executable:
                         continue
                     names = []
                     for name, workspace in args:
-                        if isinstance(workspace, int):  # counters: this stream's, looked up per call
-                            ops.append((_COUNTERS, name, workspace))
-                        elif workspace is not None:     # a workspace lives while its group runs
+                        if workspace is not None:       # a workspace lives while its group runs
                             name = (step.name, name)
                             if name not in scratch:
                                 scratch.append(name)
@@ -237,7 +234,6 @@ class Executable:
             if frees:
                 ops.append((_FREE, frees))
         current_device = _launch._current_device
-        counters = semaphores.counters
 
         def run_fast(args: Sequence[Any]) -> Any:
             env = self._inputs(args)
@@ -254,8 +250,6 @@ class Executable:
                     elif kind is _FREE:
                         for name in op[1]:
                             env.pop(name, None)
-                    elif kind is _COUNTERS:
-                        env[op[1]] = counters(op[2], device)
                     else:
                         op[1](env)
             except CompilerError:
@@ -337,9 +331,6 @@ class Executable:
             if workspace is None:
                 tensors.append(env[name])
                 continue
-            if isinstance(workspace, int):            # a kernel's counters (compiler.semaphores)
-                tensors.append(semaphores.counters(workspace))
-                continue
             ws = workspaces.get(name)
             if ws is None:
                 ws = workspaces[name] = _alloc(workspace)
@@ -362,9 +353,8 @@ class Executable:
 
     def _launcher(self, spec: KernelSpec) -> tuple[Any, dict, Optional[tuple], tuple]:
         """The kernel's JIT function (a ``kernels.launch.Site`` on a GPU), launch options, grid (None: nothing
-        to launch) and arguments (name, and a workspace layout, a count of counters, or None: a buffer of the
-        graph), worked out once per kernel and launch config: autotune variants share a kernel's name and
-        differ in warps / stages."""
+        to launch) and arguments (name, workspace layout or None), worked out once per kernel and launch
+        config: autotune variants share a kernel's name and differ in warps / stages."""
         key = (spec.name, spec.num_warps, spec.meta.get("num_stages"))
         launcher = self._launchers.get(key)
         if launcher is not None:
@@ -376,8 +366,8 @@ class Executable:
             if spec.meta.get("num_stages"):
                 options["num_stages"] = spec.meta["num_stages"]
         grid = None if any(g == 0 for g in spec.grid) else tuple(spec.grid)
-        args = tuple((arg.name, Layout.contiguous((max(arg.numel, 1),), arg.dtype) if arg.workspace
-                      else arg.numel if arg.semaphore else None) for arg in spec.args)
+        args = tuple((arg.name, Layout.contiguous((max(arg.numel, 1),), arg.dtype) if arg.workspace else None)
+                     for arg in spec.args)
         fn = getattr(self.module, spec.name)
         if compiled and grid is not None:
             fn = _launch.Site(fn, grid, **options)

@@ -54,8 +54,6 @@ class KernelArg:
     workspace: bool = False
     numel: int = 0
     dtype: Optional[torch.dtype] = None
-    # int32 counters the kernel leaves at 0 (compiler.semaphores): ``numel`` of them, one per row block
-    semaphore: bool = False
 
 
 @dataclasses.dataclass
@@ -111,11 +109,6 @@ class TritonKernel:
         self.args[name] = KernelArg(name, f"p_{name}", workspace=True, numel=numel, dtype=dtype)
         return self.args[name].param
 
-    def semaphores(self, name: str, numel: int) -> str:
-        """A pointer to ``numel`` int32 counters that are 0 when the kernel starts and that it leaves at 0."""
-        self.args[name] = KernelArg(name, f"p_{name}", numel=numel, dtype=torch.int32, semaphore=True)
-        return self.args[name].param
-
     # ---- lines and scopes
     def emit(self, line: str) -> None:
         self.lines.append((self._indent, line))
@@ -140,20 +133,6 @@ class TritonKernel:
         if stages and stages > 1:
             return f"for {var} in tl.range({start}, {stop}, {step}, num_stages={stages}):"
         return f"for {var} in range({start}, {stop}, {step}):"
-
-    @contextlib.contextmanager
-    def branch(self, header: str) -> Iterator[None]:
-        """An ``if`` block: a new CSE scope and register scope, both dropped at its end (not a loop)."""
-        self.emit(header)
-        self._indent += 1
-        self._scopes.append({})
-        self.registers.append({})
-        try:
-            yield
-        finally:
-            self.registers.pop()
-            self._scopes.pop()
-            self._indent -= 1
 
     @contextlib.contextmanager
     def loop(self, header: str, *, over_reduction: bool) -> Iterator[None]:

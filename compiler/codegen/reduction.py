@@ -19,8 +19,7 @@ import triton
 
 from .. import indexing
 from ..exc import CodegenError
-from ..heuristics import (FINAL_BLOCK, ReductionChoice, choose_reduction, mixed_order_warps, next_pow2, num_warps,
-                          split_single_launch)
+from ..heuristics import ReductionChoice, choose_reduction, mixed_order_warps, next_pow2, num_warps
 from ..ops import reduction_identity
 from ..scheduler import RSYM, XSYM, KernelGroup, Placed, _read_in_kernel
 from .kernel import CSEVar, KernelSpec, TritonKernel, cast_source
@@ -300,13 +299,6 @@ class SplitReduction(ReductionStrategy):
     partials of each row in a fixed order (deterministic, no atomics) and runs the
     epilogue.  Legal only for groups whose reductions need no finished reduction
     (``KernelGroup.split_ok``): layer-norm backward's dW/dB sums, a norm over 2^21 elements.
-
-    Where one program can reduce a row block's partials (``heuristics.split_single_launch``), both run as
-    one launch: after storing its partials each program takes a ticket from its row block's counter
-    (``compiler.semaphores``; an atomic add with acquire-release order), and the program that takes the
-    last ticket reduces the S partials -- in the same fixed order, so the result is the two-kernel one bit
-    for bit -- runs the epilogue and sets the counter back to 0.  That saves the second launch: nrm2 over
-    2^20 elements is ~3 us of GPU time, a third of it the final pass's launch.
     """
 
     name = "split"
@@ -317,17 +309,14 @@ class SplitReduction(ReductionStrategy):
             return _as_mixed(name, ctx, choice)
         chunk = max(choice.rblock, triton.cdiv(triton.cdiv(group.rnumel, choice.splits), choice.rblock) * choice.rblock)
         splits = max(1, triton.cdiv(group.rnumel, chunk))
-        if split_single_launch(choice.xblock, splits):
-            return [self._partial(name, ctx, choice, chunk, splits, finish=True)]
         partial = self._partial(f"{name}_partial", ctx, choice, chunk, splits)
         final = self._final(f"{name}_final", ctx, choice, splits, partial)
         return [partial, final]
 
-    def _partial(self, name, ctx, choice, chunk, splits, finish: bool = False):
-        """The partial pass; ``finish``: with the last program of each row block reducing the partials."""
+    def _partial(self, name, ctx, choice, chunk, splits):
         group = ctx.group
         k = _new_kernel(name, ctx, "split", choice)
-        k.meta.update(splits=splits, chunk=chunk, single_launch=finish)
+        k.meta.update(splits=splits, chunk=chunk)
         # the chunks (multiples of RBLOCK) tile the axis exactly: no step reads past it, no mask
         _rows_prologue(k, group, choice.xblock, choice.rblock, rmask=chunk * splits != group.rnumel or not group.rnumel)
         pid = "tl.program_id(1).to(tl.int64)" if k.int64 else "tl.program_id(1)"
@@ -345,58 +334,32 @@ class SplitReduction(ReductionStrategy):
                 entry.append((f"{pname}_partial_idx", torch.int64))
             workspaces[pname] = entry
         k.meta["workspaces"] = workspaces
-        row_blocks = triton.cdiv(group.xnumel, choice.xblock)
-        what = "in one launch" if finish else "partial pass"
-        k.meta["comments"] = [f"split reduction, {what}: {group.xnumel} rows x {group.rnumel} in {splits} "
+        k.meta["comments"] = [f"split reduction, partial pass: {group.xnumel} rows x {group.rnumel} in {splits} "
                               f"chunks of {chunk}, XBLOCK={choice.xblock} RBLOCK={choice.rblock}"]
-        if finish:
-            counters = k.semaphores("semaphores", row_blocks)
-            row_block = "tl.program_id(0)"
-            k.emit("tl.debug_barrier()")                  # every thread's partial is stored before the ticket
-            k.emit(f"ticket = tl.atomic_add({counters} + {row_block}, 1, sem='acq_rel')")
-            with k.branch(f"if ticket == {splits - 1}:"):
-                cast = ".to(tl.int64)" if k.int64 else ""
-                k.emit(f"sbase = {k.arange(next_pow2(splits), 'the partials')}{cast}[None, :]")
-                k.tile = [choice.xblock, next_pow2(splits)]
-                self._reduce_partials(k, ctx, splits, workspaces, cache_modifier=".cg")
-                k.emit(f"tl.store({counters} + {row_block}, 0)")
-        return KernelSpec(name, k.source(), (row_blocks, splits),
+        return KernelSpec(name, k.source(), (triton.cdiv(group.xnumel, choice.xblock), splits),
                           list(k.args.values()), num_warps(choice.xblock * choice.rblock, one_wave=True),
                           dict(k.meta))
 
     def _final(self, name, ctx, choice, splits, partial: KernelSpec):
         group = ctx.group
         sblock = next_pow2(splits)
-        xblock = max(1, min(next_pow2(group.xnumel), max(1, FINAL_BLOCK // sblock)))
+        xblock = max(1, min(next_pow2(group.xnumel), max(1, 4096 // sblock)))
         k = _new_kernel(name, ctx, "split", ReductionChoice("split", xblock, sblock, splits))
         _rows_prologue(k, group, xblock, sblock, rname="sbase", rmask=False)
-        self._reduce_partials(k, ctx, splits, partial.meta["workspaces"])
-        k.meta["comments"] = [f"split reduction, final pass: {splits} partials per row, XBLOCK={xblock}"]
-        return KernelSpec(name, k.source(), (triton.cdiv(group.xnumel, xblock),), list(k.args.values()),
-                          num_warps(xblock * sblock), dict(k.meta))
-
-    @staticmethod
-    def _reduce_partials(k, ctx, splits, workspaces, cache_modifier: Optional[str] = None) -> None:
-        """Reduce each row's ``splits`` partials (``sbase`` along axis 1) in a fixed order, publish the
-        reductions and run the epilogue.  ``cache_modifier``: of the partials' loads (".cg" where other
-        programs of the same launch stored them: read from L2, never from a stale L1 line)."""
-        group = ctx.group
-        sblock = next_pow2(splits)
         if splits % sblock:
             k.emit(f"smask = sbase < {splits}")
         mask = " & ".join(m for m in (_xmask(k), "smask" if splits % sblock else None) if m)
-        modifier = f", cache_modifier='{cache_modifier}'" if cache_modifier else ""
         for p in group.placed:
             if p.kind != "reduction":
                 continue
             op = reduction_op(p)
-            entry = workspaces[p.name]
+            entry = partial.meta["workspaces"][p.name]
             loaded = []
             for ws_name, dtype in entry:
                 ws = k.workspace(ws_name, splits * group.xnumel, dtype)
                 other = op.identity() if dtype == op.repr_dtype else 0
                 load = f"tl.load({ws} + (sbase * {group.xnumel} + xindex)" + (
-                    f", {mask}, other={_lit(other, dtype)}{modifier})" if mask else f"{modifier})")
+                    f", {mask}, other={_lit(other, dtype)})" if mask else ")")
                 loaded.append(k.newvar(load, dtype))
             if mask:
                 ident = k.newvar(k.full(k.scalar_shape, op.identity(), op.repr_dtype), op.repr_dtype)
@@ -406,6 +369,9 @@ class SplitReduction(ReductionStrategy):
         for p in group.placed:
             if p.kind == "x":
                 emit_pointwise(k, ctx, p)
+        k.meta["comments"] = [f"split reduction, final pass: {splits} partials per row, XBLOCK={xblock}"]
+        return KernelSpec(name, k.source(), (triton.cdiv(group.xnumel, xblock),), list(k.args.values()),
+                          num_warps(xblock * sblock), dict(k.meta))
 
 
 class MixedOrderReduction(ReductionStrategy):

@@ -66,7 +66,7 @@ def _run(exe: Any, step: Any, env: dict, written: list[str], what: str) -> None:
         return
     candidates = [autotune.Candidate(v.name, functools.partial(_run_variant, exe, step, v),
                                      {"kernels": [s.name for s in v.specs], "extern": v.extern}) for v in variants]
-    names = sorted({a.name for v in variants for s in v.specs for a in s.args if not (a.workspace or a.semaphore)} | set(written))
+    names = sorted({a.name for v in variants for s in v.specs for a in s.args if not a.workspace} | set(written))
     sources = [s.source.replace(exe.generated.name, "G") for v in variants for s in v.specs]  # graph-id free
     from ..runtime import compile_options
     key = autotune.make_key(f"{what} {exe.generated.name}/{step.name}", sources, env, names,

@@ -8,7 +8,7 @@ import compiler
 from compiler.backend import capture_graphs
 from compiler.exc import ConfigError, ReductionTooLarge, TensorTooLarge
 from compiler.pipeline import compile_graph
-from tests.compiler.util import assert_same, flat, kernel_sources, run_compiled, seeded_randn
+from tests.compiler.util import assert_same, kernel_sources, run_compiled, seeded_randn
 
 STRATEGIES = ["persistent", "looped", "split"]
 
@@ -257,8 +257,8 @@ def test_a_split_reduction_of_one_row_streams_its_input_once():
     (g,) = capture_graphs(lambda t, s: (t * t * s).sum().sqrt(), torch.randn(5000), torch.randn(1))
     with compiler.config.patch(reduction_strategy="split", rblock=64, split_count=8):
         exe = compile_graph(g.gm, g.args, "ev_split")
-    partial = next(src for src in kernel_sources(exe.generated.source) if "split reduction" in src)
-    policies = {ptr: policy for ptr, policy in _loads(partial) if "_partials" not in ptr}   # not the final's
+    partial = next(src for src in kernel_sources(exe.generated.source) if "partial pass" in src)
+    policies = dict(_loads(partial))
     assert policies == {"p_arg0": "evict_first", "p_arg1": "evict_last"}
 
 
@@ -272,7 +272,7 @@ def test_split_chunks_that_tile_the_axis_exactly_need_no_mask(n, exact):
     with compiler.config.patch(reduction_strategy="split", rblock=64, split_count=8):
         exe = compile_graph(g.gm, g.args, "exact")
         got = run_compiled(fn, x)
-    partial = next(src for src in kernel_sources(exe.generated.source) if "split reduction" in src)
+    partial = next(src for src in kernel_sources(exe.generated.source) if "partial pass" in src)
     assert ("rmask" not in partial) is exact
     assert_same(got, fn(x), rtol=1e-5, atol=1e-5)
 
@@ -359,86 +359,3 @@ def test_pipelined_loops_are_asked_of_triton_and_compute_the_same(strategy):
     assert re.search(r"for (roffset|xstep) in tl\.range\(0, \d+, \d+, num_stages=2\):", src)
     assert not re.search(r"for (roffset|xstep) in range\(", src)
     assert_same(got, fn(x), rtol=1e-4, atol=1e-4)
-
-
-# ---- split reductions in one launch (the last program of a row block reduces the partials)
-
-def _split_kernels(exe) -> list[str]:
-    return [src for src in kernel_sources(exe.generated.source) if "split reduction" in src]
-
-
-@pytest.mark.parametrize("fn, shape", [
-    (lambda t: (t * t).sum().sqrt(), (5000,)),                                    # one row, an epilogue
-    (lambda t: (t.sum(1), t.amax(1), t.argmax(1), t.argmin(1)), (3, 6000)),        # rows, NaN, arg reductions
-    (lambda t: ((t * 0.001 + 1).prod(1), t.mean(1) * 2 + 1), (5, 4100)),           # a prod; ragged chunks
-])
-def test_a_split_reduction_in_one_launch_matches_its_two_kernels_bit_for_bit(fn, shape):
-    """The last program of each row block reduces the partials in the same fixed order as the final kernel,
-    so one launch gives the two-kernel result exactly; and it leaves every counter at 0."""
-    from compiler import semaphores
-    x = seeded_randn(*shape, seed=7)
-    if len(shape) == 2:
-        x[1, 123] = float("nan")
-    (g,) = capture_graphs(fn, x)
-    outs, sources = {}, {}
-    for single in (True, False):
-        with compiler.config.patch(reduction_strategy="split", rblock=64, split_count=12, split_single_launch=single):
-            exe = compile_graph(g.gm, g.args, f"one_launch_{single}")
-            outs[single] = exe([x])
-            sources[single] = _split_kernels(exe)
-    assert len(sources[True]) == 1 and "ticket = tl.atomic_add(" in sources[True][0]
-    assert len(sources[False]) == 2 and "atomic" not in "".join(sources[False])
-    for a, b in zip(flat(outs[True]), flat(outs[False])):
-        assert torch.equal(a.reshape(-1).view(torch.int8), b.reshape(-1).view(torch.int8))
-    assert_same(outs[True], fn(x), rtol=1e-4, atol=1e-4)
-    assert semaphores.nonzero() == []
-
-
-def test_a_final_pass_too_big_for_one_program_stays_a_second_kernel():
-    """64 rows of 512 partials each: one program would hold [64, 512] > FINAL_BLOCK, so the final pass
-    keeps its own launch (and grid over the rows)."""
-    from compiler.heuristics import FINAL_BLOCK, split_single_launch
-    assert split_single_launch(1, 256) and not split_single_launch(16, 512) and 16 * 512 > FINAL_BLOCK
-    with compiler.config.patch(split_single_launch=False):
-        assert not split_single_launch(1, 256)
-    fn = lambda t: t.sum(1)                                                      # noqa: E731
-    x = seeded_randn(16, 512 * 64, seed=2)
-    (g,) = capture_graphs(fn, x)
-    with compiler.config.patch(reduction_strategy="split", rblock=64, xblock=16, split_count=512):
-        exe = compile_graph(g.gm, g.args, "two_kernels")
-        got = exe([x])
-    assert len(_split_kernels(exe)) == 2
-    assert_same(got, fn(x), rtol=1e-4, atol=1e-4)
-
-
-def test_single_launch_splits_on_two_streams_and_many_launches_match_the_two_kernel_result():
-    """The counters under load: many back-to-back launches (each must find its counters at 0, which the
-    previous launch left) and, on a GPU, two streams at once (each has its own counters).  Every result
-    equals the two-kernel one bit for bit."""
-    from harness import device
-    from compiler import semaphores
-    fn = lambda t: (t * t).sum().sqrt()                                          # noqa: E731
-    xs = [seeded_randn(1 << 16, seed=s) for s in range(2)]
-    with compiler.config.patch(reduction_strategy="split", rblock=256, split_count=64, split_single_launch=False):
-        two = compiler.compile_fresh(fn)
-        want = [two(x) for x in xs]
-    with compiler.config.patch(reduction_strategy="split", rblock=256, split_count=64):
-        one = compiler.compile_fresh(fn)
-        one(xs[0])
-        assert "ticket" in compiler.dump.last_artifacts().texts["triton"]
-        rounds = 3 if device.is_interpreter() else 300
-        if device.is_interpreter():
-            got = [[one(x) for x in xs] for _ in range(rounds)]
-        else:
-            streams = [torch.cuda.Stream() for _ in xs]
-            got = [[None] * len(xs) for _ in range(rounds)]
-            torch.cuda.synchronize()
-            for r in range(rounds):
-                for i, (x, s) in enumerate(zip(xs, streams)):
-                    with torch.cuda.stream(s):
-                        got[r][i] = one(x)
-            torch.cuda.synchronize()
-    for row in got:
-        for g, w in zip(row, want):
-            assert torch.equal(g.view(1).view(torch.int32), w.view(1).view(torch.int32)), (g, w)
-    assert semaphores.nonzero() == []

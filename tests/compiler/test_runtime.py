@@ -275,34 +275,13 @@ def test_the_fast_loop_frees_after_last_use_and_asks_the_device_once_per_call(gp
 
     def f(t):
         return (t * (t * t).sum()).sum()
-    with compiler.config.patch(reduction_strategy="split", split_single_launch=False):
+    with compiler.config.patch(reduction_strategy="split"):
         fn = compiler.compile_fresh(f)
         fn(x)
         del asked[:], live[:], allocated[:]
         torch.testing.assert_close(fn(x), f(x), rtol=1e-4, atol=1e-2)
     assert len(asked) == 1 and [n.rsplit("_", 1)[1] for n, _ in live] == ["partial", "final"] * 2, live
     assert live[2][1] == 3, live     # at the second partial: the first sum, the second partials and output, not
-
-
-def test_the_fast_loop_hands_a_single_launch_split_its_stream_s_counters(gpu_like, monkeypatch):
-    """sum(t * sum(t * t)) with both sums split in one launch each: the loop looks the counters up per call
-    (with the device it asked once) and passes them to both kernels, which leave them at 0."""
-    from compiler import semaphores
-    asked = []
-    real = semaphores.counters
-    monkeypatch.setattr(runtime._launch, "_current_device", lambda: 7)
-    monkeypatch.setattr(runtime.semaphores, "counters", lambda numel, device=None: asked.append(device) or real(numel))
-    x = torch.randn(300_000)
-
-    def f(t):
-        return (t * (t * t).sum()).sum()
-    with compiler.config.patch(reduction_strategy="split"):
-        fn = compiler.compile_fresh(f)
-        fn(x)
-        del asked[:]
-        torch.testing.assert_close(fn(x), f(x), rtol=1e-4, atol=1e-2)
-    assert asked == [7, 7], asked               # one lookup per kernel, on the device the loop asked for
-    assert semaphores.nonzero() == []
 
 
 def test_the_fast_loop_steps_aside_while_launches_or_allocations_are_watched(gpu_like, monkeypatch):
