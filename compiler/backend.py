@@ -20,6 +20,7 @@ import torch.fx
 from torch._functorch.aot_autograd import aot_module_simplified
 
 from . import dump, lean
+from .partition import partition
 from .config import config
 from .decompositions import decomposition_table
 from .runtime import Executable
@@ -88,7 +89,7 @@ def tritondiff_backend(gm: torch.fx.GraphModule, example_inputs: list, **kwargs:
             return run
     return aot_module_simplified(gm, example_inputs, fw_compiler=_compiler("forward"),
                                  bw_compiler=_compiler("backward"), inference_compiler=_compiler("inference"),
-                                 decompositions=decomposition_table())
+                                 decompositions=decomposition_table(), partition_fn=partition)
 
 
 def compile(fn: Optional[Callable] = None, **kwargs: Any) -> Any:
@@ -141,7 +142,7 @@ def capture_graphs(fn: Callable, *args: Any, backward: bool = False) -> list[Cap
     def backend(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         return aot_module_simplified(gm, example_inputs, fw_compiler=capture("forward"),
                                      bw_compiler=capture("backward"), inference_compiler=capture("inference"),
-                                     decompositions=decomposition_table())
+                                     decompositions=decomposition_table(), partition_fn=partition)
 
     torch._dynamo.reset()
     out = torch.compile(fn, backend=backend, dynamic=False)(*args)

@@ -198,6 +198,11 @@ class CompilerConfig:
     # input mutation, no output aliasing, no tensor subclass, ...: compiler.lean lists them).  Read when
     # dynamo compiles a frame (torch._dynamo.reset() to change a compiled function).
     # TRITONDIFF_COMPILER_LEAN_RUNTIME=0: off.
+    # How a training graph is split into forward and backward (compiler.partition): "min_cut" saves the
+    # fewest bytes for the backward and recomputes the rest there, reductions over rows that fit one block
+    # included (layer norm over rows of 16 saves neither mean nor rstd); "default" saves everything the
+    # backward uses.  Read when dynamo compiles a frame.  TRITONDIFF_COMPILER_PARTITIONER.
+    partitioner: str = dataclasses.field(default_factory=lambda: _env("TRITONDIFF_COMPILER_PARTITIONER", "min_cut"))
     lean_runtime: bool = dataclasses.field(default_factory=lambda: _env_flag(
         "TRITONDIFF_COMPILER_LEAN_RUNTIME") if "TRITONDIFF_COMPILER_LEAN_RUNTIME" in os.environ else True)
 
@@ -323,7 +328,7 @@ def _token_of(key: tuple) -> int:
     token = _TOKENS.setdefault(key, len(_TOKENS))
     _KEYS.setdefault(token, key)
     return token
-_NOT_IN_KEY = frozenset({"lean_runtime", "execution", "verify_ir", "dump_dir", "keep_artifacts", "cache_dir",
+_NOT_IN_KEY = frozenset({"lean_runtime", "partitioner", "execution", "verify_ir", "dump_dir", "keep_artifacts", "cache_dir",
                          "autotune_cache_dir", "autotune_persist", "autotune_cpu_timing", "autotune_recheck"})
 
 
@@ -332,6 +337,7 @@ _CHOICES = {
     "pointwise_tiling": ("auto", "1d", "2d", "unrolled"),
     "execution": ("triton", "ir", "ir_unfused"),
     "matmul": ("template", "extern", "autotune"),
+    "partitioner": ("min_cut", "default"),
 }
 _POWERS_OF_TWO = ("outer_reduction_xblock", "elements_per_warp", "one_wave_elements_per_warp", "max_num_warps",
                   "mixed_order_wide_warps", "persistent_max_rnumel", "mixed_order_max_rnumel", "mixed_order_max_xblock", "looped_rblock", "pointwise_block",

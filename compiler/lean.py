@@ -8,7 +8,7 @@ steps (layer norm fwd+bwd: ~0.4 ms of host time against 0.1 ms of GPU time on an
 A graph with none of those needs only: run the forward graph, save what the backward graph reads,
 run the backward graph -- or, for inference, run the graph.  ``runner(gm, example_inputs, ...)``
 traces it with ``aot_export_joint_simple`` (which refuses input mutation and outputs that alias
-anything) and partitions a training graph as ``aot_module_simplified`` does (``default_partition``);
+anything) and partitions a training graph as ``aot_module_simplified`` does (``compiler.partition``);
 ``None`` means the graph needs the full runtime, and the backend uses ``aot_module_simplified``
 (``compiler.counters``: ``lean_runtime.training`` / ``.inference`` / ``.refused``; the reason is in
 this module's debug log).
@@ -40,6 +40,7 @@ import torch
 import torch.fx
 
 from .counters import counters
+from .partition import partition
 
 log = logging.getLogger(__name__)
 
@@ -163,9 +164,8 @@ def _inference_runner(compiled: Callable[[Sequence], list]) -> Callable:
 def _plan(joint: torch.fx.GraphModule, wants_grad: list[bool], example_inputs: list,
           compile_graph: CompileGraph) -> Optional[Plan]:
     """Partition the joint graph; which backward input is which saved value or tangent."""
-    from torch._functorch.partitioners import default_partition
     num_outputs = len(wants_grad)
-    fw, bw = default_partition(joint, list(example_inputs), num_fwd_outputs=num_outputs)
+    fw, bw = partition(joint, list(example_inputs), num_fwd_outputs=num_outputs)
     fw_out = list(fw.graph.find_nodes(op="output"))[0].args[0]
     saved_index = {n.name: i for i, n in enumerate(fw_out[num_outputs:])}
     tangent_outputs = [i for i, w in enumerate(wants_grad) if w]

@@ -479,10 +479,13 @@ def build_mixed_group(rows: KernelGroup, cols: KernelGroup) -> Union[KernelGroup
     """One kernel for row reductions (``rows``) and column reductions (``cols``) of the same rows.
 
     ``cols`` reduces over the rows what ``rows`` reduces along them (layer-norm backward:
-    dx needs per-row sums, dW and dB per-column sums, both of x and dy).  Legal when
-    neither group reads the other's output, a whole row fits one block (the row group
-    runs persistent), and the column group is column reductions of a type whose partials
-    combine (sum, max, min, any, all) plus epilogues that need them finished.
+    dx needs per-row sums, dW and dB per-column sums, both of x and dy).  Legal when the row
+    group reads nothing of the column group (column sums exist only after every row), a whole
+    row fits one block (the row group runs persistent), and the column group is column reductions
+    of a type whose partials combine (sum, max, min, any, all) plus epilogues that need them
+    finished.  The column group may read the row group's per-row values (its reductions and their
+    epilogues) at their own row: a row block's row passes run before its column step, which takes
+    them from registers -- layer norm's backward recomputing mean and rstd (``compiler.partition``).
     """
     if not (rows.has_reduction and cols.has_reduction) or rows.columns is not None or cols.columns is not None:
         return WhyNoFuse("mixed order joins two plain reduction groups")
@@ -491,10 +494,12 @@ def build_mixed_group(rows: KernelGroup, cols: KernelGroup) -> Union[KernelGroup
                          f"rows over {cols.rnumel}), not one the other transposed")
     if rows.xnumel == 0 or rows.rnumel == 0:
         return WhyNoFuse("an empty domain has nothing to share")
-    for reader, writer in ((rows, cols), (cols, rows)):
-        needed = set(writer.names) & {r.buffer.name for p in reader.placed for r in p.node.info.reads}
-        if needed:
-            return WhyNoFuse(f"{sorted(needed)[0]} is read in the same pass that computes it")
+    needed = set(cols.names) & {r.buffer.name for p in rows.placed for r in p.node.info.reads}
+    if needed:
+        return WhyNoFuse(f"{sorted(needed)[0]} is read in the same pass that computes it")
+    why = _column_reads_of_rows(rows, cols)
+    if why is not None:
+        return why
     if config.reduction_strategy != "auto":
         return WhyNoFuse(f"reduction_strategy={config.reduction_strategy!r} is forced")
     limit = min(config.mixed_order_max_rnumel, config.max_triton_tensor_numel)
@@ -512,6 +517,28 @@ def build_mixed_group(rows: KernelGroup, cols: KernelGroup) -> Union[KernelGroup
             return WhyNoFuse(f"{p.name} ({rtype}) needs a finished reduction or has no combinable partials "
                              f"(mixed order takes {', '.join(_MIXED_TYPES)})")
     return KernelGroup(list(rows.placed) + list(cols.placed), rows.xnumel, rows.rnumel, True, columns=cols)
+
+
+def _column_reads_of_rows(rows: KernelGroup, cols: KernelGroup) -> Optional[WhyNoFuse]:
+    """Why the column group cannot take what it reads of the row group from the row pass's registers, or None:
+    every such read must be of a per-row value (not a full-domain one, which a row pass holds only as a tile)
+    at the row of the column step, i.e. the element its register holds once the frames are swapped."""
+    held = {p.name: p for p in rows.placed}
+    swap = {XSYM: RSYM, RSYM: XSYM}
+    bounds, col_bounds = rows.bounds(), cols.bounds()
+    for p in cols.placed:
+        for read in p.node.info.reads:
+            q = held.get(read.buffer.name)
+            if q is None:
+                continue
+            if q.kind == "xr":
+                return WhyNoFuse(f"{p.name} reads {q.name}, a full-domain value of the row group")
+            got = _read_in_kernel(read, p, col_bounds)
+            got = (indexing.simplify(sympy.sympify(got).xreplace(swap), bounds) if read.offset is not None
+                   else tuple(indexing.simplify(sympy.sympify(e).xreplace(swap), bounds) for e in got))
+            if got != _canonical(q, bounds, read.offset is not None):
+                return WhyNoFuse(f"{p.name} reads {q.name} at another row than the one its column step holds")
+    return None
 
 
 def _orientations(a: KernelGroup, b: KernelGroup) -> list[tuple[KernelGroup, KernelGroup]]:

@@ -32,6 +32,9 @@ class GroupContext:
     stored: frozenset
     buffers: dict[str, Buffer]
     subst: dict = dataclasses.field(default_factory=dict)  # kernel-symbol rewrite (2-D tiles)
+    # Nodes of the same kernel outside ``group`` whose registers its nodes read (a mixed-order kernel's
+    # column reductions reading the row pass's per-row values).
+    held: frozenset = frozenset()
 
     def index(self, p: Placed) -> tuple:
         return tuple(sympy.sympify(e).xreplace(self.subst) for e in p.index)
@@ -46,7 +49,7 @@ class KernelResolver:
     def __init__(self, kernel: TritonKernel, ctx: GroupContext):
         self.k = kernel
         self.ctx = ctx
-        self.names = set(ctx.group.names)
+        self.names = set(ctx.group.names) | ctx.held
 
     def load(self, buffer: Buffer, index: tuple):
         if buffer.name in self.ctx.inlined:

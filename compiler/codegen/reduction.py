@@ -426,7 +426,8 @@ class MixedOrderReduction(ReductionStrategy):
         for pname, op in ops_.items():
             accs[pname], = op.init(k, [xblock, rblock], rnumel)
         rows = GroupContext(group.rows(), ctx.inlined, ctx.stored, ctx.buffers)
-        transposed = GroupContext(cols, ctx.inlined, ctx.stored, ctx.buffers, subst={XSYM: RSYM, RSYM: XSYM})
+        transposed = GroupContext(cols, ctx.inlined, ctx.stored, ctx.buffers, subst={XSYM: RSYM, RSYM: XSYM},
+                                  held=frozenset(rows.group.names))
         with k.loop(k.for_range("xstep", 0, rows_per_program, xblock, choice.stages), over_reduction=False):
             k.emit(f"xindex = {pid} * {rows_per_program} + xstep + {k.arange(xblock, 'rows')}{cast}[:, None]")
             if k.axes[XSYM].mask:

@@ -35,6 +35,8 @@ def test_patch_restores_after_an_exception():
     ({"mixed_order_wide_bytes": -1}, "positive int"),
     ({"hoist_loads": 1}, "True or False"),
     ({"lean_runtime": "yes"}, "True or False"),
+    ({"row_elements_from_registers": 1}, "True or False"),
+    ({"partitioner": "greedy"}, r"partitioner='greedy': use one of \('min_cut', 'default'\)"),
     ({"pointwise_tiling": "3d"}, "pointwise_tiling"),
 ])
 def test_patch_rejects_bad_knobs_with_a_clear_error(changes, needle):
@@ -66,6 +68,10 @@ def test_cache_key_tracks_codegen_knobs_only():
         assert cfg.cache_key() != key
     with cfg.patch(execution="ir", verify_ir=True, lean_runtime=False):   # how graphs run, not what they are
         assert cfg.cache_key() == key
+    with cfg.patch(partitioner="default"):                               # which graphs exist, not their code
+        assert cfg.cache_key() == key
+    with cfg.patch(row_elements_from_registers=False):
+        assert cfg.cache_key() != key
 
 
 def test_env_vars_are_read_in_config(monkeypatch):
@@ -81,6 +87,9 @@ def test_env_vars_are_read_in_config(monkeypatch):
     assert CompilerConfig().lean_runtime is True                       # on unless the environment says no
     monkeypatch.setenv("TRITONDIFF_COMPILER_LEAN_RUNTIME", "0")
     assert CompilerConfig().lean_runtime is False
+    assert CompilerConfig().partitioner == "min_cut"
+    monkeypatch.setenv("TRITONDIFF_COMPILER_PARTITIONER", "default")
+    assert CompilerConfig().partitioner == "default"
 
 
 def test_the_cache_token_follows_every_knob_change_through_its_shortcut():
