@@ -335,3 +335,38 @@ def test_matmul_past_the_small_k_threshold_is_not_inlined():
     with compiler.config.patch(matmul_small_k_max=32):
         check(lambda a, b: a @ b, a, b, rtol=1e-4, atol=1e-4)
     assert compiler.counters["small_matmul_inlined"] == 1
+
+
+# ---- mixed order: column reductions reading the row pass's per-row values
+
+def _mixed_refusals(sched) -> list[str]:
+    return [why for _, _, why in sched.refused if "mixed-order pair" in why]
+
+
+def test_column_sums_may_read_a_row_sum_at_their_own_row_from_registers():
+    """(x * x.sum(1)).sum(0): the column step of each row block takes the row sum from the row pass."""
+    def fn(x):
+        s = x.sum(1, keepdim=True)
+        return s, (x * s).sum(0)
+    _, sched = _schedule(fn, torch.randn(341, 16))
+    [group] = sched.groups()
+    assert group.columns is not None
+    check(fn, seeded_randn(341, 16, seed=1), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["another row", "full-domain"])
+def test_column_sums_reading_another_row_or_a_full_domain_value_stay_separate(name):
+    """A row sum read at the mirrored row, or a full-domain value of the row group (a stored tile), is not
+    in the column step's registers: two kernels, with the reason, and the right result."""
+    def mirrored(x):
+        s = x.sum(1, keepdim=True)
+        return s, (x * s.flip(0)).sum(0)
+
+    def full_domain(x):
+        y = x * x.sum(1, keepdim=True)                   # five users: stored, not inlined
+        return y.amax(1), (y * 2).sum(0), y.amin(1), y.exp(), y.sin()
+    fn = mirrored if name == "another row" else full_domain
+    _, sched = _schedule(fn, torch.randn(341, 16))
+    assert all(g.columns is None for g in sched.groups())
+    assert any(name in why for why in _mixed_refusals(sched)), _mixed_refusals(sched)
+    check(fn, seeded_randn(341, 16, seed=2), rtol=1e-4, atol=1e-4)
