@@ -12,7 +12,8 @@
   both from x.  A longer reduction keeps the 4x rule (its recomputation would be another pass over memory).
 * ``"default"``: functorch's default partition (everything the backward uses from the forward is saved).
 
-User activation checkpointing (its ``recompute`` tags) is left as it is: we tag only untagged nodes.
+User activation checkpointing (its ``recompute`` tags) is left as it is: we tag only untagged nodes.  A graph
+that draws random numbers is partitioned without the min cut's common-subexpression pass (``_draws_random``).
 """
 from __future__ import annotations
 
@@ -32,9 +33,17 @@ def partition(joint: torch.fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs
     if config.partitioner == "default":
         return partitioners.default_partition(joint, joint_inputs, num_fwd_outputs=num_fwd_outputs, **options)
     _save_long_reductions(joint)
-    with torch._functorch.config.patch(ban_recompute_reductions=False):
+    with torch._functorch.config.patch(ban_recompute_reductions=False, cse=not _draws_random(joint)):
         return partitioners.min_cut_rematerialization_partition(joint, joint_inputs,
                                                                 num_fwd_outputs=num_fwd_outputs, **options)
+
+
+def _draws_random(joint: torch.fx.GraphModule) -> bool:
+    """Does the graph call an op tagged ``nondeterministic_seeded`` (randn_like, uniform, exponential, ...)?
+    The min cut's common-subexpression pass skips only its own list of random ops: two ``randn_like(x)``
+    draws outside that list would become one tensor, so such a graph is partitioned without it."""
+    seeded = torch.Tag.nondeterministic_seeded
+    return any(seeded in getattr(node.target, "tags", ()) for node in joint.graph.nodes if node.op == "call_function")
 
 
 def _save_long_reductions(joint: torch.fx.GraphModule) -> None:

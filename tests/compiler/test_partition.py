@@ -77,3 +77,19 @@ def test_gradients_through_activation_checkpointing_stay_right():
     got = torch.autograd.grad(compiler.compile_fresh(fn)(x, w), (x, w))
     for g, e in zip(got, want):
         torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("draw", ["randn_like", "exponential_", "uniform_"])
+def test_two_random_draws_stay_two_in_a_training_graph(draw):
+    """Review finding: the min cut's CSE pass merged two randn_like(x) (and two empty_like().exponential_())
+    into one tensor when an input required grad; each draw must stay its own, as in eager."""
+    def one(x):
+        return torch.randn_like(x) if draw == "randn_like" else getattr(torch.empty_like(x), draw)()
+
+    def fn(x):
+        return x * one(x), x * one(x)
+    x = torch.ones(4, 6, requires_grad=True)
+    a, b = compiler.compile_fresh(fn)(x)
+    assert not torch.equal(a, b)
+    ga, = torch.autograd.grad((a + b).sum(), x)              # d/dx (x*r1 + x*r2) = r1 + r2
+    torch.testing.assert_close(ga, (a + b).detach())
