@@ -195,8 +195,12 @@ def _canonical(p: Placed, bounds: dict, storage: bool):
     return tuple(indexing.simplify(sympy.sympify(e), bounds) for e in p.index)
 
 
-def _read_in_kernel(read: Read, p: Placed, bounds: dict):
+def _read_in_kernel(read: Read, p: Placed, bounds: dict, frame: Optional[dict] = None):
+    """The element ``p`` reads in kernel symbols (its index tuple, or its storage offset); ``frame``: a
+    symbol swap applied first (a column group's read seen in its row group's frame)."""
     mapping = p.subst()
+    if frame:
+        mapping = {s: sympy.sympify(e).xreplace(frame) for s, e in mapping.items()}
     if read.offset is not None:
         return indexing.simplify(sympy.sympify(read.offset).xreplace(mapping), bounds)
     return tuple(indexing.simplify(sympy.sympify(e).xreplace(mapping), bounds) for e in read.index)
@@ -525,7 +529,7 @@ def _column_reads_of_rows(rows: KernelGroup, cols: KernelGroup) -> Optional[WhyN
     at the row of the column step, i.e. the element its register holds once the frames are swapped."""
     held = {p.name: p for p in rows.placed}
     swap = {XSYM: RSYM, RSYM: XSYM}
-    bounds, col_bounds = rows.bounds(), cols.bounds()
+    bounds = rows.bounds()
     for p in cols.placed:
         for read in p.node.info.reads:
             q = held.get(read.buffer.name)
@@ -533,10 +537,7 @@ def _column_reads_of_rows(rows: KernelGroup, cols: KernelGroup) -> Optional[WhyN
                 continue
             if q.kind == "xr":
                 return WhyNoFuse(f"{p.name} reads {q.name}, a full-domain value of the row group")
-            got = _read_in_kernel(read, p, col_bounds)
-            got = (indexing.simplify(sympy.sympify(got).xreplace(swap), bounds) if read.offset is not None
-                   else tuple(indexing.simplify(sympy.sympify(e).xreplace(swap), bounds) for e in got))
-            if got != _canonical(q, bounds, read.offset is not None):
+            if _read_in_kernel(read, p, bounds, frame=swap) != _canonical(q, bounds, read.offset is not None):
                 return WhyNoFuse(f"{p.name} reads {q.name} at another row than the one its column step holds")
     return None
 
