@@ -9,7 +9,8 @@ element passes when
 (the rule of ``torch._dynamo.utils.same`` with an fp64 reference, applied per
 element so a wrong tail block cannot hide in an average).  ``eager_error`` of
 an element is the larger of eager's own error there and eager's RMS error
-along the element's row (the last dim; the whole output for 0-D and 1-D ones):
+along the element's row (the last dim, neighbouring rows together where a row
+is shorter than ``MIN_RMS_ELEMENTS``; the whole output for 0-D and 1-D ones):
 rounding errors land at random, so at elements where eager happens to be
 exact, a candidate as accurate as eager overall would otherwise fail on luck
 (seen: layer-norm dx, where eager's RMS error was 2.6x ours but eager was
@@ -208,16 +209,35 @@ def _compare_float(rep: OutputReport, c: torch.Tensor, e: torch.Tensor, t: torch
     return rep
 
 
+#: Fewest elements an RMS of eager's error is taken over: rows shorter than this are grouped with their
+#: neighbours.  A short row's error can be one rounded sum shared by the whole row (layer-norm dx over rows
+#: of 9, dy at a large offset: rstd / N * (N g - sum g) errs by ~0.07 per row), so whether eager got lucky
+#: on a row says nothing about the candidate there.
+MIN_RMS_ELEMENTS = 32
+
+
 def _error_level(err: torch.Tensor, counted: torch.Tensor) -> torch.Tensor:
-    """Per element: max(err, RMS of err over the ``counted`` elements of its row) -- rows along the last dim,
-    the whole tensor for 0-D / 1-D outputs (see the module docstring)."""
+    """Per element: max(err, RMS of err over the ``counted`` elements of its row) -- rows along the last dim
+    (consecutive rows together up to ``MIN_RMS_ELEMENTS`` where they are shorter), the whole tensor for
+    0-D / 1-D outputs (see the module docstring)."""
     if err.dim() <= 1:
         n = int(counted.sum())
         rms = torch.sqrt((err * err).sum() / n) if n else torch.zeros((), dtype=err.dtype)
-    else:
+        return torch.maximum(err, rms)
+    width = err.shape[-1]
+    if width >= MIN_RMS_ELEMENTS or err.numel() == 0:
         n = counted.sum(-1, keepdim=True).clamp_min(1)
-        rms = torch.sqrt((err * err).sum(-1, keepdim=True) / n)
-    return torch.maximum(err, rms)
+        return torch.maximum(err, torch.sqrt((err * err).sum(-1, keepdim=True) / n))
+    squares = (err * err).reshape(-1, width).sum(-1)
+    counts = counted.reshape(-1, width).sum(-1).to(err.dtype)
+    rows = squares.numel()
+    per_group = -(-MIN_RMS_ELEMENTS // width)
+    groups = max(rows // per_group, 1)                        # the last rows join the last whole group
+    which = (torch.arange(rows) // per_group).clamp_max(groups - 1)
+    group_squares = torch.zeros(groups, dtype=err.dtype).index_add_(0, which, squares)
+    group_counts = torch.zeros(groups, dtype=err.dtype).index_add_(0, which, counts).clamp_min(1)
+    rms = torch.sqrt(group_squares / group_counts)[which]
+    return torch.maximum(err, rms.reshape(err.shape[:-1] + (1,)))
 
 
 def _nonfinite_code(x: torch.Tensor) -> torch.Tensor:

@@ -154,6 +154,24 @@ def test_a_wrong_block_above_eagers_error_level_still_fails_in_its_row():
     assert not compare(cand, eager, truth).passed
 
 
+def test_short_rows_take_eagers_error_level_from_their_neighbours():
+    """Rows of 9 whose error is one shared rounded sum per row (layer-norm dx with dy at a large offset, a GPU
+    campaign finding): eager got lucky on every other row, the candidate is off by the same amount on every
+    row.  Judged row by row it would fail on eager's luck; over groups of rows (MIN_RMS_ELEMENTS) it passes.
+    A wrong element, far above that level, still fails."""
+    from harness.oracle import MIN_RMS_ELEMENTS
+    g = torch.Generator().manual_seed(5)
+    truth = 300 * torch.randn(733, 9, generator=g, dtype=torch.float64)
+    luck = torch.randn(733, 1, generator=g, dtype=torch.float64).sign() * 0.04
+    luck[::2] = 0                                     # eager exact on even rows
+    eager = (truth + luck).float()
+    cand = (truth + 0.04 * torch.randn(733, 1, generator=g, dtype=torch.float64).sign()).float()
+    assert MIN_RMS_ELEMENTS > 9 and compare(cand, eager, truth).passed
+    cand[100, 3] += 1.0                               # 25x the level: still caught, at its element
+    res = compare(cand, eager, truth)
+    assert not res.passed and res.outputs[0].mismatches == 1 and res.outputs[0].first_indices[0] == (100, 3)
+
+
 def test_spread_is_a_floor_for_eagers_error_at_ill_conditioned_elements():
     # one element is a cancelling sum: any summation order errs by ~its spread; eager happened to be exact
     truth = torch.tensor([0.25, 0.5, 1e-3], dtype=torch.float64)
