@@ -164,6 +164,12 @@ class CompilerConfig:
     # element -- the shift of layer norm's two-pass variance -- from the row already in registers (its lane 0,
     # bit-exact) instead of a second, strided load (codegen.kernel.TritonKernel.row_element).
     row_elements_from_registers: bool = True
+    # In a reduction kernel none of whose loads moves along the reduced axis (every input expanded along it),
+    # load each value over the whole [XBLOCK, RBLOCK] tile (the same address along a row) instead of as an
+    # [XBLOCK, 1] block: Triton otherwise lays the tile out a row per thread (codegen.reduction.
+    # reads_along_reduced_axis).  H100: a 4093-element sum 266 -> 1.2 ulp; bf16 [2, 956086] looped, 2,582
+    # spilled registers and a 45 s compile -> none and 0.2 s (reports/gpu/2026-11-25-h100-session12).
+    spread_row_loads: bool = True
     # num_warps of every launch (None: one warp per elements_per_warp elements of the block,
     # at least 4 and at most max_num_warps).  GPU only.  512 (16 values per thread of a 4096-element
     # block): on an H100 the layer-norm backward dx kernel (4096 x 10240 fp16, RBLOCK 4096) took 93 us

@@ -98,6 +98,10 @@ class TritonKernel:
         # The reduced axis when a whole row of it is in one block (persistent and mixed-order kernels set it):
         # a load of a row's first element is then taken from the row already loaded (row_element).
         self.whole_row: Optional[sympy.Symbol] = None
+        # (the reduced axis, its block arange) when no load of the kernel moves along that axis: every load in
+        # the reduction domain then spans the tile, so Triton lays the tile out along the axis (see
+        # ``reduction.reads_along_reduced_axis``).
+        self.spread_loads: Optional[tuple[sympy.Symbol, str]] = None
 
     # ---- arguments
     def arg(self, name: str) -> str:
@@ -255,6 +259,8 @@ class TritonKernel:
             for sym in self.active:
                 if sym not in symbols:
                     src = f"{src} + 0 * {sym.name}"
+        elif self.spread_loads is not None and self.spread_loads[0] in self.active:
+            src = f"{src} + 0 * {self.spread_loads[1]}"     # the same address along the reduced axis
         elif not symbols:  # one element for every lane: load it as a [1] block, never a 0-d scalar
             self.guard(self.scalar_shape, "tl.zeros")
             src = f"{src} + tl.zeros({self.scalar_shape}, tl.int32)"

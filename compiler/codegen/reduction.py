@@ -18,6 +18,7 @@ import torch
 import triton
 
 from .. import indexing
+from ..config import config
 from ..exc import CodegenError
 from ..heuristics import ReductionChoice, choose_reduction, mixed_order_warps, next_pow2, num_warps
 from ..ops import reduction_identity
@@ -184,6 +185,7 @@ class ReductionStrategy:
             return _as_mixed(name, ctx, choice)
         k = _new_kernel(name, ctx, self.name, choice)
         _rows_prologue(k, group, choice.xblock, choice.rblock)
+        _spread_loads(k, group)
         self.run_passes(k, ctx, choice)
         k.meta["comments"] = [f"{self.name} reduction: {group.xnumel} rows x {group.rnumel}, "
                               f"XBLOCK={choice.xblock} RBLOCK={choice.rblock}, {group.num_phases} pass(es)"]
@@ -319,6 +321,7 @@ class SplitReduction(ReductionStrategy):
         k.meta.update(splits=splits, chunk=chunk)
         # the chunks (multiples of RBLOCK) tile the axis exactly: no step reads past it, no mask
         _rows_prologue(k, group, choice.xblock, choice.rblock, rmask=chunk * splits != group.rnumel or not group.rnumel)
+        _spread_loads(k, group)
         pid = "tl.program_id(1).to(tl.int64)" if k.int64 else "tl.program_id(1)"
         k.emit(f"rstart = {pid} * {chunk}")
         nodes = [p for p in group.placed if p.kind != "x"]
@@ -494,8 +497,31 @@ def reads_along_kept_axis(group: KernelGroup) -> bool:
     ``rindex`` reads along the kept axis (a column sum: layer-norm backward's dW over rows).
     The second kind wants an outer-reduction tile (``heuristics.choose_reduction(outer=True)``).
     """
-    bounds = group.bounds()
     along_kept = along_reduced = 0
+    for offset in _domain_offsets(group):
+        if indexing.affine_strides(offset, [RSYM]) == (1,):
+            along_reduced += 1
+        else:
+            along_kept += indexing.walks_across(offset, [XSYM, RSYM])
+    return along_kept > along_reduced
+
+
+def reads_along_reduced_axis(group: KernelGroup) -> bool:
+    """Does any reduction-domain load of the group move with ``rindex`` in storage?
+
+    Without one (every input broadcast along the reduced axis: stride 0, an expanded row) the
+    kernel's loads are all [XBLOCK, 1] blocks.  Triton lays such a block out with its threads
+    along the rows, and with no [XBLOCK, RBLOCK] load to anchor another layout the tile broadcast
+    from it keeps that one: each thread holds whole rows.  On an H100 (triton 3.6) a persistent
+    sum of 4093 copies of one value then ran as one sequential chain, 266 ulp off, and a looped
+    kernel over bf16 [2, 956086] spilled 2,582 registers and took 45 s to compile.  Such kernels
+    load over the whole tile instead (``TritonKernel.spread_loads``)."""
+    return any(RSYM in offset.free_symbols for offset in _domain_offsets(group))
+
+
+def _domain_offsets(group: KernelGroup):
+    """The storage offset of each read of the group's reduction-domain nodes, in kernel symbols."""
+    bounds = group.bounds()
     for p in group.placed:
         if p.kind not in ("reduction", "xr"):
             continue
@@ -503,12 +529,7 @@ def reads_along_kept_axis(group: KernelGroup) -> bool:
             offset = _read_in_kernel(read, p, bounds)
             if read.offset is None:
                 offset = read.buffer.layout.index(offset)
-            offset = sympy.expand(offset)
-            if indexing.affine_strides(offset, [RSYM]) == (1,):
-                along_reduced += 1
-            else:
-                along_kept += indexing.walks_across(offset, [XSYM, RSYM])
-    return along_kept > along_reduced
+            yield sympy.expand(offset)
 
 
 def choose(group: KernelGroup) -> ReductionChoice:
@@ -542,6 +563,11 @@ def _rows_prologue(k: TritonKernel, group: KernelGroup, xblock: int, rblock: int
     cast = ".to(tl.int64)" if k.int64 else ""
     k.emit(f"{rname} = {k.arange(rblock, 'the reduction block')}{cast}[None, :]")
     k.active = [XSYM]
+
+
+def _spread_loads(k: TritonKernel, group: KernelGroup) -> None:
+    if config.spread_row_loads and not reads_along_reduced_axis(group):
+        k.spread_loads = (RSYM, "rbase")
 
 
 def _rindex_block(k: TritonKernel, choice: ReductionChoice) -> str:

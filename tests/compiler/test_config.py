@@ -36,6 +36,7 @@ def test_patch_restores_after_an_exception():
     ({"hoist_loads": 1}, "True or False"),
     ({"lean_runtime": "yes"}, "True or False"),
     ({"row_elements_from_registers": 1}, "True or False"),
+    ({"spread_row_loads": "on"}, "True or False"),
     ({"partitioner": "greedy"}, r"partitioner='greedy': use one of \('min_cut', 'default'\)"),
     ({"pointwise_tiling": "3d"}, "pointwise_tiling"),
 ])
@@ -71,6 +72,8 @@ def test_cache_key_tracks_codegen_knobs_only():
     with cfg.patch(partitioner="default"):                               # which graphs exist, not their code
         assert cfg.cache_key() == key
     with cfg.patch(row_elements_from_registers=False):
+        assert cfg.cache_key() != key
+    with cfg.patch(spread_row_loads=False):
         assert cfg.cache_key() != key
 
 

@@ -359,3 +359,32 @@ def test_pipelined_loops_are_asked_of_triton_and_compute_the_same(strategy):
     assert re.search(r"for (roffset|xstep) in tl\.range\(0, \d+, \d+, num_stages=2\):", src)
     assert not re.search(r"for (roffset|xstep) in range\(", src)
     assert_same(got, fn(x), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_reduction_with_no_load_along_its_axis_loads_over_the_whole_tile(strategy):
+    """x expanded along the reduced axis (stride 0) makes every load one value per row.  Loaded as [XBLOCK, 1]
+    blocks, Triton laid the whole tile out a row per thread: an H100 summed 4093 copies in one sequential chain
+    (266 ulp off) and a looped bf16 kernel spilled 2,582 registers.  Those loads now span the tile; a kernel
+    that also loads along the axis keeps its per-row loads [XBLOCK, 1]; the knob turns the rule off."""
+    from compiler.subjects import row_reductions
+    x = seeded_randn(3, 1, seed=5).expand(3, 4093)
+    y = seeded_randn(3, 4093, seed=6)
+
+    def partial_source(fn, *args):
+        (g,) = capture_graphs(fn, *args)
+        exe = compile_graph(g.gm, g.args, "spread")
+        return "".join(src for src in kernel_sources(exe.generated.source) if "final pass" not in src)
+
+    with compiler.config.patch(reduction_strategy=strategy, rblock=None if strategy == "persistent" else 512):
+        spread = partial_source(row_reductions, x)
+        mixed = partial_source(lambda a, b: (a * b).sum(-1), x, y)
+        got = run_compiled(row_reductions, x)
+        with compiler.config.patch(spread_row_loads=False):
+            narrow = partial_source(row_reductions, x)
+    assert re.search(r"(idx\d+) = xindex \+ 0 \* rbase\n.*tl\.load\(p_arg0 \+ \1", spread, re.S), spread
+    assert "0 * rbase" not in mixed and "0 * rbase" not in narrow
+    assert_same(got, row_reductions(x), rtol=1e-5, atol=1e-5)
+    truth = x.double().sum(-1)
+    ulp = float(((got[0].double() - truth).abs() / (torch.finfo(torch.float32).eps * truth.abs())).max())
+    assert ulp < 8, f"sum {ulp:.0f} ulp off: a sequential chain"
