@@ -185,7 +185,6 @@ class ReductionStrategy:
             return _as_mixed(name, ctx, choice)
         k = _new_kernel(name, ctx, self.name, choice)
         _rows_prologue(k, group, choice.xblock, choice.rblock)
-        _spread_loads(k, group)
         self.run_passes(k, ctx, choice)
         k.meta["comments"] = [f"{self.name} reduction: {group.xnumel} rows x {group.rnumel}, "
                               f"XBLOCK={choice.xblock} RBLOCK={choice.rblock}, {group.num_phases} pass(es)"]
@@ -199,7 +198,9 @@ class ReductionStrategy:
                 if p.kind == "x" and p.phase == phase:
                     emit_pointwise(k, ctx, p)
             nodes = [p for p in group.placed if p.kind != "x" and p.phase == phase]
+            _spread_loads(k, group, nodes)
             results = self.emit_pass(k, ctx, choice, nodes)
+            k.spread_loads = None
             for p in nodes:
                 if p.kind == "reduction":
                     publish(k, ctx, p, results[p.name])
@@ -321,11 +322,12 @@ class SplitReduction(ReductionStrategy):
         k.meta.update(splits=splits, chunk=chunk)
         # the chunks (multiples of RBLOCK) tile the axis exactly: no step reads past it, no mask
         _rows_prologue(k, group, choice.xblock, choice.rblock, rmask=chunk * splits != group.rnumel or not group.rnumel)
-        _spread_loads(k, group)
         pid = "tl.program_id(1).to(tl.int64)" if k.int64 else "tl.program_id(1)"
         k.emit(f"rstart = {pid} * {chunk}")
         nodes = [p for p in group.placed if p.kind != "x"]
+        _spread_loads(k, group, nodes)
         ops_, folded = LoopedReduction().loop(k, ctx, choice, nodes, start="rstart + ", span=chunk)
+        k.spread_loads = None
         workspaces = {}
         for pname, op in ops_.items():
             ws = k.workspace(f"{pname}_partials", splits * group.xnumel, op.repr_dtype)
@@ -506,26 +508,31 @@ def reads_along_kept_axis(group: KernelGroup) -> bool:
     return along_kept > along_reduced
 
 
-def reads_along_reduced_axis(group: KernelGroup) -> bool:
-    """Does any reduction-domain load of the group move with ``rindex`` in storage?
+def reads_along_reduced_axis(group: KernelGroup, nodes: list[Placed]) -> bool:
+    """Does any load of ``nodes`` (one pass of the group) move with ``rindex`` in storage?  Reads of the
+    group's own values come from registers, not memory, and do not count.
 
     Without one (every input broadcast along the reduced axis: stride 0, an expanded row) the
-    kernel's loads are all [XBLOCK, 1] blocks.  Triton lays such a block out with its threads
+    pass's loads are all [XBLOCK, 1] blocks.  Triton lays such a block out with its threads
     along the rows, and with no [XBLOCK, RBLOCK] load to anchor another layout the tile broadcast
     from it keeps that one: each thread holds whole rows.  On an H100 (triton 3.6) a persistent
     sum of 4093 copies of one value then ran as one sequential chain, 266 ulp off, and a looped
-    kernel over bf16 [2, 956086] spilled 2,582 registers and took 45 s to compile.  Such kernels
+    kernel over bf16 [2, 956086] spilled 2,582 registers and took 45 s to compile.  Such passes
     load over the whole tile instead (``TritonKernel.spread_loads``)."""
-    return any(RSYM in offset.free_symbols for offset in _domain_offsets(group))
+    return any(RSYM in offset.free_symbols
+               for offset in _domain_offsets(group, nodes, skip=frozenset(group.names)))
 
 
-def _domain_offsets(group: KernelGroup):
-    """The storage offset of each read of the group's reduction-domain nodes, in kernel symbols."""
+def _domain_offsets(group: KernelGroup, nodes: Optional[list[Placed]] = None, skip: frozenset = frozenset()):
+    """The storage offset of each read of ``nodes`` (default: the group's) in the reduction domain, in kernel
+    symbols; reads of the buffers in ``skip`` left out."""
     bounds = group.bounds()
-    for p in group.placed:
+    for p in group.placed if nodes is None else nodes:
         if p.kind not in ("reduction", "xr"):
             continue
         for read in p.node.info.reads:
+            if read.buffer.name in skip:
+                continue
             offset = _read_in_kernel(read, p, bounds)
             if read.offset is None:
                 offset = read.buffer.layout.index(offset)
@@ -565,9 +572,10 @@ def _rows_prologue(k: TritonKernel, group: KernelGroup, xblock: int, rblock: int
     k.active = [XSYM]
 
 
-def _spread_loads(k: TritonKernel, group: KernelGroup) -> None:
-    if config.spread_row_loads and not reads_along_reduced_axis(group):
-        k.spread_loads = (RSYM, "rbase")
+def _spread_loads(k: TritonKernel, group: KernelGroup, nodes: list[Placed]) -> None:
+    """Before a pass over ``nodes``: its loads span the tile if none of them moves along the reduced axis."""
+    spread = config.spread_row_loads and not reads_along_reduced_axis(group, nodes)
+    k.spread_loads = (RSYM, "rbase") if spread else None
 
 
 def _rindex_block(k: TritonKernel, choice: ReductionChoice) -> str:

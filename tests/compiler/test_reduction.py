@@ -379,12 +379,23 @@ def test_a_reduction_with_no_load_along_its_axis_loads_over_the_whole_tile(strat
     with compiler.config.patch(reduction_strategy=strategy, rblock=None if strategy == "persistent" else 512):
         spread = partial_source(row_reductions, x)
         mixed = partial_source(lambda a, b: (a * b).sum(-1), x, y)
+        kept = partial_source(_many_uses, x)               # a value the kernel keeps, read by six reductions
+        passes = partial_source(lambda a, b: (b - a.mean(-1, keepdim=True)).sum(-1), x, y)
         got = run_compiled(row_reductions, x)
         with compiler.config.patch(spread_row_loads=False):
             narrow = partial_source(row_reductions, x)
     assert re.search(r"(idx\d+) = xindex \+ 0 \* rbase\n.*tl\.load\(p_arg0 \+ \1", spread, re.S), spread
     assert "0 * rbase" not in mixed and "0 * rbase" not in narrow
+    assert "0 * rbase" in kept                # y's reads come from registers: no load along the axis
+    # decided per pass: the mean's pass loads only x (spread), the next one loads y along the axis
+    assert re.search(r"(idx\d+) = xindex \+ 0 \* rbase\n.*tl\.load\(p_arg0 \+ \1", passes, re.S), passes
+    assert passes.count("0 * rbase") == 1, passes
     assert_same(got, row_reductions(x), rtol=1e-5, atol=1e-5)
     truth = x.double().sum(-1)
     ulp = float(((got[0].double() - truth).abs() / (torch.finfo(torch.float32).eps * truth.abs())).max())
     assert ulp < 8, f"sum {ulp:.0f} ulp off: a sequential chain"
+
+
+def _many_uses(x):
+    y = x * 2
+    return y.sum(-1), y.amax(-1), y.amin(-1), (y * y).sum(-1), y.abs().sum(-1), y.exp().sum(-1)
