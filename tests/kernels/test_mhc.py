@@ -15,7 +15,7 @@ from kernels.benchmarks import mhc as bench
 from kernels.benchmarks import mhc_gridsearch, mhc_trace
 from kernels.config import config as kernel_config
 from kernels.exc import LaunchConfigError, UnsupportedInput
-from kernels.mhc import MHCLiteBlock, configs, reference
+from kernels.mhc import MHCLiteBlock, configs, reference, rmsnorm_project
 from kernels.mhc.configs import LaunchConfig
 
 DEV = device.torch_device()
@@ -165,8 +165,7 @@ def test_rmsnorm_project_backward_tiny_k_is_as_accurate_as_eager(T, K, D, dtype)
     ours = _k1_grads(mhc.fused_rmsnorm_project, x, W, g)
     eager = _k1_grads(reference.fused_rmsnorm_project, x, W, g)
     truth = _k1_grads(reference.fused_rmsnorm_project, x.double(), W.double(), g.double())
-    # dW = (g r)^T @ x rounds g r to x's dtype for the tensor-core GEMM: a few ulps, not a cancellation.
-    # Ulps of the row's largest |dx|: an element of a longer row that happens to cancel (K = 7) is off
+    # dW: a few ulps, the GEMM's summation order against eager's.  Ulps of the row's largest |dx|: an element of a longer row that happens to cancel (K = 7) is off
     # by many of its own ulps in eager too, by luck more or less than ours; at K = 1 the row is the
     # element, so the cancellation this test is for is judged on its own ulp.
     for name, o, e, t, ulps in zip(("dx", "dW"), ours, eager, truth, (1, 4)):
@@ -174,6 +173,39 @@ def test_rmsnorm_project_backward_tiny_k_is_as_accurate_as_eager(T, K, D, dtype)
         ulp = torch.finfo(dtype).eps * scale.clamp_min(torch.finfo(dtype).tiny)
         err, eager_err = (o.double() - t).abs(), (e.double() - t).abs()
         assert (err <= eager_err + ulps * ulp).all(), (name, err.max().item(), eager_err.max().item())
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_rmsnorm_project_weight_grad_keeps_float32_precision_and_range(dtype):
+    """dW = (g r)^T @ x is a sum over T that cancels for integer x: with g r rounded to x's dtype before the
+    GEMM, fp16 x and g near 2e4 gave dW an RMS error 25x eager's (H100 campaign, session 12).  Now as accurate
+    as eager, and g r past fp16's range (1e6), tiny (1e-30), inf and NaN come through as in float32."""
+    gen = torch.Generator().manual_seed(12)
+    T, K, D = 700, 96, 4
+    half = torch.randint(-8, 9, (T // 2, K), generator=gen)
+    x = torch.cat([half, -half]).to(dtype).to(DEV)              # rows t and t + T/2 cancel but for g
+    W = torch.zeros(D, K, dtype=dtype, device=DEV)
+    g = (2e4 + 128 * torch.randint(0, 8, (T, D), generator=gen)).to(dtype).to(DEV)   # exact in both dtypes
+    ours = _k1_grads(mhc.fused_rmsnorm_project, x, W, g)[1]
+    eager = _k1_grads(reference.fused_rmsnorm_project, x, W, g)[1]
+    truth = _k1_grads(reference.fused_rmsnorm_project, x.double(), W.double(), g.double())[1]
+    rms = lambda e: float(e.double().pow(2).mean().sqrt())                # noqa: E731
+    assert rms(ours.double() - truth) <= 1.5 * rms(eager.double() - truth) + 1e-3, \
+        (rms(ours.double() - truth), rms(eager.double() - truth))
+
+    scaled = torch.randn(T, D, generator=gen, dtype=torch.float64)
+    scaled[:, 1] *= 1e6
+    scaled[:, 2] *= 1e-30
+    scaled[5, 3] = float("inf")
+    scaled[7, 0] = float("nan")
+    xs = torch.randn(T, K, generator=gen).to(dtype)
+    want = scaled.T @ xs.double()
+    got = rmsnorm_project.weight_grad(scaled.float().to(DEV), xs.to(DEV)).cpu().double()
+    assert got.dtype == torch.float64 and torch.equal(got.isnan(), want.isnan())
+    assert torch.equal(got.isinf(), want.isinf()) and torch.equal(got[got.isinf()], want[want.isinf()])
+    bound = (scaled.abs().T @ xs.double().abs()) * 2.0 ** -20                # float32 accumulation's own level
+    finite = torch.isfinite(want)
+    assert ((got - want).abs()[finite] <= bound[finite] + 1e-44).all()
 
 
 def test_rmsnorm_project_forward_keeps_y_unrounded_for_the_backward():
