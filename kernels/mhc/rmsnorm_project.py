@@ -41,7 +41,7 @@ from kernels.config import store_dtype
 from kernels.exc import LaunchConfigError, UnsupportedInput
 
 from . import configs
-from ._common import (acc_dtype, check_activation, check_coef, check_devices, check_same_dtype, check_shape,
+from ._common import (acc_dtype, next_pow2, check_activation, check_coef, check_devices, check_same_dtype, check_shape,
                       coef_dtype, load_tile, load_tile_zeroed, tl_acc)
 
 _OP = "fused_rmsnorm_project"
@@ -452,32 +452,60 @@ def _backward(ctx, gy, g_inv_rms):
     return dx, dW, None
 
 
+@triton.jit
+def _split_parts_kernel(s_ptr, shift_ptr, out_ptr, T, D, stride_st,
+                        PART: tl.constexpr, PARTS: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr):
+    # out[t, i * D + d] = the i-th PART-dtype part of s[t, d] * 2^shift[d]: the parts sum to it within float32's
+    # precision; a non-finite value is all in the first part.  Each part is stored as the float32 value of the
+    # PART-dtype number (out is PART-typed on a GPU; float32 in the interpreter, which truncates bf16 stores).
+    rows = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)[:, None]
+    cols = tl.arange(0, BLOCK_D)[None, :]
+    mask = (rows < T) & (cols < D)
+    s = tl.load(s_ptr + rows.to(tl.int64) * stride_st + cols, mask, other=0.0)
+    shift = tl.load(shift_ptr + cols, cols < D, other=0)
+    rest = s * ((shift + 127) << 23).to(tl.float32, bitcast=True)      # an exact power of two, 2^-126 .. 2^127
+    for i in tl.static_range(PARTS):
+        part = rest.to(PART).to(tl.float32)
+        tl.store(out_ptr + rows.to(tl.int64) * (PARTS * D) + i * D + cols, part, mask)
+        rest = tl.where((part == part) & (tl.abs(part) != float("inf")), rest - part, 0.0)
+
+
 def weight_grad(scaled: torch.Tensor, x_flat: torch.Tensor) -> torch.Tensor:
     """dL/dW = scaled^T @ x_flat, [D, K] in float32 (float64 for float64 x), from scaled = g * r [T, D] in float32.
 
     Rounding scaled to x's 16-bit dtype for the GEMM lost 13 (fp16) or 16 (bf16) of float32's 24 bits in every
     term of a sum over T that may cancel: fp16 x of integers, g near 2e4, 1644 rows -- dW RMS error 181 against
     eager's 7 (the H100 campaign of session 12).  Here scaled is split into 16-bit parts that sum to it within
-    float32's precision (two for fp16, three for bf16), each column first moved by a power of two into fp16's
-    range; one tensor-core GEMM over the stacked parts with a float32 result (``torch.mm``'s ``out_dtype``, CUDA
-    only: elsewhere the operands are upcast)."""
+    float32's precision (two for fp16, three for bf16; ``_split_parts_kernel``), each fp16 column first moved by a
+    power of two into fp16's range; one tensor-core GEMM over the stacked parts with a float32 result
+    (``torch.mm``'s ``out_dtype``, CUDA only: the interpreter multiplies the parts in float32, exactly)."""
     if x_flat.dtype in (torch.float32, torch.float64):
         return scaled.to(x_flat.dtype).T @ x_flat
-    if x_flat.device.type != "cuda":
-        return scaled.float().T @ x_flat.float()
-    finite = torch.where(torch.isfinite(scaled), scaled.abs(), 0.0)
-    shift = (14 - torch.frexp(finite.amax(0))[1]).clamp(-126, 127)    # each column's largest into [2^13, 2^14)
-    rest = torch.ldexp(scaled, shift)
-    parts = []
-    for _ in range(2 if x_flat.dtype == torch.float16 else 3):
-        part = rest.to(x_flat.dtype)
-        parts.append(part)
-        rest = torch.where(torch.isfinite(part), rest - part.float(), 0.0)   # inf / NaN: all in the first part
-    out = torch.mm(torch.cat(parts, 1).T, x_flat, out_dtype=torch.float32).view(len(parts), -1, x_flat.shape[1])
+    T, D = scaled.shape
+    if not T:
+        return torch.zeros(D, x_flat.shape[1], dtype=torch.float32, device=x_flat.device)
+    parts = 2 if x_flat.dtype == torch.float16 else 3
+    if x_flat.dtype == torch.float16:
+        top = scaled.abs().nan_to_num(nan=0.0, posinf=0.0).amax(0)     # each column's largest finite |value|
+        shift = (14 - torch.frexp(top)[1]).clamp(-126, 127)              # ... into [2^13, 2^14)
+    else:
+        shift = torch.zeros(D, dtype=torch.int32, device=scaled.device)  # bf16 has float32's range
+    scaled = scaled.float().contiguous()
+    stacked = torch.empty(T, parts * D, dtype=store_dtype(x_flat.dtype), device=scaled.device)
+    block_d = next_pow2(D)
+    block_t = max(1, min(next_pow2(T), 4096 // block_d))
+    _split_parts_kernel[(triton.cdiv(T, block_t),)](scaled, shift.to(torch.int32), stacked, T, D, scaled.stride(0),
+                                                     PART=tl.float16 if x_flat.dtype == torch.float16 else tl.bfloat16,
+                                                     PARTS=parts, BLOCK_T=block_t, BLOCK_D=block_d)
+    if x_flat.device.type == "cuda":
+        out = torch.mm(stacked.T, x_flat, out_dtype=torch.float32)
+    else:
+        out = stacked.T.float() @ x_flat.float()
+    out = out.view(parts, D, -1)
     total = out[-1]
     for part in reversed(out[:-1]):                # the small parts first
         total = part + total
-    return torch.ldexp(total, -shift[:, None])
+    return torch.ldexp(total, -shift[:, None].float()) if x_flat.dtype == torch.float16 else total
 
 
 _fwd_op.register_autograd(_backward, setup_context=_setup_context)
