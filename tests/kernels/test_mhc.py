@@ -206,6 +206,8 @@ def test_rmsnorm_project_weight_grad_keeps_float32_precision_and_range(dtype):
     bound = (scaled.abs().T @ xs.double().abs()) * 2.0 ** -20                # float32 accumulation's own level
     finite = torch.isfinite(want)
     assert ((got - want).abs()[finite] <= bound[finite] + 1e-44).all()
+    empty = rmsnorm_project.weight_grad(torch.empty(0, D, device=DEV), torch.empty(0, K, dtype=dtype, device=DEV))
+    assert empty.shape == (D, K) and not empty.any()                         # T = 0 (the campaign's example)
 
 
 def test_rmsnorm_project_forward_keeps_y_unrounded_for_the_backward():
