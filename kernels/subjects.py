@@ -146,12 +146,17 @@ _ACT = ("bfloat16", "float16", "float32")
 # float32 coefficients.  Every other family, "large" included, stays.
 _ACT_VALUES = tuple(v for v in VALUE_FAMILIES if v != "near_max")
 _COEF = dict(dtypes=("float32",), nonfinite=False, values=_ACT_VALUES)   # they enter the same float32 sums
+# K1 squares x and sums the squares in float32 (its contract, as Inductor's RMSNorm): past sqrt(FLT_MAX) ("large")
+# the mean square overflows, r = rsqrt(inf) = 0, and y, dx and dW come out 0 where float64 is finite -- eager's
+# backward gives NaN there, so the oracle has no error level to judge by (H100 campaign, session 12, dx of
+# x near 1e19).  The compiler subjects leave the family out for the same reason (NO_OVERFLOWING_SQUARES).
+_SQUARED_VALUES = tuple(v for v in _ACT_VALUES if v != "large")
 # T reaches past 2^20 tokens for small C (the memory budget keeps T * C in range); C includes odd sizes.
 _MHC_DIMS = {"T": (0, 1_100_000), "C": (1, 4231)}
 
 
 @subject(name="kernels.mhc.rmsnorm_project", reference=lambda x_flat, W: mhc_ref.fused_rmsnorm_project(x_flat, W),
-         inputs={"x_flat": tensor(("T", "K"), dtypes=_ACT, values=_ACT_VALUES),
+         inputs={"x_flat": tensor(("T", "K"), dtypes=_ACT, values=_SQUARED_VALUES),
                  "W": tensor(("D", "K"), dtype_like="x_flat", values=_ACT_VALUES)},
          dims={"T": (0, 1_100_000), "K": (1, 16_924), "D": (1, 64)})
 def mhc_rmsnorm_project(x_flat, W):
@@ -187,7 +192,7 @@ def _grads(fn, inputs: dict, grad_out):
 
 @subject(name="kernels.mhc.rmsnorm_project_backward",
          reference=lambda x_flat, W, g: _grads(mhc_ref.fused_rmsnorm_project, {"x_flat": x_flat, "W": W}, g),
-         inputs={"x_flat": tensor(("T", "K"), dtypes=_ACT, nonfinite=False, values=_ACT_VALUES),
+         inputs={"x_flat": tensor(("T", "K"), dtypes=_ACT, nonfinite=False, values=_SQUARED_VALUES),
                  "W": tensor(("D", "K"), dtype_like="x_flat", nonfinite=False, values=_ACT_VALUES),
                  "g": tensor(("T", "D"), dtype_like="x_flat", nonfinite=False, values=_ACT_VALUES)},
          dims={"T": (0, 1_100_000), "K": (1, 16_924), "D": (1, 64)})
