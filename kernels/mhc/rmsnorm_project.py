@@ -470,6 +470,27 @@ def _split_parts_kernel(s_ptr, shift_ptr, out_ptr, T, D, stride_st,
         rest = tl.where((part == part) & (tl.abs(part) != float("inf")), rest - part, 0.0)
 
 
+@torch.library.custom_op("mhc::split_parts", mutates_args=())
+def _split_parts_op(scaled: torch.Tensor, shift: torch.Tensor, dtype: torch.dtype, parts: int) -> torch.Tensor:
+    """[T, parts * D]: ``parts`` ``dtype`` parts of each scaled[t, d] * 2^shift[d] (``_split_parts_kernel``); an op,
+    so a backward traced by AOTAutograd (torch.compile of the block) calls it instead of launching on fakes."""
+    scaled = scaled.contiguous()
+    T, D = scaled.shape
+    stacked = torch.empty(T, parts * D, dtype=store_dtype(dtype), device=scaled.device)
+    if T:
+        block_d = next_pow2(D)
+        block_t = max(1, min(next_pow2(T), 4096 // block_d))
+        _split_parts_kernel[(triton.cdiv(T, block_t),)](scaled, shift, stacked, T, D, scaled.stride(0),
+                                                         PART=tl.float16 if dtype == torch.float16 else tl.bfloat16,
+                                                         PARTS=parts, BLOCK_T=block_t, BLOCK_D=block_d)
+    return stacked
+
+
+@_split_parts_op.register_fake
+def _split_parts_fake(scaled, shift, dtype, parts):
+    return scaled.new_empty((scaled.shape[0], parts * scaled.shape[1]), dtype=store_dtype(dtype))
+
+
 def weight_grad(scaled: torch.Tensor, x_flat: torch.Tensor) -> torch.Tensor:
     """dL/dW = scaled^T @ x_flat, [D, K] in float32 (float64 for float64 x), from scaled = g * r [T, D] in float32.
 
@@ -490,13 +511,7 @@ def weight_grad(scaled: torch.Tensor, x_flat: torch.Tensor) -> torch.Tensor:
     # 207 ulp off on the H100 without it)
     top = scaled.abs().nan_to_num(nan=0.0, posinf=0.0).amax(0)
     shift = (14 - torch.frexp(top)[1]).clamp(-126, 127)
-    scaled = scaled.float().contiguous()
-    stacked = torch.empty(T, parts * D, dtype=store_dtype(x_flat.dtype), device=scaled.device)
-    block_d = next_pow2(D)
-    block_t = max(1, min(next_pow2(T), 4096 // block_d))
-    _split_parts_kernel[(triton.cdiv(T, block_t),)](scaled, shift.to(torch.int32), stacked, T, D, scaled.stride(0),
-                                                     PART=tl.float16 if x_flat.dtype == torch.float16 else tl.bfloat16,
-                                                     PARTS=parts, BLOCK_T=block_t, BLOCK_D=block_d)
+    stacked = torch.ops.mhc.split_parts(scaled.float(), shift.to(torch.int32), x_flat.dtype, parts)
     if x_flat.device.type == "cuda":
         out = torch.mm(stacked.T, x_flat, out_dtype=torch.float32)
     else:
