@@ -13,7 +13,6 @@ import argparse
 import faulthandler
 import json
 import sys
-import time
 
 import torch
 
@@ -22,19 +21,11 @@ from compiler import workloads
 from harness.api import registry
 from harness.case import Case, TensorCase
 from harness.runner import build_inputs, run_case
+from run_case import timed  # this directory's script (sys.path[0] when run as a script)
 
 
 def tcase(shape, dtype, layout, param, values, seed, nonfinite=""):
     return TensorCase(tuple(shape), dtype, layout, param, values, seed, nonfinite)
-
-
-def timed(label, fn):
-    t = time.perf_counter()
-    out = fn()
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-    print(f"  {label}: {time.perf_counter() - t:.2f} s", flush=True)
-    return out
 
 
 def persistent(seeds):
