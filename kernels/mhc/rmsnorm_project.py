@@ -497,20 +497,23 @@ def weight_grad(scaled: torch.Tensor, x_flat: torch.Tensor) -> torch.Tensor:
     Rounding scaled to x's 16-bit dtype for the GEMM lost 13 (fp16) or 16 (bf16) of float32's 24 bits in every
     term of a sum over T that may cancel: fp16 x of integers, g near 2e4, 1644 rows -- dW RMS error 181 against
     eager's 7 (the H100 campaign of session 12).  Here scaled is split into 16-bit parts that sum to it within
-    float32's precision (two for fp16, three for bf16; ``_split_parts_kernel``), each column first moved by a
-    power of two to a largest magnitude near 2^14; one tensor-core GEMM over the stacked parts with a float32 result
-    (``torch.mm``'s ``out_dtype``, CUDA only: the interpreter multiplies the parts in float32, exactly)."""
+    float32's precision (two for fp16, three for bf16; ``_split_parts_kernel``), each column first moved by a power
+    of two; one tensor-core GEMM over the stacked parts with a float32 result (``torch.mm``'s ``out_dtype``, CUDA
+    only: the interpreter multiplies the parts in float32, exactly).  fp16's narrow range: a value more than 2^17
+    below its column's largest loses low bits, an error under 2^-38 of that largest."""
     if x_flat.dtype in (torch.float32, torch.float64):
         return scaled.to(x_flat.dtype).T @ x_flat
     T, D = scaled.shape
     if not T:
         return torch.zeros(D, x_flat.shape[1], dtype=torch.float32, device=x_flat.device)
     parts = 2 if x_flat.dtype == torch.float16 else 3
-    # each column's largest finite |value| into [2^13, 2^14): inside fp16's range, and no part of a tiny column
-    # is subnormal (tensor cores and the fp32 -> 16-bit conversion may flush those: bf16 dW of g near 1e-38 was
-    # 207 ulp off on the H100 without it)
+    # Each column's largest finite |value| to [2^13, 2^14) for fp16 (inside its range; first parts stay normal
+    # for columns down to 2^-141),
+    # to [0.5, 1) for bf16 (float32's range: parts stay normal, and the shifted GEMM overflows only where
+    # K * |x| nears FLT_MAX).  Tensor cores and the fp32 -> 16-bit conversion may flush subnormals: bf16 dW of g
+    # near 1e-38 was 207 ulp off on the H100 without the shift.
     top = scaled.abs().nan_to_num(nan=0.0, posinf=0.0).amax(0)
-    shift = (14 - torch.frexp(top)[1]).clamp(-126, 127)
+    shift = ((14 if x_flat.dtype == torch.float16 else 0) - torch.frexp(top)[1]).clamp(-126, 127)
     stacked = torch.ops.mhc.split_parts(scaled.float(), shift.to(torch.int32), x_flat.dtype, parts)
     if x_flat.device.type == "cuda":
         out = torch.mm(stacked.T, x_flat, out_dtype=torch.float32)
@@ -520,6 +523,8 @@ def weight_grad(scaled: torch.Tensor, x_flat: torch.Tensor) -> torch.Tensor:
     total = out[-1]
     for part in reversed(out[:-1]):                # the small parts first
         total = part + total
+    # an infinite x: the first part's products carry float32's answer (the others' zeros times inf are NaN)
+    total = torch.where(torch.isinf(out[0]), out[0], total)
     return torch.ldexp(total, -shift[:, None].float())
 
 

@@ -206,6 +206,12 @@ def test_rmsnorm_project_weight_grad_keeps_float32_precision_and_range(dtype):
     bound = (scaled.abs().T @ xs.double().abs()) * 2.0 ** -20                # float32 accumulation's own level
     finite = torch.isfinite(want)
     assert ((got - want).abs()[finite] <= bound[finite] + 1e-44).all()
+    # an infinite x: float32's inf, not the NaN of the lower parts' zeros times inf; a bf16 x near 1e36 stays finite
+    inf_x = torch.tensor([[float("inf")], [1.0]]).to(dtype).to(DEV)
+    assert rmsnorm_project.weight_grad(torch.tensor([[1.0], [0.3]], device=DEV), inf_x).item() == float("inf")
+    if dtype == torch.bfloat16:
+        big = rmsnorm_project.weight_grad(torch.tensor([[1.0]], device=DEV), torch.tensor([[1e36]]).to(dtype).to(DEV))
+        assert math.isclose(big.item(), torch.tensor(1e36).to(dtype).item(), rel_tol=1e-6)
     empty = rmsnorm_project.weight_grad(torch.empty(0, D, device=DEV), torch.empty(0, K, dtype=dtype, device=DEV))
     assert empty.shape == (D, K) and not empty.any()                         # T = 0 (the campaign's example)
 
