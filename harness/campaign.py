@@ -55,7 +55,7 @@ from . import huge as huge_shapes
 from .api import HAZARDS, Subject
 from .config import config
 from .exc import UsageError
-from .lanes import Lane, LaneEvent
+from .lanes import Lane, LaneEvent, lanes_per_gpu
 from .loader import bundled, load_file, ref, resolve, subjects_in
 from .store import Store, Task
 
@@ -494,6 +494,11 @@ def run_campaign(targets: Sequence[str] = (), *, budget_s: float | None = None, 
         verb = "resuming" if resume else "campaign"
         display.line(f"{verb} {campaign.id}: {len(subjects)} subject(s), {workers} lane(s), seed {campaign.seed}, "
                      f"{_clock(remaining)} of {_clock(campaign.budget_s)} left; store {db.path}")
+        shared = lanes_per_gpu(workers)
+        if shared > 1:
+            limit = (campaign.options.get("example_timeout_s") or config.example_timeout_s) * shared
+            display.line(f"{shared} lanes share each GPU (their kernels run in turn): an example's hang limit is "
+                         f"{limit:.0f} s, {shared} x the single-lane one")
         runner = _Campaign(db, campaign.id, subjects, options=campaign.options, seed=campaign.seed, workers=workers,
                            remaining_s=max(0.0, remaining), spent_s=campaign.spent_s, budget_s=campaign.budget_s,
                            display=display)

@@ -27,6 +27,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Iterator
 
 from . import device
+from .config import config
 from .api import Subject
 from .case import Case, shape_bucket
 from .dump import dump_dir_for, write_dump
@@ -54,14 +55,27 @@ class Stopped(BaseException):
 
 def lane_env(index: int, workers: int) -> dict[str, str]:
     if device.MODE == "cuda":
-        import torch
-
         # CUDA's own variable: lanes split the GPUs this process may use, one each.
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-        ids = [v.strip() for v in visible.split(",") if v.strip()] if visible else \
-            [str(i) for i in range(torch.cuda.device_count())]
+        ids = _visible_gpus()
         return {"CUDA_VISIBLE_DEVICES": ids[index % len(ids)]} if ids else {}
     return {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // workers))}
+
+
+def lanes_per_gpu(workers: int) -> int:
+    """How many lanes share one GPU (1 in the interpreter).  Processes on one GPU without MPS run in turn: an
+    example that takes 7 s alone took over 120 s with 14 lanes on one H100 (kernels.mhc.post_res_backward, T =
+    378,897; session 12), so the campaign gives each example that many times the hang limit."""
+    if device.MODE != "cuda":
+        return 1
+    return max(1, math.ceil(workers / max(1, len(_visible_gpus()))))
+
+
+def _visible_gpus() -> list[str]:
+    import torch
+
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    return [v.strip() for v in visible.split(",") if v.strip()] if visible else \
+        [str(i) for i in range(torch.cuda.device_count())]
 
 
 
@@ -250,8 +264,8 @@ class Lane(threading.Thread):
         self.index = index
         self.stop_event = threading.Event()
         self.stop_reason = ""
-        self.executor = LaneExecutor(lane_env(index, campaign.workers), campaign.example_timeout_s,
-                                      self.stop_event)
+        timeout = (campaign.example_timeout_s or config.example_timeout_s) * lanes_per_gpu(campaign.workers)
+        self.executor = LaneExecutor(lane_env(index, campaign.workers), timeout, self.stop_event)
         self.current: tuple[Task, float, float] | None = None     # (task, budget, started)
         self.examples = 0
         self.failed: BaseException | None = None

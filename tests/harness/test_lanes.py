@@ -16,3 +16,30 @@ def test_coverage_tally_counts_per_axis():
                    "nonfinite": {"none": 1, "nan": 1}, "dtype": {"float16": 1, "float32": 1},
                    "layout": {"contiguous": 1, "strided": 1}}
     assert tally.take() == (0, 0, {})
+
+
+def test_lanes_sharing_a_gpu_get_that_many_times_the_hang_limit(monkeypatch):
+    """Lanes on one GPU run their kernels in turn: a 7 s example timed out at 120 s with 14 lanes on one H100.
+    Each lane's executor gets lanes-per-GPU times the hang limit; one lane per GPU and the interpreter keep it."""
+    import torch
+
+    from harness import device, lanes
+    from harness.config import config
+
+    class Campaign:
+        example_timeout_s = None
+        workers = 14
+
+    if device.MODE != "cuda":
+        assert lanes.lanes_per_gpu(14) == 1                      # the interpreter: lanes share no GPU
+    monkeypatch.setattr(device, "MODE", "cuda")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert [lanes.lanes_per_gpu(w) for w in (1, 2, 3, 14)] == [1, 1, 2, 7]
+    assert lanes.lane_env(3, 14) == {"CUDA_VISIBLE_DEVICES": "1"}
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5")
+    assert lanes.lanes_per_gpu(14) == 14
+    monkeypatch.setattr(lanes, "LaneExecutor", lambda env, timeout, stop: timeout)
+    assert lanes.Lane(Campaign(), 0).executor == 14 * config.example_timeout_s
+    Campaign.example_timeout_s = 10.0
+    assert lanes.Lane(Campaign(), 1).executor == 140.0
