@@ -41,8 +41,8 @@ from kernels.config import store_dtype
 from kernels.exc import LaunchConfigError, UnsupportedInput
 
 from . import configs
-from ._common import (acc_dtype, next_pow2, check_activation, check_coef, check_devices, check_same_dtype, check_shape,
-                      coef_dtype, load_tile, load_tile_zeroed, tl_acc)
+from ._common import (acc_dtype, check_activation, check_coef, check_devices, check_same_dtype, check_shape,
+                      coef_dtype, load_tile, load_tile_zeroed, next_pow2, tl_acc)
 
 _OP = "fused_rmsnorm_project"
 
