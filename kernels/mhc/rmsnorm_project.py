@@ -507,11 +507,10 @@ def weight_grad(scaled: torch.Tensor, x_flat: torch.Tensor) -> torch.Tensor:
     if not T:
         return torch.zeros(D, x_flat.shape[1], dtype=torch.float32, device=x_flat.device)
     parts = 2 if x_flat.dtype == torch.float16 else 3
-    # Each column's largest finite |value| to [2^13, 2^14) for fp16 (inside its range; first parts stay normal
-    # for columns down to 2^-141),
-    # to [0.5, 1) for bf16 (float32's range: parts stay normal, and the shifted GEMM overflows only where
-    # K * |x| nears FLT_MAX).  Tensor cores and the fp32 -> 16-bit conversion may flush subnormals: bf16 dW of g
-    # near 1e-38 was 207 ulp off on the H100 without the shift.
+    # Each column's largest finite |value| to [2^13, 2^14) for fp16 (inside its range; first parts stay normal for
+    # columns down to 2^-141), to [0.5, 1) for bf16 (float32's range: parts stay normal, and the shifted GEMM
+    # overflows only where K * |x| nears FLT_MAX).  Tensor cores and the fp32 -> 16-bit conversion may flush
+    # subnormals: bf16 dW of g near 1e-38 was 207 ulp off on the H100 without the shift.
     top = scaled.abs().nan_to_num(nan=0.0, posinf=0.0).amax(0)
     shift = ((14 if x_flat.dtype == torch.float16 else 0) - torch.frexp(top)[1]).clamp(-126, 127)
     stacked = torch.ops.mhc.split_parts(scaled.float(), shift.to(torch.int32), x_flat.dtype, parts)
