@@ -89,6 +89,7 @@ def _fused_rmsnorm_project_fwd_kernel(
     #   acc[t, d] += sum_k x[t, k] W[d, k]      (tl.dot, fp32/fp64 accumulate)
     #   ssq[t]    += sum_k x[t, k]^2
     # then y = acc * rsqrt(ssq / K + eps).  x is read exactly once when D <= BLOCK_D.
+    # float32 x runs with ACC = float64 (see _accumulation).
     pid_t = tl.program_id(0)
     pid_d = tl.program_id(1)
     offs_t = pid_t * BLOCK_T + tl.arange(0, BLOCK_T)
@@ -156,13 +157,39 @@ def _k1_g_at_w(gy_ptr, w_ptr, g0, rows64, mask_t, offs_k, mask_k, D, stride_gt, 
 
 
 @triton.jit
+def _k1_projection_tile(gy_ptr, w_ptr, x_ptr, g0, rows64, mask_t, offs_k, D, K, stride_gt, stride_wd, stride_xt,
+                        ACC: tl.constexpr, DOT_MODE: tl.constexpr, PRECISION: tl.constexpr, BLOCK_T: tl.constexpr,
+                        BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr, ONE_D_TILE: tl.constexpr):
+    """(g @ W, x) on one [BLOCK_T, BLOCK_K] tile, both in float64, x's masked lanes 0."""
+    mask_k = offs_k < K
+    gw = _k1_g_at_w(gy_ptr, w_ptr, g0, rows64, mask_t, offs_k, mask_k, D, stride_gt, stride_wd,
+                    ACC, DOT_MODE, PRECISION, BLOCK_T, BLOCK_K, BLOCK_D, ONE_D_TILE).to(tl.float64)
+    x = load_tile_zeroed(x_ptr + rows64[:, None] * stride_xt + offs_k[None, :],
+                         mask_t[:, None] & mask_k[None, :], ACC).to(tl.float64)
+    return gw, x
+
+
+@triton.jit
+def _k1_store_projected_dx(dx_ptr, gw, x, q, r, gr_ptr, rows64, offs_t, mask_t, offs_k, K, stride_dxt,
+                           HAS_GR: tl.constexpr, ACC: tl.constexpr):
+    """Store dx = r (g @ W - q x) (- x r^3 / K g_r) of one tile, formed in float64."""
+    dx = (gw - x * q[:, None]) * r.to(tl.float64)[:, None]
+    if HAS_GR:
+        gr = tl.load(gr_ptr + offs_t, mask=mask_t, other=0.0).to(ACC)
+        dx -= x * (r * r * r / K * gr).to(tl.float64)[:, None]
+    # via ACC: float64 -> bfloat16 has no direct conversion on every target (or in the interpreter)
+    tl.store(dx_ptr + rows64[:, None] * stride_dxt + offs_k[None, :], dx.to(ACC).to(dx_ptr.dtype.element_ty),
+             mask=mask_t[:, None] & (offs_k < K)[None, :])
+
+
+@triton.jit
 def _fused_rmsnorm_project_bwd_dx_kernel(
     x_ptr, w_ptr, gy_ptr, y_ptr, rinv_ptr, gr_ptr, dx_ptr,
     T, K, D, k_eps,
     stride_xt, stride_wd, stride_gt, stride_yt, stride_dxt,
     HAS_GR: tl.constexpr, ACC: tl.constexpr, DOT_MODE: tl.constexpr, PRECISION: tl.constexpr,
     BLOCK_T: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_D: tl.constexpr, ONE_D_TILE: tl.constexpr,
-    ONE_K_TILE: tl.constexpr,
+    ONE_K_TILE: tl.constexpr, TWO_PASS: tl.constexpr,
 ):
     # dx[t, k] = r[t] * (g @ W)[t, k] - x[t, k] * coef[t]
     # coef[t]  = r^2 / K * sum_d g[t, d] y[t, d]  (+ r^3 / K * g_r[t])
@@ -176,28 +203,44 @@ def _fused_rmsnorm_project_bwd_dx_kernel(
                  mask=mask_t[:, None] & (offs_d0 < D)[None, :], other=0.0)
     if DOT_MODE == 1:
         g0 = g0.to(ACC)  # upcast once, not once per K tile
-    if ONE_K_TILE:
-        # The whole row is one tile.  With s = sum_k x (g @ W) = sum_d g p and
-        # r^2 / K = 1 / (ssq + K eps):   dx = r * ((g @ W) - x * s / (ssq + K eps)).
-        # The two terms cancel when g @ W is parallel to x (always at K = 1: dx = r g W eps r^2),
-        # so s is summed from the same rounded g @ W tile (its rounding then cancels too) and
-        # the row sums and the difference are formed in float64: fp32 there would be wrong by
-        # ~2**-24 * ssq / (K eps) relative, 6% at x ~ 1, eps = 1e-6 (eager's error, which the
-        # oracle measures us against at random).  Costs one float64 tile; x is still read once.
-        offs_k = tl.arange(0, BLOCK_K)
-        mask_k = offs_k < K
-        gw = _k1_g_at_w(gy_ptr, w_ptr, g0, rows64, mask_t, offs_k, mask_k, D, stride_gt, stride_wd,
-                        ACC, DOT_MODE, PRECISION, BLOCK_T, BLOCK_K, BLOCK_D, ONE_D_TILE).to(tl.float64)
-        m = mask_t[:, None] & mask_k[None, :]
-        x = load_tile_zeroed(x_ptr + rows64[:, None] * stride_xt + offs_k[None, :], m, ACC).to(tl.float64)
-        q = tl.sum(x * gw, axis=1) / (tl.sum(x * x, axis=1) + k_eps)
-        dx = (gw - x * q[:, None]) * r.to(tl.float64)[:, None]
-        if HAS_GR:
-            gr = tl.load(gr_ptr + offs_t, mask=mask_t, other=0.0).to(ACC)
-            dx -= x * (r * r * r / K * gr).to(tl.float64)[:, None]
-        # via ACC: float64 -> bfloat16 has no direct conversion on every target (or in the interpreter)
-        tl.store(dx_ptr + rows64[:, None] * stride_dxt + offs_k[None, :],
-                 dx.to(ACC).to(dx_ptr.dtype.element_ty), mask=m)
+    if ONE_K_TILE or TWO_PASS:
+        # The projection form.  With s = sum_k x (g @ W) = sum_d g p and r^2 / K = 1 / (ssq + K eps):
+        #   dx = r * ((g @ W) - x * s / (ssq + K eps)).
+        # The two terms cancel when g @ W is nearly parallel to x (always at K = 1: dx = r g W eps r^2; and at
+        # x, W ~ 1000 +- 1), so s is summed from the same rounded g @ W tiles (their rounding then cancels
+        # too) and the row sums and the difference are formed in float64.  Taken from the forward's y
+        # instead, each rounding of y, r and acc comes back multiplied by the cancellation: float32 dx was
+        # wrong by ~2**-24 * ssq / (K eps) relative at tiny K (6% at x ~ 1, eps = 1e-6), and at x, W ~ 1000
+        # +- 1 4x eager's error (H100, K = 16,924) or 6x on some rows (CPU, K = 333, equal heads); now it is
+        # within 1e-7 of its size, eager's within 1e-4.  One K tile (any dtype) reads x once; longer
+        # float32 / float64 rows (TWO_PASS) read it twice, summing s and ssq first: the float32 backward
+        # takes 5.2 ms against 2.1 at T = 65536, K = 10240, D = 32 (its forward 1.8 against 6.2).  16-bit
+        # rows over several tiles keep the one-pass form below: their own rounding is far larger.
+        if ONE_K_TILE:
+            offs_k = tl.arange(0, BLOCK_K)
+            gw, x = _k1_projection_tile(gy_ptr, w_ptr, x_ptr, g0, rows64, mask_t, offs_k, D, K, stride_gt,
+                                        stride_wd, stride_xt, ACC, DOT_MODE, PRECISION, BLOCK_T, BLOCK_K, BLOCK_D,
+                                        ONE_D_TILE)
+            q = tl.sum(x * gw, axis=1) / (tl.sum(x * x, axis=1) + k_eps)
+            _k1_store_projected_dx(dx_ptr, gw, x, q, r, gr_ptr, rows64, offs_t, mask_t, offs_k, K, stride_dxt,
+                                   HAS_GR, ACC)
+        else:
+            s = tl.zeros([BLOCK_T], dtype=tl.float64)
+            ssq = tl.zeros([BLOCK_T], dtype=tl.float64)
+            for k0 in range(0, K, BLOCK_K):
+                gw, x = _k1_projection_tile(gy_ptr, w_ptr, x_ptr, g0, rows64, mask_t, k0 + tl.arange(0, BLOCK_K),
+                                            D, K, stride_gt, stride_wd, stride_xt, ACC, DOT_MODE, PRECISION,
+                                            BLOCK_T, BLOCK_K, BLOCK_D, ONE_D_TILE)
+                s += tl.sum(x * gw, axis=1)
+                ssq += tl.sum(x * x, axis=1)
+            q = s / (ssq + k_eps)
+            for k0 in range(0, K, BLOCK_K):
+                offs_k = k0 + tl.arange(0, BLOCK_K)
+                gw, x = _k1_projection_tile(gy_ptr, w_ptr, x_ptr, g0, rows64, mask_t, offs_k, D, K, stride_gt,
+                                            stride_wd, stride_xt, ACC, DOT_MODE, PRECISION, BLOCK_T, BLOCK_K,
+                                            BLOCK_D, ONE_D_TILE)
+                _k1_store_projected_dx(dx_ptr, gw, x, q, r, gr_ptr, rows64, offs_t, mask_t, offs_k, K, stride_dxt,
+                                       HAS_GR, ACC)
     else:
         # Phase 1 reduces g*y over D (tiny: [BLOCK_T, D]); phase 2 streams x -> dx
         # over K tiles, so x is read once and dx written once.
@@ -236,6 +279,19 @@ def _precision(dtype: torch.dtype) -> str:
     """tl.dot input_precision: full fp32 ("ieee", not tf32) for fp32 / fp64 operands; the 16-bit
     dtypes ignore it and keep Triton's default."""
     return "ieee" if dtype in (torch.float32, torch.float64) or _dot_mode(dtype) == _DOT_UPCAST else "tf32"
+
+
+def _accumulation(dtype: torch.dtype) -> tuple:
+    """(ACC, DOT_MODE, PRECISION) of K1's kernels for activations of ``dtype``.
+
+    float32 runs in float64: its tiles are upcast (exactly) and tl.dot sums in float64, on the H100's float64
+    tensor cores 3.5x faster than the float32 "ieee" dot (an FMA loop): forward 1.77 ms against 6.24 at
+    T = 65536, K = 10240, D = 32.  That float32 dot summed all K products through acc in one rounding chain:
+    y was 4.3e-6 off at x, W ~ 1000 +- 1 and K = 16,924 (eager 2.9e-7), and 4.3e-4 at K = 2**18; now y and
+    inv_rms are correctly rounded (H100, session 13).  bf16 / fp16 keep their tensor cores and float32 sums."""
+    if dtype == torch.float32:
+        return tl.float64, _DOT_UPCAST, "ieee"
+    return tl_acc(dtype), _dot_mode(dtype), _precision(dtype)
 
 
 def _block_d(D: int) -> int:
@@ -299,10 +355,11 @@ def rmsnorm_project_fwd(x: torch.Tensor, W: torch.Tensor, eps: float, *,
         return y, rinv
     b = k1_blocks("k1_fwd", T=T, K=K, D=D, device=x.device, config=config)
     grid = (triton.cdiv(T, b.block_t), triton.cdiv(D, b.block_d))
+    acc, dot_mode, precision = _accumulation(x.dtype)
     _fused_rmsnorm_project_fwd_kernel[grid](
         x, W, y, rinv, T, K, D, float(eps),
         x.stride(0), W.stride(0), y.stride(0),
-        ACC=tl_acc(x.dtype), DOT_MODE=_dot_mode(x.dtype), PRECISION=_precision(x.dtype),
+        ACC=acc, DOT_MODE=dot_mode, PRECISION=precision,
         BLOCK_T=b.block_t, BLOCK_K=b.block_k, BLOCK_D=b.block_d,
         num_warps=b.num_warps, num_stages=b.num_stages,
     )
@@ -328,12 +385,13 @@ def rmsnorm_project_bwd_dx(x: torch.Tensor, W: torch.Tensor, gy: torch.Tensor, y
     gr = g_inv_rms.contiguous() if has_gr else inv_rms
     b = k1_blocks("k1_bwd_dx", T=T, K=K, D=D, device=x.device, config=config)
     grid = (triton.cdiv(T, b.block_t),)
+    acc, dot_mode, precision = _accumulation(x.dtype)
     _fused_rmsnorm_project_bwd_dx_kernel[grid](
         x, W, gy, y, inv_rms, gr, dx, T, K, D, float(K * eps),
         x.stride(0), W.stride(0), gy.stride(0), y.stride(0), dx.stride(0),
-        HAS_GR=has_gr, ACC=tl_acc(x.dtype), DOT_MODE=_dot_mode(x.dtype), PRECISION=_precision(x.dtype),
+        HAS_GR=has_gr, ACC=acc, DOT_MODE=dot_mode, PRECISION=precision,
         BLOCK_T=b.block_t, BLOCK_K=b.block_k, BLOCK_D=b.block_d, ONE_D_TILE=D <= b.block_d,
-        ONE_K_TILE=K <= b.block_k,
+        ONE_K_TILE=K <= b.block_k, TWO_PASS=x.dtype in (torch.float32, torch.float64),
         num_warps=b.num_warps, num_stages=b.num_stages,
     )
     return dx.to(x.dtype)

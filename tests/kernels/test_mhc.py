@@ -227,6 +227,54 @@ def test_rmsnorm_project_forward_keeps_y_unrounded_for_the_backward():
     assert torch.equal(mhc.fused_rmsnorm_project(x, W), y.bfloat16())  # RTNE, not the interpreter's truncation
 
 
+def test_rmsnorm_project_float32_forward_sums_k_tiles_without_losing_the_small_ones():
+    """float32 x @ W^T and sum(x^2) over 16 K tiles: the first tile's dot and squares are 2**24 each and every
+    later tile's 1, so a float32 running sum stays at 2**24 (2**24 + 1 rounds back), on a GPU's one FMA chain
+    and per tile alike.  Summed in float64 they are 2**24 + 15, and y and rinv come out correctly rounded
+    (session 13's H100 finding: y 4.3e-6 off at x, W ~ 1000 +- 1, K = 16,924; dx 4x eager's error)."""
+    tile, tiles, T, D = 16, 16, 16, 16
+    x = torch.zeros(T, tile * tiles, device=DEV)
+    W = torch.zeros(D, tile * tiles, device=DEV)
+    x[:, :tile] = W[:, :tile] = 2.0 ** 10           # the first tile: 16 x 2**20 = 2**24
+    x[:, tile::tile] = W[:, tile::tile] = 1.0       # one 1 in each later tile
+    y, rinv = rmsnorm_project.rmsnorm_project_fwd(x, W, 0.0, config=LaunchConfig(16, tile))
+    total = 2.0 ** 24 + tiles - 1
+    r64 = torch.tensor((tile * tiles / total) ** 0.5, dtype=torch.float64)
+    assert torch.equal(rinv, torch.full_like(rinv, r64.float().item())), rinv[0].item()
+    assert torch.equal(y, torch.full_like(y, (total * r64).float().item())), y[0, :4]
+    x[1, 3 * tile] = float("inf")
+    x[2, 3 * tile] = float("nan")
+    y, rinv = rmsnorm_project.rmsnorm_project_fwd(x, W, 0.0, config=LaunchConfig(16, tile))
+    torch.testing.assert_close(y[1:3], reference.fused_rmsnorm_project(x, W, 0.0)[1:3], equal_nan=True)
+    assert rinv[1] == 0 and rinv[2].isnan()
+
+
+@pytest.mark.parametrize("same_heads", [False, True])
+def test_rmsnorm_project_float32_dx_at_a_large_offset_is_far_better_than_eager(same_heads):
+    """dx = r (g @ W - x s / (ssq + K eps)) cancels ~1000x at x, W ~ 1000 +- 1.  Formed from the forward's
+    rounded y and r, each rounding came back 1000x: up to 6x eager's error per row (H100 campaigns, session
+    12; with every head's W row the same, on the CPU too).  Summed from the same g @ W tiles in float64, over
+    16-column tiles so the two-pass path runs, dx is within 1e-6 of its size (eager's: 1e-4)."""
+    gen = torch.Generator().manual_seed(3)
+    T, K, D = 24, 333, 4
+    x = (1000 + torch.randn(T, K, generator=gen)).to(DEV)
+    W = (1000 + torch.randn(1 if same_heads else D, K, generator=gen)).expand(D, K).contiguous().to(DEV)
+    g = (torch.rand(T, D, generator=gen) * 2 + 1e-3).to(DEV)
+
+    def dx_of(fn, *args):
+        xl = args[0].detach().requires_grad_()
+        fn(xl, *args[1:]).backward(g.to(xl.dtype))
+        return xl.grad.double()
+
+    truth = dx_of(reference.fused_rmsnorm_project, x.double(), W.double())
+    with kernel_config.patch(launch_overrides=SMALL_TILES):
+        ours = dx_of(mhc.fused_rmsnorm_project, x, W)
+    eager = dx_of(reference.fused_rmsnorm_project, x, W)
+    size = truth.abs().max()
+    assert (eager - truth).abs().max() > 1e-5 * size                # the cancellation is real: eager errs
+    assert (ours - truth).abs().max() <= 1e-6 * size, (ours - truth).abs().max() / size
+
+
 # ---------------------------------------------------------------------------- tl.dot tile sizes (static)
 
 _DOT_SIZES = (1, 2, 3, 7, 15, 16, 17)
