@@ -506,21 +506,69 @@ def _backward(ctx, gy, g_inv_rms):
     if ctx.needs_input_grad[0]:
         dx = torch.ops.mhc.fused_rmsnorm_project_bwd_dx(x_flat, W, gy, y, inv_rms, g_inv_rms, ctx.eps)
     if ctx.needs_input_grad[1]:
-        dW = weight_grad(gy.to(inv_rms.dtype) * inv_rms[:, None], x_flat).to(W.dtype)
+        dW = weight_grad(gy, inv_rms, x_flat, W.dtype)
     return dx, dW, None
 
 
+# ---------------------------------------------------------------------------- dW of 16-bit x
+#
+# dW = (g r)^T @ x, a sum over T that may cancel.  Rounding g r to x's 16-bit dtype for the GEMM lost 13 (fp16)
+# or 16 (bf16) of float32's 24 bits in every term: fp16 x of integers, g near 2e4, 1644 rows -- dW RMS error 181
+# against eager's 7 (the H100 campaign of session 12).  Here g r is split into 16-bit parts that sum to it
+# within float32's precision (two for fp16, three for bf16), each column first moved by a power of two; one
+# tensor-core GEMM runs over the stacked parts with a float32 result (``torch.mm``'s ``out_dtype``, CUDA only:
+# the interpreter multiplies the parts in float32, exactly), and the parts' products are summed, moved back and
+# rounded to W's dtype.  Four launches and the GEMM (session 13: ~15 small torch ops before).
+#
+# The shift takes each column's largest finite |g r| to [2^13, 2^14) for fp16 (inside its range; first parts
+# stay normal for columns down to 2^-141), to [0.5, 1) for bf16 (float32's range: parts stay normal, and the
+# shifted GEMM overflows only where K * |x| nears FLT_MAX).  Tensor cores and the fp32 -> 16-bit conversion may
+# flush subnormals: bf16 dW of g near 1e-38 was 207 ulp off on the H100 without the shift.  fp16's narrow
+# range: a value more than 2^17 below its column's largest loses low bits, an error under 2^-38 of that largest.
+
+
 @triton.jit
-def _split_parts_kernel(s_ptr, shift_ptr, out_ptr, T, D, stride_st,
-                        PART: tl.constexpr, PARTS: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr):
-    # out[t, i * D + d] = the i-th PART-dtype part of s[t, d] * 2^shift[d]: the parts sum to it within float32's
-    # precision; a non-finite value is all in the first part.  Each part is stored as the float32 value of the
-    # PART-dtype number (out is PART-typed on a GPU; float32 in the interpreter, which truncates bf16 stores).
+def _scaled_tile(gy_ptr, r_ptr, T, D, stride_gt, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr):
+    """One [BLOCK_T, BLOCK_D] tile of g r in float32, with its rows, columns and mask."""
     rows = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)[:, None]
     cols = tl.arange(0, BLOCK_D)[None, :]
     mask = (rows < T) & (cols < D)
-    s = tl.load(s_ptr + rows.to(tl.int64) * stride_st + cols, mask, other=0.0)
-    shift = tl.load(shift_ptr + cols, cols < D, other=0)
+    g = tl.load(gy_ptr + rows.to(tl.int64) * stride_gt + cols, mask, other=0.0).to(tl.float32)
+    r = tl.load(r_ptr + rows, rows < T, other=0.0).to(tl.float32)
+    return g * r, rows, cols, mask
+
+
+@triton.jit
+def _column_top_kernel(gy_ptr, r_ptr, top_ptr, T, D, stride_gt, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr):
+    # top[d] = max over t of the finite |g r|, kept as its bits: for non-negative floats the int32 order is the
+    # float order, so programs merge by atomic_max into a zeroed buffer.
+    s, rows, cols, mask = _scaled_tile(gy_ptr, r_ptr, T, D, stride_gt, BLOCK_T, BLOCK_D)
+    a = tl.abs(s)
+    a = tl.where(mask & (a == a) & (a != float("inf")), a, 0.0)
+    offs_d = tl.arange(0, BLOCK_D)
+    tl.atomic_max(top_ptr + offs_d, tl.max(a, axis=0).to(tl.int32, bitcast=True), mask=offs_d < D)
+
+
+@triton.jit
+def _column_shift(top_ptr, cols, D, TARGET: tl.constexpr):
+    """clamp(TARGET - e, -126, 127) per column, e = frexp(top)'s exponent (top = m 2^e, m in [0.5, 1); 0 -> 0),
+    from the bits: a subnormal's exponent comes from its mantissa's length, read off the mantissa as a float."""
+    bits = tl.load(top_ptr + cols, cols < D, other=0)
+    biased = (bits >> 23) & 0xFF
+    mant = bits & 0x7FFFFF
+    mant_len = ((mant.to(tl.float32).to(tl.int32, bitcast=True) >> 23) & 0xFF) - 126
+    e = tl.where(biased > 0, biased - 126, tl.where(mant > 0, mant_len - 149, 0))
+    return tl.minimum(tl.maximum(TARGET - e, -126), 127)
+
+
+@triton.jit
+def _split_parts_kernel(gy_ptr, r_ptr, top_ptr, out_ptr, T, D, stride_gt, TARGET: tl.constexpr,
+                        PART: tl.constexpr, PARTS: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr):
+    # out[t, i * D + d] = the i-th PART-dtype part of (g r)[t, d] * 2^shift[d]: the parts sum to it within float32's
+    # precision; a non-finite value is all in the first part.  Each part is stored as the float32 value of the
+    # PART-dtype number (out is PART-typed on a GPU; float32 in the interpreter, which truncates bf16 stores).
+    s, rows, cols, mask = _scaled_tile(gy_ptr, r_ptr, T, D, stride_gt, BLOCK_T, BLOCK_D)
+    shift = _column_shift(top_ptr, cols, D, TARGET)
     rest = s * ((shift + 127) << 23).to(tl.float32, bitcast=True)      # an exact power of two, 2^-126 .. 2^127
     for i in tl.static_range(PARTS):
         part = rest.to(PART).to(tl.float32)
@@ -528,61 +576,74 @@ def _split_parts_kernel(s_ptr, shift_ptr, out_ptr, T, D, stride_st,
         rest = tl.where((part == part) & (tl.abs(part) != float("inf")), rest - part, 0.0)
 
 
-@torch.library.custom_op("mhc::split_parts", mutates_args=())
-def _split_parts_op(scaled: torch.Tensor, shift: torch.Tensor, dtype: torch.dtype, parts: int) -> torch.Tensor:
-    """[T, parts * D]: ``parts`` ``dtype`` parts of each scaled[t, d] * 2^shift[d] (``_split_parts_kernel``); an op,
-    so a backward traced by AOTAutograd (torch.compile of the block) calls it instead of launching on fakes."""
-    scaled = scaled.contiguous()
-    T, D = scaled.shape
-    stacked = torch.empty(T, parts * D, dtype=store_dtype(dtype), device=scaled.device)
-    if T:
-        block_d = next_pow2(D)
-        block_t = max(1, min(next_pow2(T), 4096 // block_d))
-        _split_parts_kernel[(triton.cdiv(T, block_t),)](scaled, shift, stacked, T, D, scaled.stride(0),
-                                                         PART=tl.float16 if dtype == torch.float16 else tl.bfloat16,
-                                                         PARTS=parts, BLOCK_T=block_t, BLOCK_D=block_d)
-    return stacked
+@triton.jit
+def _combine_parts_kernel(p_ptr, top_ptr, out_ptr, D, K, TARGET: tl.constexpr, PARTS: tl.constexpr,
+                          BLOCK_K: tl.constexpr):
+    # out[d, k] = (p_0 + (p_1 + ... + p_last)) 2^-shift[d], the parts' products p_i = rows i * D + d of the GEMM's
+    # [PARTS * D, K] result, smallest first.  An infinite p_0 is the answer (x infinite: the other parts' zeros
+    # times inf are NaN).  The move back is exact in float64, rounded once to out's dtype (as torch.ldexp, and
+    # no float32 subnormal scale for a GPU to flush).
+    d = tl.program_id(1)
+    offs_k = tl.program_id(0) * BLOCK_K + tl.arange(0, BLOCK_K)
+    mask = offs_k < K
+    base = p_ptr + d.to(tl.int64) * K + offs_k
+    total = tl.load(base + (PARTS - 1) * D * K, mask, other=0.0)
+    for i in tl.static_range(PARTS - 2, -1, -1):
+        total = tl.load(base + i * D * K, mask, other=0.0) + total
+    first = tl.load(base, mask, other=0.0)
+    total = tl.where(tl.abs(first) == float("inf"), first, total)
+    shift = _column_shift(top_ptr, d, D, TARGET)
+    scale = ((1023 - shift).to(tl.int64) << 52).to(tl.float64, bitcast=True)
+    out = (total.to(tl.float64) * scale).to(tl.float32)
+    tl.store(out_ptr + d.to(tl.int64) * K + offs_k, out.to(out_ptr.dtype.element_ty), mask)
 
 
-@_split_parts_op.register_fake
-def _split_parts_fake(scaled, shift, dtype, parts):
-    return scaled.new_empty((scaled.shape[0], parts * scaled.shape[1]), dtype=store_dtype(dtype))
-
-
-def weight_grad(scaled: torch.Tensor, x_flat: torch.Tensor) -> torch.Tensor:
-    """dL/dW = scaled^T @ x_flat, [D, K] in float32 (float64 for float64 x), from scaled = g * r [T, D] in float32.
-
-    Rounding scaled to x's 16-bit dtype for the GEMM lost 13 (fp16) or 16 (bf16) of float32's 24 bits in every
-    term of a sum over T that may cancel: fp16 x of integers, g near 2e4, 1644 rows -- dW RMS error 181 against
-    eager's 7 (the H100 campaign of session 12).  Here scaled is split into 16-bit parts that sum to it within
-    float32's precision (two for fp16, three for bf16; ``_split_parts_kernel``), each column first moved by a power
-    of two; one tensor-core GEMM over the stacked parts with a float32 result (``torch.mm``'s ``out_dtype``, CUDA
-    only: the interpreter multiplies the parts in float32, exactly).  fp16's narrow range: a value more than 2^17
-    below its column's largest loses low bits, an error under 2^-38 of that largest."""
-    if x_flat.dtype in (torch.float32, torch.float64):
-        return scaled.to(x_flat.dtype).T @ x_flat
-    T, D = scaled.shape
-    if not T:
-        return torch.zeros(D, x_flat.shape[1], dtype=torch.float32, device=x_flat.device)
-    parts = 2 if x_flat.dtype == torch.float16 else 3
-    # Each column's largest finite |value| to [2^13, 2^14) for fp16 (inside its range; first parts stay normal for
-    # columns down to 2^-141), to [0.5, 1) for bf16 (float32's range: parts stay normal, and the shifted GEMM
-    # overflows only where K * |x| nears FLT_MAX).  Tensor cores and the fp32 -> 16-bit conversion may flush
-    # subnormals: bf16 dW of g near 1e-38 was 207 ulp off on the H100 without the shift.
-    top = scaled.abs().nan_to_num(nan=0.0, posinf=0.0).amax(0)
-    shift = ((14 if x_flat.dtype == torch.float16 else 0) - torch.frexp(top)[1]).clamp(-126, 127)
-    stacked = torch.ops.mhc.split_parts(scaled.float(), shift.to(torch.int32), x_flat.dtype, parts)
+@torch.library.custom_op("mhc::rmsnorm_project_weight_grad", mutates_args=())
+def _weight_grad_op(gy: torch.Tensor, inv_rms: torch.Tensor, x_flat: torch.Tensor,
+                    out_dtype: torch.dtype) -> torch.Tensor:
+    """dL/dW [D, K] in ``out_dtype`` for 16-bit x_flat (the comment above); an op, so a backward traced by
+    AOTAutograd (torch.compile of the block) calls it instead of launching on fake tensors."""
+    gy, inv_rms = gy.contiguous(), inv_rms.contiguous()
+    T, D = gy.shape
+    K = x_flat.shape[1]
+    out = torch.empty(D, K, dtype=store_dtype(out_dtype), device=gy.device)
+    if not (T and D and K):
+        return out.zero_().to(out_dtype)
+    parts, target = (2, 14) if x_flat.dtype == torch.float16 else (3, 0)
+    block_d = next_pow2(D)
+    block_t = max(1, min(next_pow2(T), 4096 // block_d))
+    grid = (triton.cdiv(T, block_t),)
+    top = torch.zeros(D, dtype=torch.int32, device=gy.device)
+    _column_top_kernel[grid](gy, inv_rms, top, T, D, gy.stride(0), BLOCK_T=block_t, BLOCK_D=block_d)
+    stacked = torch.empty(T, parts * D, dtype=store_dtype(x_flat.dtype), device=gy.device)
+    _split_parts_kernel[grid](gy, inv_rms, top, stacked, T, D, gy.stride(0), TARGET=target,
+                              PART=tl.float16 if x_flat.dtype == torch.float16 else tl.bfloat16, PARTS=parts,
+                              BLOCK_T=block_t, BLOCK_D=block_d)
     if x_flat.device.type == "cuda":
-        out = torch.mm(stacked.T, x_flat, out_dtype=torch.float32)
+        products = torch.mm(stacked.T, x_flat, out_dtype=torch.float32)
     else:
-        out = stacked.T.float() @ x_flat.float()
-    out = out.view(parts, D, -1)
-    total = out[-1]
-    for part in reversed(out[:-1]):                # the small parts first
-        total = part + total
-    # an infinite x: the first part's products carry float32's answer (the others' zeros times inf are NaN)
-    total = torch.where(torch.isinf(out[0]), out[0], total)
-    return torch.ldexp(total, -shift[:, None].float())
+        products = stacked.T.float() @ x_flat.float()
+    block_k = min(1024, next_pow2(K))
+    _combine_parts_kernel[(triton.cdiv(K, block_k), D)](products, top, out, D, K, TARGET=target, PARTS=parts,
+                                                        BLOCK_K=block_k)
+    return out.to(out_dtype)
+
+
+@_weight_grad_op.register_fake
+def _weight_grad_fake(gy, inv_rms, x_flat, out_dtype):
+    return gy.new_empty((gy.shape[1], x_flat.shape[1]), dtype=out_dtype)
+
+
+def weight_grad(gy: torch.Tensor, inv_rms: torch.Tensor, x_flat: torch.Tensor,
+                out_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """dL/dW = (gy r)^T @ x_flat, [D, K], from gy [T, D] and r = inv_rms [T]: in ``out_dtype`` (default the
+    accumulation dtype, float32 or float64).  16-bit x_flat runs ``mhc::rmsnorm_project_weight_grad``, which
+    keeps g r's float32 precision through a 16-bit tensor-core GEMM (the comment above)."""
+    acc = acc_dtype(x_flat.dtype)
+    out_dtype = out_dtype or acc
+    if x_flat.dtype in (torch.float32, torch.float64):
+        return ((gy.to(acc) * inv_rms.to(acc)[:, None]).T @ x_flat).to(out_dtype)
+    return torch.ops.mhc.rmsnorm_project_weight_grad(gy, inv_rms, x_flat, out_dtype)
 
 
 _fwd_op.register_autograd(_backward, setup_context=_setup_context)

@@ -200,7 +200,7 @@ def test_rmsnorm_project_weight_grad_keeps_float32_precision_and_range(dtype):
     scaled[7, 0] = float("nan")
     xs = torch.randn(T, K, generator=gen).to(dtype)
     want = scaled.T @ xs.double()
-    got = rmsnorm_project.weight_grad(scaled.float().to(DEV), xs.to(DEV)).cpu().double()
+    got = rmsnorm_project.weight_grad(scaled.float().to(DEV), torch.ones(T, device=DEV), xs.to(DEV)).cpu().double()
     assert got.dtype == torch.float64 and torch.equal(got.isnan(), want.isnan())
     assert torch.equal(got.isinf(), want.isinf()) and torch.equal(got[got.isinf()], want[want.isinf()])
     bound = (scaled.abs().T @ xs.double().abs()) * 2.0 ** -20                # float32 accumulation's own level
@@ -208,12 +208,20 @@ def test_rmsnorm_project_weight_grad_keeps_float32_precision_and_range(dtype):
     assert ((got - want).abs()[finite] <= bound[finite] + 1e-44).all()
     # an infinite x: float32's inf, not the NaN of the lower parts' zeros times inf; a bf16 x near 1e36 stays finite
     inf_x = torch.tensor([[float("inf")], [1.0]]).to(dtype).to(DEV)
-    assert rmsnorm_project.weight_grad(torch.tensor([[1.0], [0.3]], device=DEV), inf_x).item() == float("inf")
+    one = lambda n: torch.ones(n, device=DEV)                                # noqa: E731  (inv_rms = 1)
+    wide = rmsnorm_project.weight_grad(torch.tensor([[1.0], [0.3]], device=DEV), one(2), inf_x)
+    assert wide.item() == float("inf")
     if dtype == torch.bfloat16:
-        big = rmsnorm_project.weight_grad(torch.tensor([[1.0]], device=DEV), torch.tensor([[1e36]]).to(dtype).to(DEV))
+        big = rmsnorm_project.weight_grad(torch.tensor([[1.0]], device=DEV), one(1),
+                                          torch.tensor([[1e36]]).to(dtype).to(DEV))
         assert math.isclose(big.item(), torch.tensor(1e36).to(dtype).item(), rel_tol=1e-6)
-    empty = rmsnorm_project.weight_grad(torch.empty(0, D, device=DEV), torch.empty(0, K, dtype=dtype, device=DEV))
+    empty = rmsnorm_project.weight_grad(torch.empty(0, D, device=DEV), one(0),
+                                        torch.empty(0, K, dtype=dtype, device=DEV))
     assert empty.shape == (D, K) and not empty.any()                         # T = 0 (the campaign's example)
+    # dW in W's dtype, as the backward asks: float32's answer rounded to nearest-even, in the same kernel
+    gy, r = torch.randn(T, D, device=DEV), torch.rand(T, device=DEV) + 0.5
+    in_w = rmsnorm_project.weight_grad(gy, r, xs.to(DEV), dtype)
+    assert in_w.dtype == dtype and torch.equal(in_w, rmsnorm_project.weight_grad(gy, r, xs.to(DEV)).to(dtype))
 
 
 def test_rmsnorm_project_forward_keeps_y_unrounded_for_the_backward():
