@@ -54,8 +54,9 @@ class KernelConfig(TypedConfig):
     package: ClassVar[str] = "kernels"
 
     # Launch-parameter overrides, {kernel name: {parameter: value}}, applied on
-    # top of the per-architecture table of that kernel's file.  Unknown names
-    # raise LaunchConfigError at the next launch.  TRITONDIFF_KERNEL_LAUNCH.
+    # top of the per-architecture table of that kernel's file.  Unknown kernel
+    # or parameter names raise LaunchConfigError at the next launch (a name no
+    # kernel reads would otherwise be a silent no-op).  TRITONDIFF_KERNEL_LAUNCH.
     launch_overrides: dict = knob(dict, env="TRITONDIFF_KERNEL_LAUNCH", parse=_parse_launch, check=_launch_table)
     # In plain eager mode the public wrappers call their launchers directly instead of their
     # custom op (kernels/fast_path.py: same results, less host time).  False: always the op.
@@ -72,6 +73,11 @@ class KernelConfig(TypedConfig):
 
     def launch(self, kernel: str, table: dict[str, _T], device: torch.device) -> _T:
         """The launch parameters of ``kernel`` on ``device``: its table's entry, then the overrides."""
+        unknown = sorted(set(self.launch_overrides) - _LAUNCH_NAMES)
+        if unknown:
+            raise LaunchConfigError(
+                f"launch override for {', '.join(map(repr, unknown))}: no kernel has that name; "
+                f"the names are {', '.join(sorted(_LAUNCH_NAMES))}", kernel=unknown[0])
         entry = table.get(arch_key(device), table["default"])
         changes = self.launch_overrides.get(kernel)
         if not changes:
@@ -89,6 +95,14 @@ class KernelConfig(TypedConfig):
 
 
 config = KernelConfig()
+
+#: The kernel names a launch override may use: each kernel file registers the names it reads.
+_LAUNCH_NAMES: set[str] = set()
+
+
+def register_launch_names(*names: str) -> None:
+    """Declare the launch-table names a kernel file passes to :meth:`KernelConfig.launch`."""
+    _LAUNCH_NAMES.update(names)
 
 
 def arch_key(device: torch.device) -> str:

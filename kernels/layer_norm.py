@@ -93,7 +93,7 @@ from harness import device as _device
 from . import fast_path
 from . import launch as _launch
 from .launch import cdiv, pow2_ceil, pow2_floor
-from .config import config, sm_count, store_dtype
+from .config import config, register_launch_names, sm_count, store_dtype
 from .exc import UnsupportedInput
 
 
@@ -460,6 +460,7 @@ _LAUNCH = {
                                loop_block=4096, col_block=256, values_per_thread=16, programs_per_sm=4,
                             reduce_tile_numel=8192),
 }
+register_launch_names("layer_norm")
 
 
 def _num_warps(numel: int, values_per_thread: int) -> int:

@@ -41,7 +41,7 @@ from harness import device as _device
 
 from . import fast_path
 from .launch import cdiv, launch, pow2_ceil
-from .config import config, sm_count, store_dtype
+from .config import config, register_launch_names, sm_count, store_dtype
 from .exc import UnsupportedInput
 
 _SUPPORTED = (torch.float32, torch.float16, torch.bfloat16)
@@ -140,6 +140,7 @@ _LAUNCH = {
     "sm90": Nrm2Launch(block_bytes=16384, values_per_thread=16, warps_per_sm=32),
     "default": Nrm2Launch(block_bytes=16384, values_per_thread=16, warps_per_sm=32),
 }
+register_launch_names("nrm2")
 
 
 def _launch_nrm2(flat: torch.Tensor) -> torch.Tensor:

@@ -20,7 +20,9 @@ Entries:
   elements per thread per live tile and ``num_stages * live tiles`` inside
   shared memory.  Values chosen by that rule and checked by compiling every
   kernel for sm_90a with triton 3.9 + ptxas (no register spills in bfloat16,
-  float16 or float32; at most 186 registers a thread), then timed: the grid
+  float16 or float32 -- since session 13 float32 K1 runs in float64 tiles,
+  with its own block_c: rmsnorm_project._FLOAT64_TILE_BLOCK_C; at most 186
+  registers a thread), then timed: the grid
   search ran on an H100 80GB HBM3 (2026-11-22, torch 2.11, triton 3.6; T =
   65536, C = 2560, bfloat16; 168 candidates, none failed) and its winners were
   at most 1.03x faster than these entries (K1 bwd dx 1.030x, K1 fwd 1.019x,
@@ -48,6 +50,7 @@ import torch
 
 from kernels.config import arch_key
 from kernels.config import config as kernel_config
+from kernels.config import register_launch_names
 from kernels.exc import LaunchConfigError
 
 #: Triton's limit on the number of elements of one block tensor.
@@ -157,6 +160,9 @@ def clamp(cfg: LaunchConfig, *, T: int, C: int, arch: str) -> LaunchConfig:
 def override_name(kernel: str) -> str:
     """The name of ``kernel`` in ``kernels.config.launch_overrides`` / TRITONDIFF_KERNEL_LAUNCH."""
     return f"mhc_{kernel}"
+
+
+register_launch_names(*(override_name(k) for k in KERNELS))
 
 
 def lookup(kernel: str, *, T: int, C: int, device: torch.device) -> LaunchConfig:

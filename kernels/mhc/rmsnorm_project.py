@@ -37,6 +37,7 @@ import triton
 import triton.language as tl
 
 from harness import device as _device
+from kernels.config import config as kernel_config
 from kernels.config import store_dtype
 from kernels.exc import LaunchConfigError, UnsupportedInput
 
@@ -281,15 +282,32 @@ def _precision(dtype: torch.dtype) -> str:
     return "ieee" if dtype in (torch.float32, torch.float64) or _dot_mode(dtype) == _DOT_UPCAST else "tf32"
 
 
-def _accumulation(dtype: torch.dtype) -> tuple:
-    """(ACC, DOT_MODE, PRECISION) of K1's kernels for activations of ``dtype``.
+#: GPUs (compute capability) with float64 tensor cores at a useful rate: A100, H100 / H200, B200.
+_FLOAT64_MMA = {(8, 0), (9, 0), (10, 0)}
+#: block_c of float32 K1 in float64 tiles (twice the registers per element): at the table's 128 the backward dx
+#: kernel spilled 2,860 bytes (ptxas, sm_90a).  H100, T = 65536, K = 10240, D = 32 (session 13, call 7): forward
+#: 1.72 / 1.78 / 1.56 ms at block_c 128 / 64 / 32, backward dx 5.11 / 4.22 / 4.49 ms.
+_FLOAT64_TILE_BLOCK_C = {"k1_fwd": 32, "k1_bwd_dx": 64}
 
-    float32 runs in float64: its tiles are upcast (exactly) and tl.dot sums in float64, on the H100's float64
-    tensor cores 3.5x faster than the float32 "ieee" dot (an FMA loop): forward 1.77 ms against 6.24 at
-    T = 65536, K = 10240, D = 32.  That float32 dot summed all K products through acc in one rounding chain:
-    y was 4.3e-6 off at x, W ~ 1000 +- 1 and K = 16,924 (eager 2.9e-7), and 4.3e-4 at K = 2**18; now y and
-    inv_rms are correctly rounded (H100, session 13).  bf16 / fp16 keep their tensor cores and float32 sums."""
-    if dtype == torch.float32:
+
+def _float64_tiles(dtype: torch.dtype, device: torch.device) -> bool:
+    """Does float32 K1 run in float64 tiles on ``device`` (the interpreter, or a GPU in ``_FLOAT64_MMA``)?"""
+    if dtype != torch.float32:
+        return False
+    return _device.is_interpreter() or torch.cuda.get_device_capability(device) in _FLOAT64_MMA
+
+
+def _accumulation(dtype: torch.dtype, device: torch.device) -> tuple:
+    """(ACC, DOT_MODE, PRECISION) of K1's kernels for activations of ``dtype`` on ``device``.
+
+    float32 runs in float64 where the GPU has float64 tensor cores (``_float64_tiles``): its tiles are upcast
+    (exactly) and tl.dot sums in float64, on the H100 3.5x faster than the float32 "ieee" dot (an FMA loop):
+    forward 1.77 ms against 6.24 at T = 65536, K = 10240, D = 32.  That float32 dot summed all K products through
+    acc in one rounding chain: y was 4.3e-6 off at x, W ~ 1000 +- 1 and K = 16,924 (eager 2.9e-7), and 4.3e-4 at
+    K = 2**18; in float64 y and inv_rms are correctly rounded (H100, session 13).  Elsewhere float64 runs at
+    1/32-1/64 of float32's rate, so float32 keeps the float32 dot there, with that chain's error.  bf16 / fp16
+    keep their tensor cores and float32 sums."""
+    if _float64_tiles(dtype, device):
         return tl.float64, _DOT_UPCAST, "ieee"
     return tl_acc(dtype), _dot_mode(dtype), _precision(dtype)
 
@@ -317,13 +335,19 @@ class K1Blocks:
 
 
 def k1_blocks(kernel: str, *, T: int, K: int, D: int, device: torch.device,
-              config: configs.LaunchConfig | None = None) -> K1Blocks:
+              config: configs.LaunchConfig | None = None, dtype: torch.dtype | None = None) -> K1Blocks:
     """The tiles a K1 launch of T rows, K = n*C features and D heads uses; raises LaunchConfigError
-    if a tl.dot operand tile would be narrower than MIN_DOT_DIM along any dimension."""
+    if a tl.dot operand tile would be narrower than MIN_DOT_DIM along any dimension.  ``dtype``: x's; float32
+    in float64 tiles on a GPU takes ``_FLOAT64_TILE_BLOCK_C`` at most, unless ``config`` or a launch override
+    sets block_c."""
     if kernel not in ("k1_fwd", "k1_bwd_dx"):
         raise LaunchConfigError(f"k1_blocks: kernel must be 'k1_fwd' or 'k1_bwd_dx', got {kernel!r}",
                                 kernel=str(kernel))
     cfg = configs.resolve(kernel, config, T=T, C=K, device=device)
+    overridden = "block_c" in kernel_config.launch_overrides.get(configs.override_name(kernel), {})
+    if (dtype is not None and config is None and not overridden and not _device.is_interpreter()
+            and _float64_tiles(dtype, device)):
+        cfg = dataclasses.replace(cfg, block_c=min(cfg.block_c, _FLOAT64_TILE_BLOCK_C[kernel]))
     blocks = K1Blocks(kernel, cfg.block_t, cfg.block_c, _block_d(D), cfg.num_warps, cfg.num_stages)
     for lhs, rhs in blocks.dot_shapes():
         if min(*lhs, *rhs) < MIN_DOT_DIM:
@@ -353,9 +377,9 @@ def rmsnorm_project_fwd(x: torch.Tensor, W: torch.Tensor, eps: float, *,
     rinv = torch.empty((T,), dtype=coef_dtype(x.dtype), device=x.device)
     if T == 0:
         return y, rinv
-    b = k1_blocks("k1_fwd", T=T, K=K, D=D, device=x.device, config=config)
+    b = k1_blocks("k1_fwd", T=T, K=K, D=D, device=x.device, config=config, dtype=x.dtype)
     grid = (triton.cdiv(T, b.block_t), triton.cdiv(D, b.block_d))
-    acc, dot_mode, precision = _accumulation(x.dtype)
+    acc, dot_mode, precision = _accumulation(x.dtype, x.device)
     _fused_rmsnorm_project_fwd_kernel[grid](
         x, W, y, rinv, T, K, D, float(eps),
         x.stride(0), W.stride(0), y.stride(0),
@@ -383,9 +407,9 @@ def rmsnorm_project_bwd_dx(x: torch.Tensor, W: torch.Tensor, gy: torch.Tensor, y
         return dx.to(x.dtype)
     has_gr = g_inv_rms is not None
     gr = g_inv_rms.contiguous() if has_gr else inv_rms
-    b = k1_blocks("k1_bwd_dx", T=T, K=K, D=D, device=x.device, config=config)
+    b = k1_blocks("k1_bwd_dx", T=T, K=K, D=D, device=x.device, config=config, dtype=x.dtype)
     grid = (triton.cdiv(T, b.block_t),)
-    acc, dot_mode, precision = _accumulation(x.dtype)
+    acc, dot_mode, precision = _accumulation(x.dtype, x.device)
     _fused_rmsnorm_project_bwd_dx_kernel[grid](
         x, W, gy, y, inv_rms, gr, dx, T, K, D, float(K * eps),
         x.stride(0), W.stride(0), gy.stride(0), y.stride(0), dx.stride(0),
@@ -518,13 +542,15 @@ def _backward(ctx, gy, g_inv_rms):
 # within float32's precision (two for fp16, three for bf16), each column first moved by a power of two; one
 # tensor-core GEMM runs over the stacked parts with a float32 result (``torch.mm``'s ``out_dtype``, CUDA only:
 # the interpreter multiplies the parts in float32, exactly), and the parts' products are summed, moved back and
-# rounded to W's dtype.  Four launches and the GEMM (session 13: ~15 small torch ops before).
+# rounded to W's dtype.  Four launches and the GEMM (session 13: ~15 small torch ops before; bf16 535-582 us
+# against 702-1198 on the H100 at T = 65536, K = 10240, D = 32, the GEMM alone 470).
 #
 # The shift takes each column's largest finite |g r| to [2^13, 2^14) for fp16 (inside its range; first parts
 # stay normal for columns down to 2^-141), to [0.5, 1) for bf16 (float32's range: parts stay normal, and the
-# shifted GEMM overflows only where K * |x| nears FLT_MAX).  Tensor cores and the fp32 -> 16-bit conversion may
-# flush subnormals: bf16 dW of g near 1e-38 was 207 ulp off on the H100 without the shift.  fp16's narrow
-# range: a value more than 2^17 below its column's largest loses low bits, an error under 2^-38 of that largest.
+# shifted GEMM overflows only where the sum over T of |x| nears FLT_MAX).  Tensor cores and the fp32 -> 16-bit
+# conversion may flush subnormals: bf16 dW of g near 1e-38 was 207 ulp off on the H100 without the shift.
+# fp16's narrow range: a value more than 2^17 below its column's largest loses low bits, an error under 2^-38
+# of that largest.
 
 
 @triton.jit
@@ -581,21 +607,20 @@ def _combine_parts_kernel(p_ptr, top_ptr, out_ptr, D, K, TARGET: tl.constexpr, P
                           BLOCK_K: tl.constexpr):
     # out[d, k] = (p_0 + (p_1 + ... + p_last)) 2^-shift[d], the parts' products p_i = rows i * D + d of the GEMM's
     # [PARTS * D, K] result, smallest first.  An infinite p_0 is the answer (x infinite: the other parts' zeros
-    # times inf are NaN).  The move back is exact in float64, rounded once to out's dtype (as torch.ldexp, and
-    # no float32 subnormal scale for a GPU to flush).
-    d = tl.program_id(1)
+    # times inf are NaN).  The move back is exact in float64 and rounded to float32 (torch.ldexp's result, with
+    # no float32 subnormal scale for a GPU to flush), then to out's dtype as the old .to() did.
+    d = tl.program_id(1).to(tl.int64)
     offs_k = tl.program_id(0) * BLOCK_K + tl.arange(0, BLOCK_K)
     mask = offs_k < K
-    base = p_ptr + d.to(tl.int64) * K + offs_k
-    total = tl.load(base + (PARTS - 1) * D * K, mask, other=0.0)
+    total = tl.load(p_ptr + ((PARTS - 1) * D + d) * K + offs_k, mask, other=0.0)
     for i in tl.static_range(PARTS - 2, -1, -1):
-        total = tl.load(base + i * D * K, mask, other=0.0) + total
-    first = tl.load(base, mask, other=0.0)
+        total = tl.load(p_ptr + (i * D + d) * K + offs_k, mask, other=0.0) + total
+    first = tl.load(p_ptr + d * K + offs_k, mask, other=0.0)
     total = tl.where(tl.abs(first) == float("inf"), first, total)
     shift = _column_shift(top_ptr, d, D, TARGET)
     scale = ((1023 - shift).to(tl.int64) << 52).to(tl.float64, bitcast=True)
     out = (total.to(tl.float64) * scale).to(tl.float32)
-    tl.store(out_ptr + d.to(tl.int64) * K + offs_k, out.to(out_ptr.dtype.element_ty), mask)
+    tl.store(out_ptr + d * K + offs_k, out.to(out_ptr.dtype.element_ty), mask)
 
 
 @torch.library.custom_op("mhc::rmsnorm_project_weight_grad", mutates_args=())

@@ -219,9 +219,27 @@ def test_rmsnorm_project_weight_grad_keeps_float32_precision_and_range(dtype):
                                         torch.empty(0, K, dtype=dtype, device=DEV))
     assert empty.shape == (D, K) and not empty.any()                         # T = 0 (the campaign's example)
     # dW in W's dtype, as the backward asks: float32's answer rounded to nearest-even, in the same kernel
+    # (on a GPU the kernel's conversion, not torch's), and within one ulp of the float64 truth
     gy, r = torch.randn(T, D, device=DEV), torch.rand(T, device=DEV) + 0.5
     in_w = rmsnorm_project.weight_grad(gy, r, xs.to(DEV), dtype)
     assert in_w.dtype == dtype and torch.equal(in_w, rmsnorm_project.weight_grad(gy, r, xs.to(DEV)).to(dtype))
+    want = (gy.double() * r.double()[:, None]).T @ xs.to(DEV).double()
+    assert ((in_w.double() - want).abs() <= torch.finfo(dtype).eps * want.abs() + 1e-30).all()
+
+
+def test_rmsnorm_project_weight_grad_merges_column_maxima_across_programs():
+    """fp16 dW: each column's shift comes from its largest |g r| over all T, merged across programs.  The
+    largest values sit in the first program's rows; a shift from a later program's (1000x smaller) maxima
+    would push them past fp16's range (inf).  T = 1000 rows are 8 programs of 128 at D = 32."""
+    gen = torch.Generator().manual_seed(21)
+    T, K, D = 1000, 24, 32
+    gy = torch.rand(T, D, generator=gen) + 0.5
+    gy[:100] *= 1000
+    x = torch.randn(T, K, generator=gen).to(torch.float16)
+    got = rmsnorm_project.weight_grad(gy.to(DEV), torch.ones(T, device=DEV), x.to(DEV)).double().cpu()
+    want = gy.double().T @ x.double()
+    assert torch.isfinite(got).all()
+    assert ((got - want).abs() <= 2.0 ** -20 * (gy.double().T @ x.double().abs())).all()
 
 
 def test_rmsnorm_project_forward_keeps_y_unrounded_for_the_backward():
@@ -363,12 +381,33 @@ def test_gradcheck_float64(op):
     assert torch.autograd.gradcheck(fn, tuple(t[n] for n in names), fast_mode=True)
 
 
-def test_gradcheck_inv_rms_output():
-    """The internal (y, inv_rms) op: a loss that uses inv_rms takes the g_r branch of the dx kernel."""
-    x = torch.randn(5, 12, dtype=torch.float64, device=DEV, requires_grad=True)
-    W = torch.randn(3, 12, dtype=torch.float64, device=DEV, requires_grad=True)
-    assert torch.autograd.gradcheck(lambda a, b: torch.ops.mhc.fused_rmsnorm_project_fwd(a, b, 1e-6), (x, W),
-                                    fast_mode=True)
+@pytest.mark.parametrize("K,tiles", [(12, None), (40, SMALL_TILES)])
+def test_gradcheck_inv_rms_output(K, tiles):
+    """The internal (y, inv_rms) op: a loss that uses inv_rms takes the g_r branch of the dx kernel, in one K
+    tile and, with 16-column tiles, in the two-pass form."""
+    x = torch.randn(5, K, dtype=torch.float64, device=DEV, requires_grad=True)
+    W = torch.randn(3, K, dtype=torch.float64, device=DEV, requires_grad=True)
+    with kernel_config.patch(launch_overrides=tiles or {}):
+        assert torch.autograd.gradcheck(lambda a, b: torch.ops.mhc.fused_rmsnorm_project_fwd(a, b, 1e-6), (x, W),
+                                        fast_mode=True)
+
+
+def test_float32_inv_rms_gradient_in_the_two_pass_form():
+    """float32 dx with a loss on y and on inv_rms (the g_r term), over 16-column tiles, against float64."""
+    gen = torch.Generator().manual_seed(5)
+    x, W = torch.randn(7, 45, generator=gen).to(DEV), torch.randn(3, 45, generator=gen).to(DEV)
+    g, gr = torch.randn(7, 3, generator=gen).to(DEV), torch.randn(7, generator=gen).to(DEV)
+
+    def dx_of(a, b):
+        a = a.detach().requires_grad_()
+        y, rinv = torch.ops.mhc.fused_rmsnorm_project_fwd(a, b, 1e-6)
+        ((y * g.to(y.dtype)).sum() + (rinv * gr.to(rinv.dtype)).sum()).backward()
+        return a.grad.double()
+
+    with kernel_config.patch(launch_overrides=SMALL_TILES):
+        ours = dx_of(x, W)
+    truth = dx_of(x.double(), W.double())
+    assert (ours - truth).abs().max() <= 1e-6 * truth.abs().max()
 
 
 def test_backward_kernels_match_their_references():

@@ -214,6 +214,10 @@ def test_unknown_launch_override_raises():
     with config.patch(launch_overrides={"nrm2": {"block_size": 64}}):
         with pytest.raises(LaunchConfigError, match="has no parameter 'block_size'"):
             kernels.nrm2(_randn(9))
+    # a kernel name no table reads (the mHC kernels' names start with mhc_): refused, not silently ignored
+    with config.patch(launch_overrides={"k1_fwd": {"block_c": 64}}):
+        with pytest.raises(LaunchConfigError, match="'k1_fwd': no kernel has that name; the names are .*mhc_k1_fwd"):
+            kernels.nrm2(_randn(9))
 
 
 @pytest.mark.gpu
