@@ -215,8 +215,8 @@ def _fused_rmsnorm_project_bwd_dx_kernel(
         # +- 1 4x eager's error (H100, K = 16,924) or 6x on some rows (CPU, K = 333, equal heads); now it is
         # within 1e-7 of its size, eager's within 1e-4.  One K tile (any dtype) reads x once; longer
         # float32 / float64 rows (TWO_PASS) read it twice, summing s and ssq first: the float32 backward
-        # takes 5.2 ms against 2.1 at T = 65536, K = 10240, D = 32 (its forward 1.8 against 6.2).  16-bit
-        # rows over several tiles keep the one-pass form below: their own rounding is far larger.
+        # takes 4.2 ms against 2.1 at T = 65536, K = 10240, D = 32 on the H100 (its forward 1.6 against 6.2).
+        # 16-bit rows over several tiles keep the one-pass form below: their own rounding is far larger.
         if ONE_K_TILE:
             offs_k = tl.arange(0, BLOCK_K)
             gw, x = _k1_projection_tile(gy_ptr, w_ptr, x_ptr, g0, rows64, mask_t, offs_k, D, K, stride_gt,
@@ -301,8 +301,8 @@ def _accumulation(dtype: torch.dtype, device: torch.device) -> tuple:
     """(ACC, DOT_MODE, PRECISION) of K1's kernels for activations of ``dtype`` on ``device``.
 
     float32 runs in float64 where the GPU has float64 tensor cores (``_float64_tiles``): its tiles are upcast
-    (exactly) and tl.dot sums in float64, on the H100 3.5x faster than the float32 "ieee" dot (an FMA loop):
-    forward 1.77 ms against 6.24 at T = 65536, K = 10240, D = 32.  That float32 dot summed all K products through
+    (exactly) and tl.dot sums in float64, on the H100 faster than the float32 "ieee" dot (an FMA loop):
+    forward 1.56 ms (block_c 32) against 6.24 at T = 65536, K = 10240, D = 32.  That float32 dot summed all K products through
     acc in one rounding chain: y was 4.3e-6 off at x, W ~ 1000 +- 1 and K = 16,924 (eager 2.9e-7), and 4.3e-4 at
     K = 2**18; in float64 y and inv_rms are correctly rounded (H100, session 13).  Elsewhere float64 runs at
     1/32-1/64 of float32's rate, so float32 keeps the float32 dot there, with that chain's error.  bf16 / fp16
