@@ -55,7 +55,7 @@ from . import huge as huge_shapes
 from .api import HAZARDS, Subject
 from .config import config
 from .exc import UsageError
-from .lanes import Lane, LaneEvent, lanes_per_gpu
+from .lanes import Lane, LaneEvent, hang_limit_s, lanes_per_gpu
 from .loader import bundled, load_file, ref, resolve, subjects_in
 from .store import Store, Task
 
@@ -496,7 +496,7 @@ def run_campaign(targets: Sequence[str] = (), *, budget_s: float | None = None, 
                      f"{_clock(remaining)} of {_clock(campaign.budget_s)} left; store {db.path}")
         shared = lanes_per_gpu(workers)
         if shared > 1:
-            limit = (campaign.options.get("example_timeout_s") or config.example_timeout_s) * shared
+            limit = hang_limit_s(campaign.options.get("example_timeout_s"), workers)
             display.line(f"{shared} lanes share each GPU (their kernels run in turn): an example's hang limit is "
                          f"{limit:.0f} s, {shared} x the single-lane one")
         runner = _Campaign(db, campaign.id, subjects, options=campaign.options, seed=campaign.seed, workers=workers,

@@ -61,6 +61,12 @@ def lane_env(index: int, workers: int) -> dict[str, str]:
     return {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // workers))}
 
 
+def hang_limit_s(example_timeout_s: float | None, workers: int) -> float:
+    """An example's hang limit in a campaign of ``workers`` lanes: the single-lane limit (``example_timeout_s``,
+    else ``config.example_timeout_s``) times the lanes sharing a GPU (:func:`lanes_per_gpu`)."""
+    return (example_timeout_s or config.example_timeout_s) * lanes_per_gpu(workers)
+
+
 def lanes_per_gpu(workers: int) -> int:
     """How many lanes share one GPU (1 in the interpreter).  Processes on one GPU without MPS run in turn: an
     example that takes 7 s alone took over 120 s with 14 lanes on one H100 (kernels.mhc.post_res_backward, T =
@@ -76,7 +82,6 @@ def _visible_gpus() -> list[str]:
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     return [v.strip() for v in visible.split(",") if v.strip()] if visible else \
         [str(i) for i in range(torch.cuda.device_count())]
-
 
 
 # ---------------------------------------------------------------------------------------------- coverage
@@ -264,8 +269,8 @@ class Lane(threading.Thread):
         self.index = index
         self.stop_event = threading.Event()
         self.stop_reason = ""
-        timeout = (campaign.example_timeout_s or config.example_timeout_s) * lanes_per_gpu(campaign.workers)
-        self.executor = LaneExecutor(lane_env(index, campaign.workers), timeout, self.stop_event)
+        self.executor = LaneExecutor(lane_env(index, campaign.workers),
+                                      hang_limit_s(campaign.example_timeout_s, campaign.workers), self.stop_event)
         self.current: tuple[Task, float, float] | None = None     # (task, budget, started)
         self.examples = 0
         self.failed: BaseException | None = None

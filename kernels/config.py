@@ -73,7 +73,7 @@ class KernelConfig(TypedConfig):
 
     def launch(self, kernel: str, table: dict[str, _T], device: torch.device) -> _T:
         """The launch parameters of ``kernel`` on ``device``: its table's entry, then the overrides."""
-        unknown = sorted(set(self.launch_overrides) - _LAUNCH_NAMES)
+        unknown = sorted(set(self.launch_overrides) - _LAUNCH_NAMES) if self.launch_overrides else ()
         if unknown:
             raise LaunchConfigError(
                 f"launch override for {', '.join(map(repr, unknown))}: no kernel has that name; "

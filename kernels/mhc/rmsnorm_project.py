@@ -31,6 +31,7 @@ CompositeImplicitAutograd wrapper returning y in x's dtype), and
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import torch
 import triton
@@ -294,7 +295,13 @@ def _float64_tiles(dtype: torch.dtype, device: torch.device) -> bool:
     """Does float32 K1 run in float64 tiles on ``device`` (the interpreter, or a GPU in ``_FLOAT64_MMA``)?"""
     if dtype != torch.float32:
         return False
-    return _device.is_interpreter() or torch.cuda.get_device_capability(device) in _FLOAT64_MMA
+    return _device.is_interpreter() or _has_float64_mma(device.index if device.index is not None
+                                                        else torch.cuda.current_device())
+
+
+@functools.lru_cache(maxsize=None)
+def _has_float64_mma(index: int) -> bool:
+    return torch.cuda.get_device_capability(index) in _FLOAT64_MMA
 
 
 def _accumulation(dtype: torch.dtype, device: torch.device) -> tuple:
