@@ -333,7 +333,7 @@ class _Campaign:
         self.dump_root = options["dump_root"]
         self.disabled = frozenset(options.get("disabled", ()))
         self.example_timeout_s = options.get("example_timeout_s")
-        self.huge = bool(options.get("huge"))   # harness.huge: 1-D subjects past 2^31 elements (CUDA)
+        self.huge = bool(options.get("huge"))   # harness.huge: inputs past 2^31 elements (CUDA)
         self.plans: dict = {}                    # huge mode: subject name -> harness.huge.HugePlan
         self.spent_before = spent_s
         self.budget_s = budget_s
@@ -469,8 +469,8 @@ def run_campaign(targets: Sequence[str] = (), *, budget_s: float | None = None, 
     ``budget_s`` replaces its total budget).  ``report_dir`` writes the report
     when the run ends.  Progress goes to ``out`` (default stdout), as a live
     line when it is a terminal (``live`` overrides).  ``huge=True`` (CUDA only)
-    draws the 1-D subjects just past 2^31 elements (:mod:`harness.huge`); the
-    other targets are skipped with the reason.
+    draws each target's largest input just past 2^31 elements (:mod:`harness.huge`);
+    targets that cannot (no size dim, or not enough memory) are skipped with the reason.
     """
     _check_args(budget_s, workers, seed, example_timeout_s, disabled)
     if resume and (disabled or example_timeout_s is not None or dump_dir is not None or huge):

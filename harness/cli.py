@@ -87,8 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="print the subjects the targets name (none: every bundled subject), grouped by prefix, "
                            "and exit")
     fuzz.add_argument("--huge", action="store_true",
-                      help="CUDA only: draw the 1-D subjects just past 2^31 elements, within free GPU memory "
-                           "(the other targets are skipped, with the reason)")
+                      help="CUDA only: draw each target's largest input just past 2^31 elements, within free GPU "
+                           "and host memory (targets that do not fit are skipped, with the reason)")
     report = sub.add_parser("report", help="write Markdown, HTML and JSON reports of a findings store")
     report.add_argument("store", help="a findings store written by tritondiff fuzz")
     report.add_argument("--out", default="reports", help="output directory (default reports/)")

@@ -152,8 +152,8 @@ class HarnessConfig(TypedConfig):
                                        check=_known_hazards)
     # Hypothesis profile used by the pytest plugin: "ci", "nightly" or "gpu_huge".  TRITONDIFF_PROFILE.
     profile: str = knob("ci", env="TRITONDIFF_PROFILE", check=one_of("ci", "nightly", "gpu_huge"))
-    # GPU only: draw the one size dim of 1-D subjects just past 2^31 elements (32-bit offset
-    # overflow), within free GPU memory; see harness.huge.  TRITONDIFF_HUGE_SHAPES=1.
+    # GPU only: draw a subject's largest input just past 2^31 elements (32-bit offset overflow),
+    # within free GPU memory; see harness.huge.  TRITONDIFF_HUGE_SHAPES=1.
     huge_shapes: bool = knob(False, env="TRITONDIFF_HUGE_SHAPES", parse=flag, check=is_bool)
     # Set by harness.memcheck for the repro it runs under compute-sanitizer, so that replay does not
     # start memcheck again for a finding memcheck made.  TRITONDIFF_UNDER_MEMCHECK=1.

@@ -55,8 +55,8 @@ class ConfigError(UsageError):
 
 
 class HugeShapesUnavailable(UsageError):
-    """Huge-shape mode (1-D subjects past 2^31 elements) cannot run here: no CUDA device, not a 1-D
-    subject, or not enough free memory.  ``reason`` is the short why (a pytest skip reason)."""
+    """Huge-shape mode (inputs past 2^31 elements) cannot run here: no CUDA device, no dim to draw
+    past 2^31, or not enough free memory.  ``reason`` is the short why (a pytest skip reason)."""
 
     def __init__(self, message: str, *, reason: str):
         super().__init__(message)

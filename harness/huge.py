@@ -1,12 +1,16 @@
-"""GPU-only huge shapes: 1-D subjects drawn just past 2^31 elements, where 32-bit offsets overflow.
+"""GPU-only huge shapes: subjects drawn with an input just past 2^31 elements, where 32-bit offsets overflow.
 
-A kernel that computes ``pid * BLOCK + tl.arange(0, BLOCK)`` in int32 wraps
-once an index passes 2^31 - 1 and reads or writes the wrong place; the normal
-draws (bounded by ``config.max_example_bytes``) never get there.  In huge mode
-the size dim of a *1-D subject* -- every tensor input is 0-D or 1-D over one
-shared dim, and that dim is a range, not a fixed size -- is drawn from
-:data:`HUGE_SIZES` instead of its declared range (the declared upper bound keeps
-CPU runs small; the kernels must still be right past it).
+A kernel that computes ``pid * BLOCK + tl.arange(0, BLOCK)`` or ``row * N + col``
+in int32 wraps once an index passes 2^31 - 1 and reads or writes the wrong place;
+the normal draws (bounded by ``config.max_example_bytes``) never get there.  In
+huge mode the *size dim* (:func:`size_dim`: the first ranged dim of the largest
+tensor input) is drawn so that input holds one of :data:`HUGE_SIZES` elements,
+instead of from its declared range (the declared upper bound keeps CPU runs small;
+the kernels must still be right past it), with the other dims at a few values each
+(:data:`OTHER_VALUES`: one row or many short, odd, long ones).  A 1-D subject's
+size dim is its one dim.  Outputs as large as the input do not fit the oracle's
+float64 comparison on the host (about 300 GiB per 2^31 elements), so in practice
+huge mode runs reductions: norms, row and column sums.
 
 Only on CUDA: an input of 2^31 float32 elements is 8 GiB, with its float64
 reference copy 24 GiB, so the interpreter on CPU is refused with a clear
@@ -65,15 +69,19 @@ class HugePlan:
 
     subject: str
     dim: str
-    pairs: tuple[tuple[str, int], ...]       # (dtype of the drawn tensors, size of ``dim``), shrinking order
+    # (dtype of the drawn tensors, size of ``dim``, the other dims' values as (name, value) pairs), in
+    # shrinking order
+    pairs: tuple[tuple[str, int, tuple[tuple[str, int], ...]], ...]
     left_out: tuple[str, ...]                # one line per pair that does not fit
     free_bytes: int
     host_bytes: int
 
     def describe(self) -> str:
-        sizes = sorted({n for _, n in self.pairs})
-        dtypes = sorted({d for d, _ in self.pairs})
-        return (f"{self.subject}: {self.dim} in {{{', '.join(_pow2(n) for n in sizes)}}} x {', '.join(dtypes)} "
+        sizes = sorted({n for _, n, _ in self.pairs})
+        dtypes = sorted({d for d, _, _ in self.pairs})
+        others = sorted({o for _, _, o in self.pairs if o}, key=lambda o: [v for _, v in o])
+        at = (" at " + " | ".join(", ".join(f"{d}={v}" for d, v in o) for o in others)) if others else ""
+        return (f"{self.subject}: {self.dim} in {{{', '.join(_pow2(n) for n in sizes)}}}{at} x {', '.join(dtypes)} "
                 f"({_gib(self.free_bytes)} GPU, {_gib(self.host_bytes)} host memory free"
                 + (f"; {len(self.left_out)} pair(s) left out" if self.left_out else "") + ")")
 
@@ -81,35 +89,79 @@ class HugePlan:
 # ---------------------------------------------------------------------------------------------- eligibility
 
 def size_dim(subject: Subject) -> tuple[str | None, str]:
-    """(the one size dim, "") for a 1-D subject, else (None, why it is not one)."""
-    specs = subject.tensor_inputs()
-    dims: set = set()
-    for name, spec in specs.items():
-        if len(spec.shape) > 1:
-            return None, f"input {name!r} has {len(spec.shape)} dims; huge shapes draw 1-D subjects only"
-        if spec.shape and not isinstance(spec.shape[0], str):
-            return None, f"input {name!r} has the fixed size {spec.shape[0]}"
-        dims.update(spec.shape)
-    if len(dims) != 1:
-        return None, ("no 1-D tensor input" if not dims else
-                      f"its 1-D inputs use {len(dims)} different dims ({', '.join(sorted(dims))})")
-    (dim,) = dims
-    lo, hi = subject.dims[dim]
-    if lo == hi:
-        return None, f"dim {dim!r} is fixed to {lo}"
-    return dim, ""
+    """(the size dim, "") of a subject huge mode can draw, else (None, why not).
+
+    The size dim is the first ranged dim of the subject's largest tensor input (the most dims among the
+    inputs with a ranged dim, the first declared on a tie): it is drawn past 2^31 / (the product of that input's other dims), so the input
+    holds just past 2^31 elements; the other dims take :func:`other_values`."""
+    largest = _largest_input(subject)
+    if largest is None:
+        fixed = sorted({d for spec in subject.tensor_inputs().values() for d in spec.shape if isinstance(d, str)})
+        if not fixed:
+            return None, "no tensor input with a named dim"
+        return None, "every dim of its inputs is fixed (" + ", ".join(f"{d!r} = {subject.dims[d][0]}" for d in fixed) + ")"
+    return next(d for d in largest.shape if _ranged(subject, d)), ""
+
+
+def _ranged(subject: Subject, dim: Any) -> bool:
+    return isinstance(dim, str) and subject.dims[dim][0] != subject.dims[dim][1]
+
+
+def _largest_input(subject: Subject) -> TensorSpec | None:
+    """The tensor input with the most dims among those with a ranged dim (the first declared on a tie)."""
+    specs = [spec for spec in subject.tensor_inputs().values() if any(_ranged(subject, d) for d in spec.shape)]
+    return max(specs, key=lambda spec: len(spec.shape)) if specs else None
+
+
+#: Values the dims other than the size dim take in huge mode (clamped to each dim's range), position by
+#: position across the dims: short and odd (masked tails), about a thousand, and long (a split reduction).
+OTHER_VALUES = (1, 3, 1000, 65_537)
+
+
+def other_values(subject: Subject, dim: str) -> tuple[tuple[tuple[str, int], ...], ...]:
+    """The combinations of the other dims' values a plan tries: the k-th of each dim's clamped
+    :data:`OTHER_VALUES` together (not every product); ``((),)`` for a subject with the size dim only."""
+    others = [d for d in subject.dims if d != dim and _used(subject, d)]
+    if not others:
+        return ((),)
+    per_dim = []
+    for d in others:
+        lo, hi = subject.dims[d]
+        per_dim.append(list(dict.fromkeys(min(max(v, lo), hi) for v in OTHER_VALUES)))
+    width = max(len(values) for values in per_dim)
+    combos = {tuple((d, values[min(k, len(values) - 1)]) for d, values in zip(others, per_dim)) for k in range(width)}
+    return tuple(sorted(combos, key=lambda combo: [v for _, v in combo]))
+
+
+def _used(subject: Subject, dim: str) -> bool:
+    return any(dim in spec.shape for spec in subject.tensor_inputs().values())
+
+
+def size_for(subject: Subject, dim: str, target: int, others: tuple[tuple[str, int], ...]) -> int:
+    """The size dim's value at which the largest input holds at least ``target`` elements."""
+    largest = _largest_input(subject)
+    fixed = dict(others)
+    rest = 1
+    for d in largest.shape:
+        if d != dim:
+            rest *= d if isinstance(d, int) else fixed.get(d, subject.dims[d][0])
+    return -(-target // max(rest, 1))
 
 
 def huge_dtypes(subject: Subject) -> tuple[str, ...]:
-    """The huge-mode dtypes the subject's own-dtype 1-D inputs all allow."""
+    """The huge-mode dtypes the subject's own-dtype inputs with dims all allow."""
     own = [spec for spec in subject.tensor_inputs().values() if spec.dtype_like is None and spec.shape]
     return tuple(dt for dt in HUGE_DTYPES if own and all(dt in spec.dtypes for spec in own))
 
 
 # ---------------------------------------------------------------------------------------------- memory
 
-def output_elements(subject: Subject, dtype: str, n: int) -> tuple[int, int] | None:
-    """(elements, bytes per element) of the reference's outputs at size ``n``, found on the meta device
+def _shape(spec: TensorSpec, dims: dict[str, int]) -> tuple[int, ...]:
+    return tuple(d if isinstance(d, int) else dims[d] for d in spec.shape)
+
+
+def output_elements(subject: Subject, dtype: str, dims: dict[str, int]) -> tuple[int, int] | None:
+    """(elements, bytes per element) of the reference's outputs at ``dims``, found on the meta device
     (no memory is touched); None when the reference cannot run there (then assume the worst)."""
     import torch
 
@@ -120,7 +172,7 @@ def output_elements(subject: Subject, dtype: str, n: int) -> tuple[int, int] | N
     for name, spec in subject.inputs.items():
         if isinstance(spec, TensorSpec):
             dt = dtype if spec.dtype_like or dtype in spec.dtypes else spec.dtypes[0]
-            kwargs[name] = torch.empty((n,) if spec.shape else (), dtype=torch_dtype(dt), device="meta")
+            kwargs[name] = torch.empty(_shape(spec, dims), dtype=torch_dtype(dt), device="meta")
         elif isinstance(spec, Constant):
             kwargs[name] = spec.value
         else:
@@ -135,8 +187,8 @@ def output_elements(subject: Subject, dtype: str, n: int) -> tuple[int, int] | N
     return sum(t.numel() for t in tensors), max(t.element_size() for t in tensors)
 
 
-def example_bytes(subject: Subject, dtype: str, n: int) -> tuple[int, int]:
-    """(GPU bytes, host bytes) one example of ``subject`` at size ``n`` in ``dtype`` may need at its peak.
+def example_bytes(subject: Subject, dtype: str, dims: dict[str, int]) -> tuple[int, int]:
+    """(GPU bytes, host bytes) one example of ``subject`` at ``dims`` in ``dtype`` may need at its peak.
 
     The inputs are generated on the GPU (:mod:`harness.tensors`: in their dtype, a chunk at a time; the
     generator's workspace is counted once).  GPU, the larger of two phases of
@@ -153,10 +205,10 @@ def example_bytes(subject: Subject, dtype: str, n: int) -> tuple[int, int]:
     """
     from .tensors import on_device_workspace_bytes
 
-    count = sum(1 for spec in subject.tensor_inputs().values() if spec.shape)
-    inputs, inputs64, masks = _ITEMSIZE[dtype] * count * n, 8 * count * n, 4 * count * n
-    probe = output_elements(subject, dtype, n)
-    out_n, out_item = probe if probe is not None else (count * n, _ITEMSIZE[dtype])
+    n = sum(math.prod(_shape(spec, dims)) for spec in subject.tensor_inputs().values() if spec.shape)
+    inputs, inputs64, masks = _ITEMSIZE[dtype] * n, 8 * n, 4 * n
+    probe = output_elements(subject, dtype, dims)
+    out_n, out_item = probe if probe is not None else (n, _ITEMSIZE[dtype])
     outputs, outputs64 = out_item * out_n, 8 * out_n
     reference = 2 * inputs64 + 2 * outputs64 + outputs
     calls = inputs64 + outputs64 + outputs + 2 * inputs + masks + 3 * outputs
@@ -165,34 +217,38 @@ def example_bytes(subject: Subject, dtype: str, n: int) -> tuple[int, int]:
 
 
 def plan(subject: Subject, *, free_bytes: int, host_bytes: int, sizes: tuple[int, ...] = HUGE_SIZES) -> HugePlan:
-    """The (dtype, size) pairs of ``subject`` that fit the given free GPU and host memory.
+    """The (dtype, size, other dims) draws of ``subject`` that fit the given free GPU and host memory.
 
-    Pure logic (no device is touched): :func:`plan_on_device` measures the
-    memory.  Raises :class:`~harness.exc.HugeShapesUnavailable` (``reason``) when
-    the subject is not 1-D, allows no huge dtype, or nothing fits.
+    ``sizes`` are element counts of the largest input; the size dim is chosen to reach each one with the
+    other dims at each of :func:`other_values`.  Pure logic (no device is touched): :func:`plan_on_device`
+    measures the memory.  Raises :class:`~harness.exc.HugeShapesUnavailable` (``reason``) when the
+    subject has no size dim, allows no huge dtype, or nothing fits.
     """
     dim, why = size_dim(subject)
     if dim is None:
-        raise HugeShapesUnavailable(f"{subject.name}: not a 1-D subject ({why})", reason=why)
+        raise HugeShapesUnavailable(f"{subject.name}: no dim to draw past 2^31 ({why})", reason=why)
     dtypes = huge_dtypes(subject)
     if not dtypes:
         why = f"its inputs allow none of {', '.join(HUGE_DTYPES)}"
         raise HugeShapesUnavailable(f"{subject.name}: {why}", reason=why)
     pairs, left_out, smallest = [], [], None
     for dtype in dtypes:
-        for n in sizes:
-            need, need_host = example_bytes(subject, dtype, n)
-            if need <= SAFETY * free_bytes and need_host <= SAFETY * host_bytes:
-                pairs.append((dtype, n))
-                continue
-            short = "GPU" if need > SAFETY * free_bytes else "host"
-            left_out.append(f"{dtype} {dim}={n:,}: needs ~{_gib(need)} GPU / {_gib(need_host)} host memory "
-                            f"({short} memory is short)")
-            if smallest is None or (need, need_host) < smallest[:2]:
-                smallest = (need, need_host, dtype, n)
+        for others in other_values(subject, dim):
+            for target in sizes:
+                n = size_for(subject, dim, target, others)
+                need, need_host = example_bytes(subject, dtype, {**dict(others), dim: n})
+                if need <= SAFETY * free_bytes and need_host <= SAFETY * host_bytes:
+                    pairs.append((dtype, n, others))
+                    continue
+                short = "GPU" if need > SAFETY * free_bytes else "host"
+                what = ", ".join([f"{dim}={n:,}"] + [f"{d}={v:,}" for d, v in others])
+                left_out.append(f"{dtype} {what}: needs ~{_gib(need)} GPU / {_gib(need_host)} host memory "
+                                f"({short} memory is short)")
+                if smallest is None or (need, need_host) < smallest[:2]:
+                    smallest = (need, need_host, dtype, what)
     if not pairs:
-        need, need_host, dtype, n = smallest
-        why = (f"not enough memory for {dim} >= 2^31: the smallest example ({dtype}, {dim}={n:,}) needs "
+        need, need_host, dtype, what = smallest
+        why = (f"not enough memory for {dim} past 2^31 elements: the smallest example ({dtype}, {what}) needs "
                f"~{_gib(need)} GPU and {_gib(need_host)} host memory, {_gib(free_bytes)} GPU and "
                f"{_gib(host_bytes)} host are free (at most {SAFETY:.0%} of it is used)")
         raise HugeShapesUnavailable(f"{subject.name}: {why}", reason=why)

@@ -11,9 +11,9 @@ test actually asks for the harness.  Use either
 
 Profiles (``--tritondiff-profile``, else ``TRITONDIFF_PROFILE`` through the
 harness config): ``ci`` (fast, the pre-merge gate), ``nightly`` (many
-examples, the largest shapes) and ``gpu_huge`` (CUDA only: 1-D subjects drawn
-just past 2^31 elements within free GPU memory, see :mod:`harness.huge`; other
-subjects, and 1-D ones that do not fit, are skipped with the reason)::
+examples, the largest shapes) and ``gpu_huge`` (CUDA only: each subject's largest
+input drawn just past 2^31 elements within free GPU memory, see :mod:`harness.huge`;
+subjects that do not fit are skipped with the reason)::
 
     pytest -n auto --tritondiff-profile nightly --tritondiff-store nightly.db tests/test_bundled_subjects.py
     tritondiff report nightly.db
@@ -47,7 +47,7 @@ class Profile:
     budget_s: float
     max_examples: int
     max_example_bytes: int
-    huge: bool = False          # GPU only: 1-D subjects past 2^31 elements (harness.huge); others skip
+    huge: bool = False          # GPU only: inputs past 2^31 elements (harness.huge); others skip
 
 
 PROFILES = {

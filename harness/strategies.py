@@ -112,15 +112,16 @@ def _dtypes_of(subject: Subject, spec: TensorSpec) -> tuple[str, ...]:
 def cases(draw, subject: Subject, max_example_bytes: int | None = None, *, huge: "HugePlan | None" = None) -> Case:
     """Draw one example for ``subject``.
 
-    ``huge`` (a :class:`harness.huge.HugePlan`, GPU only): draw the subject's one
-    size dim and dtype from the plan's (dtype, size) pairs past 2^31 elements, in
-    layouts that cost no extra memory, instead of the declared range.
+    ``huge`` (a :class:`harness.huge.HugePlan`, GPU only): draw the dtype, the size
+    dim and the other dims from the plan's combinations (the largest input just past
+    2^31 elements), in layouts that cost no extra memory, instead of the declared ranges.
     """
     dims: dict[str, int] = {}
     dtypes: dict[str, str] = {}
     specs = subject.tensor_inputs()
     if huge is not None:
-        dtype, size = draw(st.sampled_from(huge.pairs), label="huge (dtype, size)")
+        dtype, size, others = draw(st.sampled_from(huge.pairs), label="huge (dtype, size, other dims)")
+        dims.update(others)
         dims[huge.dim] = size
         for key, spec in specs.items():
             if spec.dtype_like is None:

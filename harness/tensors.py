@@ -65,7 +65,7 @@ def canary_value(dtype: torch.dtype):
 #: Tensors of at least this many elements get their values generated on their own device (the GPU in
 #: huge mode), chunk by chunk, by a counter-based generator (:func:`_fill_on_device`).  Above every
 #: normal draw (the nightly profile's 512 MiB budget bounds those at 2^29 one-byte elements), so every
-#: case drawn outside huge mode keeps the CPU values it always had; huge mode's 1-D inputs (2^31 - 1
+#: case drawn outside huge mode keeps the CPU values it always had; huge mode's largest inputs (2^31 - 1
 #: elements and up) are past it.
 ON_DEVICE_MIN_NUMEL = 1 << 30
 #: Elements generated at a time there.  The values do not depend on it; it bounds the workspace

@@ -1,4 +1,4 @@
-"""harness.huge: 1-D subjects past 2^31 elements on the GPU -- shape selection, memory bounds, CPU refusal.
+"""harness.huge: inputs past 2^31 elements on the GPU -- shape selection, memory bounds, CPU refusal.
 
 Nothing here allocates a huge tensor: the memory figures are faked, shapes are checked as drawn
 data (Case objects), and the CPU refusals happen before any example runs.
@@ -62,54 +62,77 @@ def _plan(subj, free_gib: float, host_gib: float = 1024.0, **kw):
 
 # ---------------------------------------------------------------------------------------------- eligibility
 
-def test_only_one_dim_1d_subjects_with_a_range_qualify():
+def test_the_size_dim_is_the_first_ranged_dim_of_the_largest_input():
     assert huge.size_dim(norm) == ("N", "")
     assert huge.size_dim(scale) == ("N", "")                 # a 0-D input beside the 1-D one is fine
-    dim, why = huge.size_dim(rows)
-    assert dim is None and "2 dims" in why
+    assert huge.size_dim(rows) == ("M", "")
 
     @subject(reference=lambda x, y: x + y, inputs={"x": tensor(("N",)), "y": tensor(("K",))},
              dims={"N": (1, 9), "K": (1, 9)}, name="huge_test.two_dims")
     def two(x, y):
         return x + y
 
-    assert huge.size_dim(two) == (None, "its 1-D inputs use 2 different dims (K, N)")
+    assert huge.size_dim(two) == ("N", "")                  # the first of equally large inputs
+
+    @subject(reference=lambda h, x: h @ x, inputs={"h": tensor((4, 4)), "x": tensor((4, "T"))},
+             dims={"T": (1, 9)}, name="huge_test.literal")
+    def literal(h, x):
+        return h @ x
+
+    assert huge.size_dim(literal) == ("T", "")
 
     @subject(reference=lambda x: x, inputs={"x": tensor(("N",))}, dims={"N": 7}, name="huge_test.fixed")
     def fixed(x):
         return x
 
-    assert huge.size_dim(fixed) == (None, "dim 'N' is fixed to 7")
+    assert huge.size_dim(fixed) == (None, "every dim of its inputs is fixed ('N' = 7)")
     assert huge.huge_dtypes(norm) == ("float32", "float16")   # bfloat16 is not drawn huge
+
+
+def test_the_other_dims_take_a_few_values_position_by_position():
+    assert huge.other_values(norm, "N") == ((),)
+    assert huge.other_values(rows, "M") == ((("N", 1),), (("N", 3),), (("N", 9),))    # clamped to N <= 9
+
+    @subject(reference=lambda x: x.sum((1, 2)), inputs={"x": tensor(("M", "N", "K"))},
+             dims={"M": (1, 9), "N": (2, 100_000), "K": (1, 5)}, name="huge_test.three")
+    def three(x):
+        return x.sum((1, 2))
+
+    assert huge.other_values(three, "M") == ((("N", 2), ("K", 1)), (("N", 3), ("K", 3)),
+                                             (("N", 1000), ("K", 5)), (("N", 65_537), ("K", 5)))
+    # the size dim brings the largest input to the target
+    assert huge.size_for(three, "M", 2 ** 31, (("N", 1000), ("K", 5))) == -(-2 ** 31 // 5000)
+    assert huge.size_for(norm, "N", 2 ** 31 + 1, ()) == 2 ** 31 + 1
 
 
 def test_outputs_are_sized_on_the_meta_device():
     n = 2 ** 31 + 1
-    assert huge.output_elements(norm, "float16", n) == (1, 2)
-    assert huge.output_elements(scale, "float32", n) == (n, 4)
-    assert huge.output_elements(data, "float32", n) is None    # then the estimate assumes the worst
+    assert huge.output_elements(norm, "float16", {"N": n}) == (1, 2)
+    assert huge.output_elements(scale, "float32", {"N": n}) == (n, 4)
+    assert huge.output_elements(rows, "float32", {"M": n // 9 + 1, "N": 9}) == (n // 9 + 1, 4)
+    assert huge.output_elements(data, "float32", {"N": n}) is None    # then the estimate assumes the worst
 
 
 def test_example_bytes_follow_the_runner_phases():
     n, extra = 2 ** 31, huge.HEADROOM_BYTES + on_device_workspace_bytes()
-    need, host = huge.example_bytes(norm, "float32", n)
+    need, host = huge.example_bytes(norm, "float32", {"N": n})
     # calls phase: the float64 upcast kept for the spread 8n + inputs and snapshot 2*4n + mutation masks 4n, plus
     # the scalar outputs (eager 4, float64 8, three candidate copies 3*4) > the fp64 phase: upcast + its copy 2*8n
     assert need == 8 * n + 8 * n + 4 * n + (4 + 8 + 12) + extra
     assert host == 2 * 4 + 8 + huge.ORACLE_HOST_TEMPORARIES * 8 + huge.HEADROOM_BYTES   # no input on the host
-    need16, _ = huge.example_bytes(norm, "float16", n)
+    need16, _ = huge.example_bytes(norm, "float16", {"N": n})
     assert need16 == 2 * 8 * n + (2 * 8 + 2) + extra          # float16: the fp64 phase (16n + 18) > calls (16n + 16)
     # an elementwise output as large as the input: float64 outputs, and the oracle's temporaries on the host
-    need_s, host_s = huge.example_bytes(scale, "float32", n)
+    need_s, host_s = huge.example_bytes(scale, "float32", {"N": n})
     assert need_s == 8 * n + (8 + 4) * n + 8 * n + 4 * n + 3 * 4 * n + extra
     assert host_s == (2 * 4 + 8 + huge.ORACLE_HOST_TEMPORARIES * 8) * n + huge.HEADROOM_BYTES
-    assert huge.example_bytes(data, "float32", n) == (need_s, host_s)    # unknown outputs: sized like the input
+    assert huge.example_bytes(data, "float32", {"N": n}) == (need_s, host_s)    # unknown outputs: sized like the input
 
 
 def test_a_reduction_needs_no_host_memory_for_its_inputs():
     """Inputs are generated on the GPU: the host side no longer grows with the input (issue #9)."""
     for dt in F:
-        sizes = {huge.example_bytes(norm, dt, n)[1] for n in huge.HUGE_SIZES}
+        sizes = {huge.example_bytes(norm, dt, {"N": n})[1] for n in huge.HUGE_SIZES}
         assert len(sizes) == 1 and sizes.pop() < huge.HEADROOM_BYTES + 2 ** 10
 
 
@@ -118,17 +141,17 @@ def test_a_reduction_needs_no_host_memory_for_its_inputs():
 def test_plenty_of_memory_draws_every_size_in_both_dtypes():
     plan = _plan(norm, free_gib=1000)
     assert plan.dim == "N" and not plan.left_out
-    assert plan.pairs == tuple((dt, n) for dt in F for n in huge.HUGE_SIZES)
-    assert min(n for _, n in plan.pairs) == 2 ** 31 - 1 and (2 ** 31 + 4097) in {n for _, n in plan.pairs}
+    assert plan.pairs == tuple((dt, n, ()) for dt in F for n in huge.HUGE_SIZES)
+    assert min(n for _, n, _ in plan.pairs) == 2 ** 31 - 1 and (2 ** 31 + 4097) in {n for _, n, _ in plan.pairs}
     assert "2^31-1, 2^31, 2^31+1, 2^31+4097" in plan.describe()
 
 
 def test_an_h100_fits_the_norm_but_float32_past_2_32_and_not_the_elementwise_subject():
     plan = _plan(norm, free_gib=79, host_gib=120)
-    assert set(plan.pairs) == {(dt, n) for dt in F for n in huge.HUGE_SIZES} - {("float32", 2 ** 32 + 17)}
+    assert set(plan.pairs) == {(dt, n, ()) for dt in F for n in huge.HUGE_SIZES} - {("float32", 2 ** 32 + 17, ())}
     assert plan.left_out == (f"float32 N={2 ** 32 + 17:,}: needs ~81.3 GiB GPU / 1.0 GiB host memory "
                              "(GPU memory is short)",)
-    with pytest.raises(HugeShapesUnavailable, match="not enough memory for N >= 2\\^31") as e:
+    with pytest.raises(HugeShapesUnavailable, match="not enough memory for N past 2\\^31") as e:
         _plan(scale, free_gib=79, host_gib=120)                       # the oracle's float64 outputs on the host
     assert "79.0 GiB GPU" in str(e.value) and "float16, N=2,147,483,647" in str(e.value)
     assert e.value.reason.startswith("not enough memory")
@@ -136,32 +159,51 @@ def test_an_h100_fits_the_norm_but_float32_past_2_32_and_not_the_elementwise_sub
 
 def test_memory_between_the_dtypes_keeps_float16_only():
     n = 2 ** 31 - 1
-    need32 = huge.example_bytes(norm, "float32", n)[0]
-    need16 = huge.example_bytes(norm, "float16", n)[0]
+    need32 = huge.example_bytes(norm, "float32", {"N": n})[0]
+    need16 = huge.example_bytes(norm, "float16", {"N": n})[0]
     free = (need16 + need32) / 2 / huge.SAFETY                  # room for float16, not float32
     plan = huge.plan(norm, free_bytes=int(free), host_bytes=1024 * GIB, sizes=(n,))
-    assert plan.pairs == (("float16", n),)
+    assert plan.pairs == (("float16", n, ()),)
     assert plan.left_out == (f"float32 N={n:,}: needs ~{need32 / GIB:.1f} GiB GPU / "
-                             f"{huge.example_bytes(norm, 'float32', n)[1] / GIB:.1f} GiB host memory "
+                             f"{huge.example_bytes(norm, 'float32', {'N': n})[1] / GIB:.1f} GiB host memory "
                              "(GPU memory is short)",)
 
 
+def test_a_row_reduction_keeps_the_rows_whose_outputs_fit_the_host():
+    """x [M, N] -> [M]: at N = 1 the output is as large as the input, and the oracle's float64 comparison on
+    the host does not fit 120 GiB; at N = 9 it is a ninth of that and fits."""
+    plan = _plan(rows, free_gib=79, host_gib=120)
+    kept = {others for _, _, others in plan.pairs}
+    assert plan.dim == "M" and (("N", 9),) in kept and (("N", 1),) not in kept
+    for dt, m, ((_, n),) in plan.pairs:
+        assert m * n >= 2 ** 31 - 1 and (m - 1) * n < 2 ** 32 + 17      # the input just past each size
+    assert all("(host memory is short)" in line for line in plan.left_out if "N=1," in line or "N=3," in line)
+    assert "M in {" in plan.describe() and "N=9 x float16, float32" in plan.describe()
+    everything = _plan(rows, free_gib=10_000, host_gib=10_000)
+    assert {others for _, _, others in everything.pairs} == {(("N", 1),), (("N", 3),), (("N", 9),)}
+    assert " at N=1 | N=3 | N=9 x " in everything.describe()
+
+
 def test_ineligible_subjects_raise_with_a_reason():
-    with pytest.raises(HugeShapesUnavailable, match="not a 1-D subject") as e:
-        _plan(rows, free_gib=1000)
-    assert "2 dims" in e.value.reason
+    @subject(reference=lambda x: x, inputs={"x": tensor(("N",))}, dims={"N": 7}, name="huge_test.fixed7")
+    def fixed(x):
+        return x
+
+    with pytest.raises(HugeShapesUnavailable, match="no dim to draw past 2\\^31") as e:
+        _plan(fixed, free_gib=1000)
+    assert "fixed" in e.value.reason
 
 
 def test_plans_for_says_what_runs_and_what_is_skipped():
     lines: list[str] = []
     plans = huge.plans_for([norm, rows, scale], lines.append, measure=lambda: (79 * GIB, 120 * GIB))
-    assert list(plans) == ["huge_test.norm"]
+    assert list(plans) == ["huge_test.norm", "huge_test.rows"]
     assert lines[0].startswith("huge  huge_test.norm: N in {2^31-1")
-    assert lines[1].startswith("skip  huge_test.rows: input 'x' has 2 dims")
+    assert lines[1].startswith("huge  huge_test.rows: M in {")
     assert lines[2].startswith("skip  huge_test.scale: not enough memory")
-    with pytest.raises(UsageError, match="no target can run huge shapes here: huge_test.rows"):
-        huge.plans_for([rows], lines.append, measure=lambda: (79 * GIB, 120 * GIB))
-    assert huge.plans_for([rows], lines.append, strict=False, measure=lambda: (79 * GIB, 120 * GIB)) == {}
+    with pytest.raises(UsageError, match="no target can run huge shapes here: huge_test.scale"):
+        huge.plans_for([scale], lines.append, measure=lambda: (79 * GIB, 120 * GIB))
+    assert huge.plans_for([scale], lines.append, strict=False, measure=lambda: (79 * GIB, 120 * GIB)) == {}
 
 
 # ---------------------------------------------------------------------------------------------- draws
@@ -173,9 +215,20 @@ _PLAN = _plan(scale, free_gib=10_000)
 @given(cases(scale, huge=_PLAN))
 def test_huge_draws_take_the_plan_s_pairs_and_cheap_layouts(case):
     x, g = case.tensors["x"], case.tensors["g"]
-    assert (x.dtype, case.dims["N"]) in _PLAN.pairs
+    assert (x.dtype, case.dims["N"], ()) in _PLAN.pairs
     assert x.shape == (case.dims["N"],) and x.numel >= 2 ** 31 - 1 and shape_bucket(x.numel) == ">=2^31-1"
     assert x.layout in ("contiguous", "offset") and g.shape == () and g.dtype == x.dtype
+
+
+_ROWS_PLAN = _plan(rows, free_gib=10_000, host_gib=10_000)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(cases(rows, huge=_ROWS_PLAN))
+def test_huge_row_draws_put_the_largest_input_past_2_31(case):
+    x = case.tensors["x"]
+    assert (x.dtype, case.dims["M"], (("N", case.dims["N"]),)) in _ROWS_PLAN.pairs
+    assert x.shape == (case.dims["M"], case.dims["N"]) and x.numel >= 2 ** 31 - 1 and x.layout in ("contiguous", "offset")
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck), database=None)
