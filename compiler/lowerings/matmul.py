@@ -21,7 +21,7 @@ from ..counters import counters
 from ..exc import Unsupported
 from ..ir import ExternOutput, IRNode, Layout, TensorArg, current_graph, realize
 from ..lowering import lowerings, register_lowering
-from ..templates.gemm import DTYPES, GemmTemplate
+from ..templates.gemm import DTYPES, GemmTemplate, grid_fits
 from .matmul_operands import read_operands
 from .views import expand
 
@@ -100,7 +100,7 @@ def bmm(a: IRNode, b: IRNode):
     _check(a, 3, "bmm")
     _check(b, 3, "bmm")
     (batch, m, k), (_, _, n) = a.get_size(), b.get_size()
-    if batch > 65535 or not _wants_template([a.get_dtype(), b.get_dtype()], (batch, m, n), k):
+    if not grid_fits(batch, m, n) or not _wants_template([a.get_dtype(), b.get_dtype()], (batch, m, n), k):
         return _delegate(aten.bmm.default, a, b)
     return _emit(aten.bmm.default, [a, b], ((TensorArg(0), TensorArg(1)), {}), (batch, m, n), a.get_dtype(),
                  batch=batch, m=m, n=n, k=k)

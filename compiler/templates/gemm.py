@@ -47,6 +47,22 @@ from ..scheduler import RSYM, XSYM, KernelGroup
 YSYM = indexing.index_symbol("yindex")
 ZSYM = indexing.index_symbol("zindex")
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+#: CUDA's grid limit on axis 1: a batch of more GEMMs runs folded into axis 0 (2^31 - 1 programs).
+MAX_GRID_Y = 65535
+MAX_GRID_X = 2 ** 31 - 1
+#: The smallest tile edge of every config (``_clamp_pow2(.., 16, ..)``): the most programs a GEMM can need.
+MIN_BLOCK = 16
+
+
+def grid_fits(batch: int, m: int, n: int) -> bool:
+    """Whether every tile config's grid fits CUDA's limits: ``batch`` on axis 1, or, past
+    :data:`MAX_GRID_Y`, folded with the tiles into axis 0."""
+    return batch <= MAX_GRID_Y or batch * triton.cdiv(m, MIN_BLOCK) * triton.cdiv(n, MIN_BLOCK) <= MAX_GRID_X
+
+
+def _folded(node: "GemmTemplate") -> bool:
+    """The batch rides axis 0 with the tiles (``pid = batch * tiles + tile``) instead of axis 1."""
+    return node.batch > MAX_GRID_Y
 
 
 # ------------------------------------------------------------------------------ the IR node
@@ -293,7 +309,8 @@ def template_kernel(name: str, node: GemmTemplate, cfg: GemmConfig, ctx: Optiona
     k.meta["comments"] = [f"GEMM {node.batch}x{node.m}x{node.n}x{node.k} {node.dtype}, tile {cfg.name}"
                           + (f", epilogue {ctx.group.names}" if ctx is not None else "")
                           + (f", row reductions {rows.group.names}" if rows is not None else "")]
-    return KernelSpec(name, k.source(), (grid_mn, node.batch) if node.batch > 1 else (grid_mn,),
+    grid = (grid_mn * node.batch,) if _folded(node) else (grid_mn, node.batch) if node.batch > 1 else (grid_mn,)
+    return KernelSpec(name, k.source(), grid,
                       list(k.args.values()), cfg.num_warps, dict(k.meta))
 
 
@@ -302,13 +319,17 @@ def _emit_tile_indices(k: TritonKernel, node: GemmTemplate, cfg: GemmConfig) -> 
     bm, bn, group = cfg.block_m, cfg.block_n, cfg.group_m
     pid_m_count, pid_n_count = triton.cdiv(m, bm), triton.cdiv(n, bn)
     cast = ".to(tl.int64)" if k.int64 else ""
-    k.emit("pid = tl.program_id(0)")
+    if _folded(node):
+        k.emit(f"zindex = (tl.program_id(0) // {pid_m_count * pid_n_count}){cast}")
+        k.emit(f"pid = tl.program_id(0) % {pid_m_count * pid_n_count}")
+    else:
+        k.emit("pid = tl.program_id(0)")
     k.emit(f"group_id = pid // {group * pid_n_count}")
     k.emit(f"first_pid_m = group_id * {group}")
     k.emit(f"group_size_m = tl.minimum({pid_m_count} - first_pid_m, {group})")
     k.emit(f"pid_m = first_pid_m + ((pid % {group * pid_n_count}) % group_size_m)")
     k.emit(f"pid_n = (pid % {group * pid_n_count}) // group_size_m")
-    if node.batch > 1:
+    if node.batch > 1 and not _folded(node):
         k.emit(f"zindex = tl.program_id(1){cast}")
     k.emit(f"yindex = pid_m{cast} * {bm} + tl.arange(0, {bm})[:, None]")
     k.emit(f"xindex = pid_n{cast} * {bn} + tl.arange(0, {bn})[None, :]")

@@ -180,6 +180,34 @@ def test_large_batched_gemm_uses_int64_offsets():
     assert "tl.program_id(1).to(tl.int64)" in gemm and "pid_m.to(tl.int64)" in gemm
 
 
+def test_a_batch_past_the_grid_limit_folds_into_axis_0(monkeypatch):
+    """CUDA's grid axis 1 holds 65535 programs: a larger batch rides axis 0 with the tiles.  Here the limit is
+    lowered to 2 so the interpreter runs the folded grid (a GPU campaign found B = 126,322,568 going extern)."""
+    from compiler.templates import gemm
+    monkeypatch.setattr(gemm, "MAX_GRID_Y", 2)
+    a = seeded_randn(5, 17, 40, seed=21)
+    b = seeded_randn(5, 40, 33, seed=22)
+    s = seeded_randn(5, 17, 1, seed=23)
+    _judge(lambda a, b, s: torch.bmm(a, b) * s, a, b, s)
+    assert compiler.counters["gemm_template.bmm"] == 1
+    src = compiler.dump.last_artifacts().texts["triton"]
+    assert "zindex = (tl.program_id(0) // " in src and "tl.program_id(1)" not in src
+
+
+def test_a_batch_of_126_million_gemms_reaches_the_template_with_int64_offsets():
+    """The campaign's shape (generated from meta tensors only): the batch folds into axis 0 and the batch
+    offsets are int64; a grid past 2^31 - 1 programs even at the smallest tiles stays with ATen."""
+    from compiler.templates import gemm
+    a = torch.empty(126_322_568, 1, 17, device="meta")
+    b = torch.empty(126_322_568, 17, 1, device="meta")
+    gm = trace_meta(lambda a, b: torch.bmm(a, b), a, b)
+    exe = compile_graph(gm, [a, b], "batch")
+    (src,) = [s for s in kernel_sources(exe.generated.source) if "acc += " in s]
+    assert "zindex = (tl.program_id(0) // 1).to(tl.int64)" in src and "tl.program_id(1)" not in src
+    assert gemm.grid_fits(126_322_568, 1, 1) and gemm.grid_fits(65535, 10**4, 10**4)
+    assert not gemm.grid_fits(2**31 // 4, 17, 33)                     # 4 tiles of 16 x 16 per GEMM: too many
+
+
 def test_heuristic_and_candidate_configs_fit_the_problem():
     cfg = heuristic_config(9, 341, 41, torch.float16)
     assert cfg.block_m == 16 and cfg.block_k >= 16
