@@ -3,14 +3,16 @@
 A kernel that computes ``pid * BLOCK + tl.arange(0, BLOCK)`` or ``row * N + col``
 in int32 wraps once an index passes 2^31 - 1 and reads or writes the wrong place;
 the normal draws (bounded by ``config.max_example_bytes``) never get there.  In
-huge mode the *size dim* (:func:`size_dim`: the first ranged dim of the largest
-tensor input) is drawn so that input holds one of :data:`HUGE_SIZES` elements,
-instead of from its declared range (the declared upper bound keeps CPU runs small;
-the kernels must still be right past it), with the other dims at a few values each
-(:data:`OTHER_VALUES`: one row or many short, odd, long ones).  A 1-D subject's
-size dim is its one dim.  Outputs as large as the input do not fit the oracle's
-float64 comparison on the host (about 300 GiB per 2^31 elements), so in practice
-huge mode runs reductions: norms, row and column sums.
+huge mode the *size dim* (:func:`candidates`: the first ranged dim of an input with
+the most dims) is drawn so that input holds about each of :data:`HUGE_SIZES`
+elements, instead of from its declared range (the declared upper bound keeps CPU
+runs small; the kernels must still be right past it), with the other dims at a few
+values each (:data:`OTHER_VALUES`: 1, short and odd, about a thousand, 65,537).
+A 1-D subject's size dim is its one dim.  Outputs as large as the input do not fit
+the oracle's float64 comparison on the host (about 300 GiB per 2^31 elements), so
+in practice huge mode runs the subjects with small outputs: norms, row and column
+sums, GEMMs with a short N, mHC's reductions.  The size dim is a leading dim in the
+bundled 2-D subjects, so a single row past 2^31 elements is not drawn.
 
 Only on CUDA: an input of 2^31 float32 elements is 8 GiB, with its float64
 reference copy 24 GiB, so the interpreter on CPU is refused with a clear
@@ -18,7 +20,7 @@ message.  The inputs are generated on the GPU itself, a chunk at a time, in
 their own dtype (:mod:`harness.tensors`, past ``ON_DEVICE_MIN_NUMEL``
 elements): a build is a few passes over GPU memory where the float64
 generation on the host took tens of seconds and 16-32 GiB of host memory, and
-the values are the same on every CUDA device.  Each (dtype, size) pair is kept only when
+the values are the same on every CUDA device.  Each (dtype, size, other dims) draw is kept only when
 :func:`example_bytes`'s estimate of one example fits in free GPU memory
 (``torch.cuda.mem_get_info``) and available host memory (what the oracle,
 which compares on the CPU, needs for the outputs); the pairs left out are
@@ -65,7 +67,8 @@ _ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int32": 4
 
 @dataclasses.dataclass(frozen=True)
 class HugePlan:
-    """What huge mode draws for one subject: (dtype, size) pairs that fit, and why others were left out."""
+    """What huge mode draws for one subject: the (dtype, size, other dims) draws that fit, and why others
+    were left out."""
 
     subject: str
     dim: str
@@ -89,28 +92,33 @@ class HugePlan:
 # ---------------------------------------------------------------------------------------------- eligibility
 
 def size_dim(subject: Subject) -> tuple[str | None, str]:
-    """(the size dim, "") of a subject huge mode can draw, else (None, why not).
+    """(the size dim, "") of a subject huge mode can draw, else (None, why not): that of the first of
+    :func:`candidates` (a plan falls back to the next ones when nothing fits)."""
+    found = candidates(subject)
+    if found:
+        return found[0][1], ""
+    named = sorted({d for spec in subject.tensor_inputs().values() for d in spec.shape if isinstance(d, str)})
+    if not named:
+        return None, "no tensor input with a named dim"
+    if not any(_ranged(subject, d) for d in named):
+        return None, "every dim of its inputs is fixed (" + ", ".join(f"{d!r} = {subject.dims[d][0]}" for d in named) + ")"
+    return None, "every ranged dim appears twice in its input (a square input cannot be sized to 2^31 by one dim)"
 
-    The size dim is the first ranged dim of the subject's largest tensor input (the most dims among the
-    inputs with a ranged dim, the first declared on a tie): it is drawn past 2^31 / (the product of that input's other dims), so the input
-    holds just past 2^31 elements; the other dims take :func:`other_values`."""
-    largest = _largest_input(subject)
-    if largest is None:
-        fixed = sorted({d for spec in subject.tensor_inputs().values() for d in spec.shape if isinstance(d, str)})
-        if not fixed:
-            return None, "no tensor input with a named dim"
-        return None, "every dim of its inputs is fixed (" + ", ".join(f"{d!r} = {subject.dims[d][0]}" for d in fixed) + ")"
-    return next(d for d in largest.shape if _ranged(subject, d)), ""
+
+def candidates(subject: Subject) -> list[tuple[TensorSpec, str]]:
+    """(input, size dim) pairs huge mode can draw, in the order a plan tries them: inputs with the most dims
+    first (the first declared on a tie), each with its first ranged dim that it uses once.  The size dim is
+    drawn so that input holds just past 2^31 elements; the other dims take :func:`other_values`."""
+    found = []
+    for spec in subject.tensor_inputs().values():
+        dims = [d for d in spec.shape if _ranged(subject, d) and spec.shape.count(d) == 1]
+        if dims:
+            found.append((spec, dims[0]))
+    return sorted(found, key=lambda pair: -len(pair[0].shape))
 
 
 def _ranged(subject: Subject, dim: Any) -> bool:
     return isinstance(dim, str) and subject.dims[dim][0] != subject.dims[dim][1]
-
-
-def _largest_input(subject: Subject) -> TensorSpec | None:
-    """The tensor input with the most dims among those with a ranged dim (the first declared on a tie)."""
-    specs = [spec for spec in subject.tensor_inputs().values() if any(_ranged(subject, d) for d in spec.shape)]
-    return max(specs, key=lambda spec: len(spec.shape)) if specs else None
 
 
 #: Values the dims other than the size dim take in huge mode (clamped to each dim's range), position by
@@ -137,15 +145,15 @@ def _used(subject: Subject, dim: str) -> bool:
     return any(dim in spec.shape for spec in subject.tensor_inputs().values())
 
 
-def size_for(subject: Subject, dim: str, target: int, others: tuple[tuple[str, int], ...]) -> int:
-    """The size dim's value at which the largest input holds at least ``target`` elements."""
-    largest = _largest_input(subject)
+def size_for(subject: Subject, spec: TensorSpec, dim: str, target: int, others: tuple[tuple[str, int], ...]) -> int:
+    """The size dim's value at which input ``spec`` holds at least ``target`` elements (at least the dim's
+    declared lower bound)."""
     fixed = dict(others)
     rest = 1
-    for d in largest.shape:
+    for d in spec.shape:
         if d != dim:
-            rest *= d if isinstance(d, int) else fixed.get(d, subject.dims[d][0])
-    return -(-target // max(rest, 1))
+            rest *= d if isinstance(d, int) else fixed[d]
+    return max(-(-target // max(rest, 1)), subject.dims[dim][0])
 
 
 def huge_dtypes(subject: Subject) -> tuple[str, ...]:
@@ -169,17 +177,17 @@ def output_elements(subject: Subject, dtype: str, dims: dict[str, int]) -> tuple
     from .tensors import torch_dtype
 
     kwargs: dict[str, Any] = {}
-    for name, spec in subject.inputs.items():
-        if isinstance(spec, TensorSpec):
-            dt = dtype if spec.dtype_like or dtype in spec.dtypes else spec.dtypes[0]
-            kwargs[name] = torch.empty(_shape(spec, dims), dtype=torch_dtype(dt), device="meta")
-        elif isinstance(spec, Constant):
-            kwargs[name] = spec.value
-        else:
-            return None                  # a drawn scalar: no value to probe with
     try:
+        for name, spec in subject.inputs.items():
+            if isinstance(spec, TensorSpec):
+                dt = dtype if spec.dtype_like or dtype in spec.dtypes else spec.dtypes[0]
+                kwargs[name] = torch.empty(_shape(spec, dims), dtype=torch_dtype(dt), device="meta")
+            elif isinstance(spec, Constant):
+                kwargs[name] = spec.value
+            else:
+                return None                  # a drawn scalar: no value to probe with
         out = subject.reference(**kwargs)
-    except Exception:  # noqa: BLE001 - data-dependent references do not run on meta tensors
+    except Exception:  # noqa: BLE001 - data-dependent references (and shapes past torch's limits) do not run on meta
         return None
     tensors = [t for t in flatten(out) if isinstance(t, torch.Tensor)]
     if not tensors:
@@ -219,40 +227,46 @@ def example_bytes(subject: Subject, dtype: str, dims: dict[str, int]) -> tuple[i
 def plan(subject: Subject, *, free_bytes: int, host_bytes: int, sizes: tuple[int, ...] = HUGE_SIZES) -> HugePlan:
     """The (dtype, size, other dims) draws of ``subject`` that fit the given free GPU and host memory.
 
-    ``sizes`` are element counts of the largest input; the size dim is chosen to reach each one with the
-    other dims at each of :func:`other_values`.  Pure logic (no device is touched): :func:`plan_on_device`
+    ``sizes`` are element counts of the input a plan sizes (:func:`candidates`, the first one with a draw
+    that fits); the size dim is chosen to reach each one with the other dims at each of :func:`other_values`.  Pure logic (no device is touched): :func:`plan_on_device`
     measures the memory.  Raises :class:`~harness.exc.HugeShapesUnavailable` (``reason``) when the
     subject has no size dim, allows no huge dtype, or nothing fits.
     """
-    dim, why = size_dim(subject)
-    if dim is None:
+    found = candidates(subject)
+    if not found:
+        why = size_dim(subject)[1]
         raise HugeShapesUnavailable(f"{subject.name}: no dim to draw past 2^31 ({why})", reason=why)
     dtypes = huge_dtypes(subject)
     if not dtypes:
         why = f"its inputs allow none of {', '.join(HUGE_DTYPES)}"
         raise HugeShapesUnavailable(f"{subject.name}: {why}", reason=why)
-    pairs, left_out, smallest = [], [], None
-    for dtype in dtypes:
-        for others in other_values(subject, dim):
-            for target in sizes:
-                n = size_for(subject, dim, target, others)
-                need, need_host = example_bytes(subject, dtype, {**dict(others), dim: n})
-                if need <= SAFETY * free_bytes and need_host <= SAFETY * host_bytes:
-                    pairs.append((dtype, n, others))
-                    continue
-                short = "GPU" if need > SAFETY * free_bytes else "host"
-                what = ", ".join([f"{dim}={n:,}"] + [f"{d}={v:,}" for d, v in others])
-                left_out.append(f"{dtype} {what}: needs ~{_gib(need)} GPU / {_gib(need_host)} host memory "
-                                f"({short} memory is short)")
-                if smallest is None or (need, need_host) < smallest[:2]:
-                    smallest = (need, need_host, dtype, what)
-    if not pairs:
-        need, need_host, dtype, what = smallest
-        why = (f"not enough memory for {dim} past 2^31 elements: the smallest example ({dtype}, {what}) needs "
-               f"~{_gib(need)} GPU and {_gib(need_host)} host memory, {_gib(free_bytes)} GPU and "
-               f"{_gib(host_bytes)} host are free (at most {SAFETY:.0%} of it is used)")
-        raise HugeShapesUnavailable(f"{subject.name}: {why}", reason=why)
-    return HugePlan(subject.name, dim, tuple(pairs), tuple(left_out), int(free_bytes), int(host_bytes))
+    smallest = None
+    for spec, dim in found:
+        pairs, left_out, seen = [], [], set()
+        for dtype in dtypes:
+            for others in other_values(subject, dim):
+                for target in sizes:
+                    n = size_for(subject, spec, dim, target, others)
+                    if (dtype, n, others) in seen:
+                        continue                 # two targets on one size (the other dims' product rounds up)
+                    seen.add((dtype, n, others))
+                    need, need_host = example_bytes(subject, dtype, {**dict(others), dim: n})
+                    if need <= SAFETY * free_bytes and need_host <= SAFETY * host_bytes:
+                        pairs.append((dtype, n, others))
+                        continue
+                    short = "GPU" if need > SAFETY * free_bytes else "host"
+                    what = ", ".join([f"{dim}={n:,}"] + [f"{d}={v:,}" for d, v in others])
+                    left_out.append(f"{dtype} {what}: needs ~{_gib(need)} GPU / {_gib(need_host)} host memory "
+                                    f"({short} memory is short)")
+                    if smallest is None or (need, need_host) < smallest[:2]:
+                        smallest = (need, need_host, dtype, what, dim)
+        if pairs:
+            return HugePlan(subject.name, dim, tuple(pairs), tuple(left_out), int(free_bytes), int(host_bytes))
+    need, need_host, dtype, what, dim = smallest
+    why = (f"not enough memory for {dim} past 2^31 elements: the smallest example ({dtype}, {what}) needs "
+           f"~{_gib(need)} GPU and {_gib(need_host)} host memory, {_gib(free_bytes)} GPU and "
+           f"{_gib(host_bytes)} host are free (at most {SAFETY:.0%} of it is used)")
+    raise HugeShapesUnavailable(f"{subject.name}: {why}", reason=why)
 
 
 def require_cuda(what: str = "huge shapes") -> None:
@@ -326,7 +340,9 @@ def _gib(n: float) -> str:
 
 
 def _pow2(n: int) -> str:
-    k = int(math.log2(n)) if n > 0 else 0
+    if n < 2 ** 22:
+        return f"{n:,}"
+    k = int(math.log2(n))
     for base in (k, k + 1):
         d = n - 2 ** base
         if abs(d) <= 2 ** 21:

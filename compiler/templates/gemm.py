@@ -1,7 +1,7 @@
 """The GEMM template: mm / addmm / bmm as one tiled Triton kernel with an epilogue injection point.
 
 Each program computes a ``BLOCK_M x BLOCK_N`` tile of ``C = A @ B`` (one batch of a bmm per
-grid column), walking K in ``BLOCK_K`` chunks and accumulating in fp32 with ``tl.dot``.
+grid column; past CUDA's 65,535 columns the batch folds into grid axis 0 with the tiles), walking K in ``BLOCK_K`` chunks and accumulating in fp32 with ``tl.dot``.
 Programs are numbered in groups of ``GROUP_M`` tile rows so that neighbouring programs share
 A rows and B columns in L2 (the "grouped ordering" of tiled GEMMs).  Everything the compiler
 knows is baked into the source: sizes, strides and offsets of the operands (a transposed or
@@ -55,8 +55,9 @@ MIN_BLOCK = 16
 
 
 def grid_fits(batch: int, m: int, n: int) -> bool:
-    """Whether every tile config's grid fits CUDA's limits: ``batch`` on axis 1, or, past
-    :data:`MAX_GRID_Y`, folded with the tiles into axis 0."""
+    """Whether the grid fits CUDA's limits at any tile config (all have edges of at least
+    :data:`MIN_BLOCK`): ``batch`` on axis 1 (the tiles of one GEMM on axis 0 stay far below 2^31), or,
+    past :data:`MAX_GRID_Y`, the batch folded with the tiles into axis 0."""
     return batch <= MAX_GRID_Y or batch * triton.cdiv(m, MIN_BLOCK) * triton.cdiv(n, MIN_BLOCK) <= MAX_GRID_X
 
 

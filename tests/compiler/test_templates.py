@@ -185,13 +185,15 @@ def test_a_batch_past_the_grid_limit_folds_into_axis_0(monkeypatch):
     lowered to 2 so the interpreter runs the folded grid (a GPU campaign found B = 126,322,568 going extern)."""
     from compiler.templates import gemm
     monkeypatch.setattr(gemm, "MAX_GRID_Y", 2)
-    a = seeded_randn(5, 17, 40, seed=21)
-    b = seeded_randn(5, 40, 33, seed=22)
-    s = seeded_randn(5, 17, 1, seed=23)
+    a = seeded_randn(5, 70, 40, seed=21)
+    b = seeded_randn(5, 40, 70, seed=22)
+    s = seeded_randn(5, 70, 1, seed=23)
     _judge(lambda a, b, s: torch.bmm(a, b) * s, a, b, s)
     assert compiler.counters["gemm_template.bmm"] == 1
     src = compiler.dump.last_artifacts().texts["triton"]
-    assert "zindex = (tl.program_id(0) // " in src and "tl.program_id(1)" not in src
+    # 70 x 70 outputs in 64 x 64 tiles: four programs per GEMM, twenty in all on axis 0
+    assert "zindex = (tl.program_id(0) // 4)" in src and "pid = tl.program_id(0) % 4" in src
+    assert "tl.program_id(1)" not in src
 
 
 def test_a_batch_of_126_million_gemms_reaches_the_template_with_int64_offsets():
@@ -204,8 +206,8 @@ def test_a_batch_of_126_million_gemms_reaches_the_template_with_int64_offsets():
     exe = compile_graph(gm, [a, b], "batch")
     (src,) = [s for s in kernel_sources(exe.generated.source) if "acc += " in s]
     assert "zindex = (tl.program_id(0) // 1).to(tl.int64)" in src and "tl.program_id(1)" not in src
-    assert gemm.grid_fits(126_322_568, 1, 1) and gemm.grid_fits(65535, 10**4, 10**4)
-    assert not gemm.grid_fits(2**31 // 4, 17, 33)                     # 4 tiles of 16 x 16 per GEMM: too many
+    assert gemm.grid_fits(126_322_568, 1, 1) and gemm.grid_fits(65536, 1000, 1000)     # 65536 x 63^2 programs
+    assert not gemm.grid_fits(2**31 // 4, 17, 33)                     # 2 x 3 tiles of 16 x 16 per GEMM: too many
 
 
 def test_heuristic_and_candidate_configs_fit_the_problem():

@@ -100,9 +100,60 @@ def test_the_other_dims_take_a_few_values_position_by_position():
 
     assert huge.other_values(three, "M") == ((("N", 2), ("K", 1)), (("N", 3), ("K", 3)),
                                              (("N", 1000), ("K", 5)), (("N", 65_537), ("K", 5)))
-    # the size dim brings the largest input to the target
-    assert huge.size_for(three, "M", 2 ** 31, (("N", 1000), ("K", 5))) == -(-2 ** 31 // 5000)
-    assert huge.size_for(norm, "N", 2 ** 31 + 1, ()) == 2 ** 31 + 1
+    # the size dim brings the largest input to the target, and never below its declared lower bound
+    x = three.inputs["x"]
+    assert huge.size_for(three, x, "M", 2 ** 31, (("N", 1000), ("K", 5))) == -(-2 ** 31 // 5000)
+    assert huge.size_for(three, x, "M", 2 ** 31, (("N", 65_537), ("K", 5))) == 6554
+    assert huge.size_for(norm, norm.inputs["x"], "N", 2 ** 31 + 1, ()) == 2 ** 31 + 1
+
+    @subject(reference=lambda x: x.sum(), inputs={"x": tensor(("B", "N"))}, dims={"B": (2, 8), "N": (1, 2 ** 32)},
+             name="huge_test.batch_lo")
+    def batch_lo(x):
+        return x.sum()
+
+    assert huge.size_for(batch_lo, batch_lo.inputs["x"], "B", 2 ** 31, (("N", 2 ** 31),)) == 2     # not 1
+
+
+def test_a_square_input_is_sized_by_a_dim_it_uses_once_or_not_at_all():
+    @subject(reference=lambda a: a.sum(), inputs={"a": tensor(("N", "N"))}, dims={"N": (1, 9)}, name="huge_test.sq")
+    def square(a):
+        return a.sum()
+
+    @subject(reference=lambda a: a.sum((1, 2)), inputs={"a": tensor(("B", "N", "N"))}, dims={"B": (1, 9), "N": (1, 9)},
+             name="huge_test.bsq")
+    def batched_square(a):
+        return a.sum((1, 2))
+
+    dim, why = huge.size_dim(square)
+    assert dim is None and "twice" in why
+    with pytest.raises(HugeShapesUnavailable, match="no dim to draw past"):
+        _plan(square, free_gib=1000)
+    plan = _plan(batched_square, free_gib=10_000, host_gib=10_000)
+    assert plan.dim == "B" and all(b * n * n >= 2 ** 31 - 1 for _, b, ((_, n),) in plan.pairs)
+
+
+def test_a_plan_falls_back_to_the_next_input_when_the_first_cannot_fit():
+    """addmm's bias (M, N) is declared first, but sized by M its N must move with K (the output is then as large
+    as the input); a (M, K) sized by M keeps N short (a GPU-planning finding of session 14's review)."""
+    @subject(reference=lambda bias, a, b: torch.addmm(bias, a, b),
+             inputs={"bias": tensor(("M", "N"), dtypes=F), "a": tensor(("M", "K"), dtype_like="bias"),
+                     "b": tensor(("K", "N"), dtype_like="bias")},
+             dims={"M": (1, 200), "K": (17, 200), "N": (1, 200)}, name="huge_test.addmm")
+    def addmm(bias, a, b):
+        return torch.addmm(bias, a, b)
+
+    assert [(spec.shape, dim) for spec, dim in huge.candidates(addmm)] == [(("M", "N"), "M"), (("M", "K"), "M"),
+                                                                        (("K", "N"), "K")]
+    plan = _plan(addmm, free_gib=139, host_gib=125)
+    assert plan.dim == "M" and plan.pairs
+    for _, m, others in plan.pairs:
+        assert m * dict(others)["K"] >= 2 ** 31 - 1 and dict(others)["N"] < 200     # a's elements, short N
+
+
+def test_targets_that_round_to_one_size_are_drawn_once():
+    plan = _plan(rows, free_gib=10_000, host_gib=10_000)
+    assert len(plan.pairs) == len(set(plan.pairs))
+    assert len({m for _, m, o in plan.pairs if o == (("N", 9),)}) < len(huge.HUGE_SIZES)     # 2^31-1, 2^31 -> one M
 
 
 def test_outputs_are_sized_on_the_meta_device():
@@ -111,6 +162,7 @@ def test_outputs_are_sized_on_the_meta_device():
     assert huge.output_elements(scale, "float32", {"N": n}) == (n, 4)
     assert huge.output_elements(rows, "float32", {"M": n // 9 + 1, "N": 9}) == (n // 9 + 1, 4)
     assert huge.output_elements(data, "float32", {"N": n}) is None    # then the estimate assumes the worst
+    assert huge.output_elements(rows, "float32", {"M": 2 ** 62, "N": 2 ** 62}) is None     # past torch's sizes
 
 
 def test_example_bytes_follow_the_runner_phases():
