@@ -1,7 +1,8 @@
 """The GEMM template: mm / addmm / bmm as one tiled Triton kernel with an epilogue injection point.
 
 Each program computes a ``BLOCK_M x BLOCK_N`` tile of ``C = A @ B`` (one batch of a bmm per
-grid column; past CUDA's 65,535 columns the batch folds into grid axis 0 with the tiles), walking K in ``BLOCK_K`` chunks and accumulating in fp32 with ``tl.dot``.
+grid column; past CUDA's 65,535 columns the batch folds into grid axis 0 with the tiles),
+walking K in ``BLOCK_K`` chunks and accumulating in fp32 with ``tl.dot``.
 Programs are numbered in groups of ``GROUP_M`` tile rows so that neighbouring programs share
 A rows and B columns in L2 (the "grouped ordering" of tiled GEMMs).  Everything the compiler
 knows is baked into the source: sizes, strides and offsets of the operands (a transposed or
