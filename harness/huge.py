@@ -101,7 +101,8 @@ def size_dim(subject: Subject) -> tuple[str | None, str]:
     if not named:
         return None, "no tensor input with a named dim"
     if not any(_ranged(subject, d) for d in named):
-        return None, "every dim of its inputs is fixed (" + ", ".join(f"{d!r} = {subject.dims[d][0]}" for d in named) + ")"
+        fixed = ", ".join(f"{d!r} = {subject.dims[d][0]}" for d in named)
+        return None, f"every dim of its inputs is fixed ({fixed})"
     return None, "every ranged dim appears twice in its input (a square input cannot be sized to 2^31 by one dim)"
 
 
@@ -228,8 +229,8 @@ def plan(subject: Subject, *, free_bytes: int, host_bytes: int, sizes: tuple[int
     """The (dtype, size, other dims) draws of ``subject`` that fit the given free GPU and host memory.
 
     ``sizes`` are element counts of the input a plan sizes (:func:`candidates`, the first one with a draw
-    that fits); the size dim is chosen to reach each one with the other dims at each of :func:`other_values`.  Pure logic (no device is touched): :func:`plan_on_device`
-    measures the memory.  Raises :class:`~harness.exc.HugeShapesUnavailable` (``reason``) when the
+    that fits); the size dim is chosen to reach each one with the other dims at each of
+    :func:`other_values`.  Pure logic (no device is touched): :func:`plan_on_device` measures the memory.  Raises :class:`~harness.exc.HugeShapesUnavailable` (``reason``) when the
     subject has no size dim, allows no huge dtype, or nothing fits.
     """
     found = candidates(subject)
