@@ -34,6 +34,7 @@ import torch
 import triton
 
 from harness import device as _device
+from harness.launches import GRID_LIMITS
 
 from .. import indexing
 from ..codegen.kernel import CSEVar, KernelSpec, TritonKernel, cast_source
@@ -48,9 +49,9 @@ from ..scheduler import RSYM, XSYM, KernelGroup
 YSYM = indexing.index_symbol("yindex")
 ZSYM = indexing.index_symbol("zindex")
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-#: CUDA's grid limit on axis 1: a batch of more GEMMs runs folded into axis 0 (2^31 - 1 programs).
-MAX_GRID_Y = 65535
-MAX_GRID_X = 2 ** 31 - 1
+#: CUDA's programs per grid axis (harness.launches.GRID_LIMITS): a batch of more GEMMs than axis 1 holds runs
+#: folded into axis 0.
+MAX_GRID_X, MAX_GRID_Y = GRID_LIMITS[:2]
 #: The smallest tile edge of every config (``_clamp_pow2(.., 16, ..)``): the most programs a GEMM can need.
 MIN_BLOCK = 16
 
