@@ -30,12 +30,13 @@ def test_power_of_two_only_kernel_fails_on_small_odd_size(tmp_path, in_process):
 
 
 def test_fp16_accumulation_over_long_axis(tmp_path, in_process):
-    # A statistical bug: fp16 lane sums drift only on long axes of zero-mean values.  It is found within
-    # a few examples; shrinking a multi-million-element case runs for whatever the wall budget leaves
-    # (the smallest failing case so far is reported), so the budget is kept short.  Up to three seeds,
-    # since Hypothesis's draws differ between a plain process and pytest.
-    for seed in (1234, 2, 7):
-        res = _explore(planted.fp16_accumulating_mean, tmp_path, in_process, seed=seed, budget_s=45)
+    # A statistical bug: fp16 lane sums drift only on long axes of zero-mean values.  Shrinking a
+    # multi-million-element case runs for whatever the wall budget leaves (the smallest failing case so
+    # far is reported), so the budget is kept short.  Under pytest seed 1234 finds it within ~5 s of a
+    # 2-core machine and seed 2 within ~24 s (measured); the second seed is the fallback for draws that
+    # differ between a plain process and pytest.
+    for seed, budget_s in ((1234, 15), (2, 45)):
+        res = _explore(planted.fp16_accumulating_mean, tmp_path, in_process, seed=seed, budget_s=budget_s)
         if res.status == "fail":
             break
     assert res.status == "fail" and res.failure_class == "mismatch"
