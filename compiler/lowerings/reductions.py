@@ -173,11 +173,18 @@ def mean(x, dim: Any = None, keepdim: bool = False, *, dtype: Optional[torch.dty
 
 
 def variance(x: IRNode, dims: Any, correction: float, keepdim: bool, *, with_mean: bool = False):
-    """Shifted two-pass variance (and mean): with s = the slice's first element (0 if not finite),
-    mean = s + sum(x - s)/N, var = sum((x - mean)^2) / max(N - correction, 0).
+    """Shifted, corrected two-pass variance (and mean): with s = the slice's first element (0 if not
+    finite), m = s + sum(x - s)/N, d = x - m, c = sum(d) (0 if not finite),
+
+        mean = m + c/N,    var = max(sum(d^2) - c * (c/N), 0) / max(N - correction, 0).
 
     The shift makes constant slices exact (mean = s, var = 0: layer norm then returns the bias,
-    as float64 eager does) and keeps a large common offset out of the float32 sum."""
+    as float64 eager does) and keeps a large common offset out of the float32 sum.  The
+    correction c (the corrected two-pass algorithm of Chan, Golub and LeVeque) takes the first
+    pass's rounding out of the mean and the variance: m alone errs by a few ulps of the
+    accumulated sum, and layer-norm dx with dy at a large offset amplifies that error by the
+    offset (rows of 100: max error 2.5x eager's; with c, 0.95x).  c sums in the same pass as the
+    squares, so it reads nothing more."""
     _no_complex(x)
     dtype = x.get_dtype()
     if not dtype.is_floating_point:
@@ -207,13 +214,29 @@ def variance(x: IRNode, dims: Any, correction: float, keepdim: bool, *, with_mea
         diff = ops.sub(value, mean_at(full))
         return ops.mul(diff, diff)
     squares = reduce(x, dims, True, "sum", dtype=acc, src_dtype=acc, value_fn=centered_square)
-    load_sq = squares.make_loader()
+    deviations = reduce(x, dims, True, "sum", dtype=acc, src_dtype=acc,
+                        value_fn=lambda value, full: ops.sub(value, mean_at(full)))
+    load_sq, load_dev = squares.make_loader(), deviations.make_loader()
+    n = float(max(count, 1))
+
+    def dev_mean(index):
+        # c/N, or 0 where c is not finite (a slice holding inf or NaN, or one whose deviations overflow):
+        # there the first pass's mean and sum of squares stand as they are
+        c = ops.truediv(load_dev(index), ops.constant(n, acc))
+        return ops.where(ops.eq(ops.sub(c, c), ops.constant(0.0, acc)), c, ops.constant(0.0, acc))
+
+    def corrected_squares(index):
+        # c * (c/N) <= sum(d^2) in exact arithmetic (Cauchy-Schwarz), so no overflow; rounding may take
+        # the difference a hair below 0 on a (near-)constant slice: clamped, with NaN kept
+        v = ops.sub(load_sq(index), ops.mul(ops.mul(dev_mean(index), ops.constant(n, acc)), dev_mean(index)))
+        return ops.where(ops.lt(v, ops.constant(0.0, acc)), ops.constant(0.0, acc), v)
     denom = float(max(count - correction, 0))
     var = Pointwise.create(
-        lambda index: ops.to_dtype(ops.truediv(load_sq(index), ops.constant(denom, acc)), dtype),
+        lambda index: ops.to_dtype(ops.truediv(corrected_squares(index), ops.constant(denom, acc)), dtype),
         squares.get_size(), dtype)
     mean_ = Pointwise.create(
-        lambda index: ops.to_dtype(mean_at(index) if count else ops.truediv(load_total(index), ops.constant(0.0, acc)),
+        lambda index: ops.to_dtype(ops.add(mean_at(index), dev_mean(index)) if count
+                                   else ops.truediv(load_total(index), ops.constant(0.0, acc)),
                                    dtype), total.get_size(), dtype) if with_mean else None
     if not keepdim:
         var = squeeze(var, dims) if dims else var

@@ -399,3 +399,43 @@ def test_a_reduction_with_no_load_along_its_axis_loads_over_the_whole_tile(strat
 def _many_uses(x):
     y = x * 2
     return y.sum(-1), y.amax(-1), y.amin(-1), (y * y).sum(-1), y.abs().sum(-1), y.exp().sum(-1)
+
+
+# ------------------------------------------------------------------------------------------- var / var_mean
+
+def _var_mean(x):
+    return torch.var_mean(x, 1, correction=0)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_var_mean_takes_the_first_pass_rounding_out_of_the_mean(strategy):
+    """The corrected two-pass mean (compiler.lowerings.reductions.variance) errs by under 0.3 ulp of the row's
+    largest magnitude; the first pass's mean alone (s + sum(x - s)/N) erred by 0.67-2.5 of those on these rows."""
+    for seed in range(3):
+        for n in (7, 100, 1000):
+            x = seeded_randn(64, n, seed=seed)
+            with compiler.config.patch(reduction_strategy=strategy, rblock=64 if strategy != "persistent" else None):
+                var, mean = run_compiled(_var_mean, x)
+            v64, m64 = torch.var_mean(x.double().cpu(), 1, correction=0)
+            half_ulp = 2.0 ** -24 * x.double().cpu().abs().amax(1)
+            assert float(((mean.double().cpu() - m64).abs() / half_ulp).max()) < 0.6, (seed, n)
+            assert float(((var.double().cpu() - v64).abs() / v64).max()) < 4e-7, (seed, n)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_var_mean_keeps_constant_rows_exact_and_nonfinite_rows_as_eager(strategy):
+    x = seeded_randn(6, 300, seed=7)
+    x[0] = 3.1                                        # constant: mean exact, var exactly 0
+    x[1] = 1e30                                       # constant and large: the deviations are 0, not inf
+    x[2, 5] = float("inf")                            # mean inf, var NaN
+    x[3, 9] = float("nan")
+    x[4] = 0.1 + torch.arange(300) * 1e-9             # nearly constant: var tiny, never below 0
+    with compiler.config.patch(reduction_strategy=strategy, rblock=64 if strategy != "persistent" else None):
+        var, mean = run_compiled(_var_mean, x)
+    want_var, want_mean = _var_mean(x)
+    assert torch.equal(mean[:2], want_mean[:2]) and torch.equal(var[:2], torch.zeros(2, device=var.device))
+    assert float(mean[2]) == float("inf") and bool(var[2].isnan()) and bool(want_var[2].isnan())
+    assert bool(mean[3].isnan()) and bool(var[3].isnan())
+    assert float(var[4]) >= 0
+    torch.testing.assert_close(var[4:], want_var[4:], rtol=1e-4, atol=1e-12)
+    torch.testing.assert_close(mean[4:], want_mean[4:])

@@ -206,8 +206,8 @@ def test_layer_norm_backward_is_one_mixed_order_kernel():
     assert group.columns is not None and (group.xnumel, group.rnumel) == (341, 16)
     assert (group.columns.xnumel, group.columns.rnumel) == (16, 341)
     assert [p.kind for p in group.columns.placed] == ["reduction", "reduction"]  # dW and dB
-    # mean's and the variance's sums (recomputed, compiler.partition), two row sums, dx
-    assert [p.kind for p in group.rows().placed] == ["reduction"] * 4 + ["xr"]
+    # mean's, the squares' and the deviations' sums (recomputed, compiler.partition), two row sums, dx
+    assert [p.kind for p in group.rows().placed] == ["reduction"] * 5 + ["xr"]
     assert compiler.counters["mixed_order_reductions"] == 1
     text = describe(sched)
     assert "mixed-order reduction" in text and text.count("[column reduction pass 0, stored]") == 2
@@ -224,8 +224,8 @@ def test_mixed_order_layer_norm_matches_eager(m, n, dtype):
     assert_oracle(got, eager, truth)
     if m == 1:  # one row: dW and dB are no reductions at all
         return
-    # mean and variance (recomputed), two row sums (dx), dW, dB
-    assert compiler.counters["reduction_strategy.mixed_order"] == 6
+    # mean, squares and deviations (recomputed), two row sums (dx), dW, dB
+    assert compiler.counters["reduction_strategy.mixed_order"] == 7
     src = compiler.dump.last_artifacts().texts["triton"]
     partial = next(k for k in kernel_sources(src) if "_partial(" in k)
     assert "for xstep in range(" in partial and "tl.sum(" in partial and ", 0)[None, :]" in partial
