@@ -33,6 +33,7 @@ class AnalysisOps:
 
     def __init__(self):
         self.op_count = 0
+        self.casts = 0
         self.loads: list[tuple[str, sympy.Expr]] = []
         self.stores: list[tuple[str, sympy.Expr]] = []
         self.index_exprs: list[sympy.Expr] = []
@@ -59,6 +60,7 @@ class AnalysisOps:
         return _TOKEN
 
     def to_dtype(self, x, dtype):
+        self.casts += 1
         return self._op()
 
     def masked(self, mask, body, other):
@@ -141,6 +143,12 @@ class BodyInfo:
     index: tuple
     rindex: tuple
     bounds: dict
+    casts: int = 0                  # of op_count, the to_dtype ops
+
+    @property
+    def widening_load(self) -> bool:
+        """One read and nothing but casts (``x.float()``) -- the caller compares the dtypes' widths."""
+        return len(self.reads) == 1 and self.op_count == 1 + self.casts
 
 
 def analyze(node: ComputedBuffer, inline: frozenset = frozenset()) -> BodyInfo:
@@ -148,7 +156,7 @@ def analyze(node: ComputedBuffer, inline: frozenset = frozenset()) -> BodyInfo:
     handler = AnalysisOps()
     resolver = CaptureResolver(inline)
     run_body(node, handler, resolver, index, rindex)
-    return BodyInfo(resolver.reads, handler.op_count, index, rindex, bounds)
+    return BodyInfo(resolver.reads, handler.op_count, index, rindex, bounds, handler.casts)
 
 
 # ------------------------------------------------------------------------------ formatting

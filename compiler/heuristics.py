@@ -41,9 +41,15 @@ def _cdiv(a: int, b: int) -> int:
 
 # ------------------------------------------------------------------------------- fusion
 
-def should_inline(op_count: int, n_users: int) -> bool:
-    """Recompute a pointwise producer inside its consumers instead of storing it?"""
-    return config.inline_pointwise and n_users <= config.max_inline_users and op_count <= config.max_inline_ops
+def should_inline(op_count: int, n_users: int, *, widening_load: bool = False) -> bool:
+    """Recompute a pointwise producer inside its consumers instead of storing it?
+
+    ``widening_load``: the producer is one load and at most one cast to a dtype at least as wide
+    (layer norm's ``x.float()`` of a half input).  Storing it writes and rereads more bytes than
+    its consumers reading the source do, however many they are, so it is recomputed whatever its users."""
+    if not config.inline_pointwise:
+        return False
+    return widening_load or (n_users <= config.max_inline_users and op_count <= config.max_inline_ops)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -326,7 +326,8 @@ def _decide_inlining(computed: list[ComputedBuffer], outputs: set, extern_read: 
         if not config.fusion or users.get(b.name, 0) == 0:
             continue
         info = analyze(b, frozenset(inlined))
-        if heuristics.should_inline(info.op_count, users.get(b.name, 0)):
+        widening = info.widening_load and b.get_dtype().itemsize >= info.reads[0].buffer.get_dtype().itemsize
+        if heuristics.should_inline(info.op_count, users.get(b.name, 0), widening_load=widening):
             inlined.add(b.name)
     return frozenset(inlined)
 
