@@ -150,11 +150,9 @@ def test_layer_norm_dx_with_dy_at_a_large_offset_passes_and_errs_no_more_than_ea
     mean alone, dx's largest error was up to 2.9x eager's and the harness failed 17 of these shapes' first
     18 seeds; with the corrected two-pass mean (compiler.lowerings.reductions.variance) they pass.
 
-    On a GPU eager computes in float32 too, and errs about as much as we do at other elements: there dx's
-    largest error stays within eager's, but the oracle still flags a few elements on some seeds (an H100,
-    call 1 of session 15: 5 of 5,131 at 1.02x eager's largest error) -- its calibration for such cases is
-    open, so the verdict is asserted in the interpreter, where eager CPU accumulates in double."""
-    from harness import device
+    On a GPU eager computes in float32 too and errs as much as we do overall, each at a few elements of its
+    own 4-9x past the row's RMS: there the oracle's tail allowance (harness.oracle._tail_excused) is what
+    passes them (an H100, session 15: 14 of 30 such cases failed without it)."""
     from harness.case import Case, TensorCase
     from harness.runner import build_inputs, run_case
 
@@ -166,9 +164,8 @@ def test_layer_norm_dx_with_dy_at_a_large_offset_passes_and_errs_no_more_than_ea
                                        "weight": t((n,), "expanded", "uniform_pos", 2),
                                        "bias": t((n,), "contiguous", "uniform_pos", 3),
                                        "dy": t((m, n), "contiguous", "large_offset", 4)}, {})
-        if device.is_interpreter():
-            verdict = run_case(subj, case)
-            assert verdict.status == "pass", (seed, verdict.message)
+        verdict = run_case(subj, case)
+        assert verdict.status == "pass", (seed, verdict.message)
         a = build_inputs(subj, case, guard=False)
         truth = subj.reference(**{k: v.double() for k, v in a.items()})[1]
         err, eager_err = ((dx.double() - truth).abs().max() for dx in (subj.fn(**a)[1], subj.reference(**a)[1]))
