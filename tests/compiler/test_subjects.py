@@ -143,6 +143,19 @@ def test_the_backward_fuzz_subject_places_a_bug_in_the_backward_graph():
     assert "backward" in art.graph and art.stage == "codegen"
 
 
+def ln_large_offset_case(m: int, n: int, seed: int):
+    """compiler.layer_norm_fwd_bwd's case of the session-11 finding, as the harness draws it: float32, x normal,
+    weight expanded uniform_pos, bias uniform_pos, dy large_offset (also used by session 15's GPU dump script)."""
+    from harness.case import Case, TensorCase
+
+    def t(shape, layout, values, k):
+        return TensorCase(shape, "float32", layout, 0, values, 100 * seed + k, "")
+    return Case({"M": m, "N": n}, {"x": t((m, n), "contiguous", "normal", 1),
+                                   "weight": t((n,), "expanded", "uniform_pos", 2),
+                                   "bias": t((n,), "contiguous", "uniform_pos", 3),
+                                   "dy": t((m, n), "contiguous", "large_offset", 4)}, {})
+
+
 @pytest.mark.parametrize("m, n", [(733, 7), (100, 31), (64, 100)])
 def test_layer_norm_dx_with_dy_at_a_large_offset_passes_and_errs_no_more_than_eager(m, n):
     """A GPU campaign's layer_norm_fwd_bwd finding (rows of 7; x normal, weight expanded, dy large_offset):
@@ -153,17 +166,11 @@ def test_layer_norm_dx_with_dy_at_a_large_offset_passes_and_errs_no_more_than_ea
     On a GPU eager computes in float32 too and errs as much as we do overall, each at a few elements of its
     own 4-9x past the row's RMS: there the oracle's tail allowance (harness.oracle._tail_excused) is what
     passes them (an H100, session 15: 14 of 30 such cases failed without it)."""
-    from harness.case import Case, TensorCase
     from harness.runner import build_inputs, run_case
 
     subj = registry()["compiler.layer_norm_fwd_bwd"]
     for seed in range(3):
-        def t(shape, layout, values, k):
-            return TensorCase(shape, "float32", layout, 0, values, 100 * seed + k, "")
-        case = Case({"M": m, "N": n}, {"x": t((m, n), "contiguous", "normal", 1),
-                                       "weight": t((n,), "expanded", "uniform_pos", 2),
-                                       "bias": t((n,), "contiguous", "uniform_pos", 3),
-                                       "dy": t((m, n), "contiguous", "large_offset", 4)}, {})
+        case = ln_large_offset_case(m, n, seed)
         verdict = run_case(subj, case)
         assert verdict.status == "pass", (seed, verdict.message)
         a = build_inputs(subj, case, guard=False)

@@ -1,6 +1,6 @@
 """Dump layer_norm_fwd_bwd's dx on the dy-at-a-large-offset cases (session 15) for oracle calibration.
 
-    TRITONDIFF_DEVICE=cuda python reports/gpu/2026-11-25-h100-session15/ln_large_offset_dump.py OUT.pt
+    PYTHONPATH=. TRITONDIFF_DEVICE=cuda python reports/gpu/2026-11-25-h100-session15/ln_large_offset_dump.py OUT.pt
 
 For each shape and seed (x normal, weight expanded uniform_pos, bias uniform_pos, dy large_offset, float32;
 the harness's own draws) saves dx from the compiled subject, from eager and in float64, with the spread the
@@ -13,8 +13,8 @@ import torch
 import compiler.subjects  # noqa: F401  (registers the bundled subjects)
 from harness import runner
 from harness.api import registry
-from harness.case import Case, TensorCase
 from harness.runner import build_inputs, run_case
+from tests.compiler.test_subjects import ln_large_offset_case
 
 SHAPES = ((733, 7), (100, 31), (64, 100), (257, 13), (2000, 5))
 
@@ -24,12 +24,7 @@ def main(path: str, seeds: int = 6) -> None:
     rows = []
     for m, n in SHAPES:
         for seed in range(seeds):
-            def t(shape, layout, values, k):
-                return TensorCase(shape, "float32", layout, 0, values, 100 * seed + k, "")
-            case = Case({"M": m, "N": n}, {"x": t((m, n), "contiguous", "normal", 1),
-                                           "weight": t((n,), "expanded", "uniform_pos", 2),
-                                           "bias": t((n,), "contiguous", "uniform_pos", 3),
-                                           "dy": t((m, n), "contiguous", "large_offset", 4)}, {})
+            case = ln_large_offset_case(m, n, seed)
             verdict = run_case(subj, case)
             a = build_inputs(subj, case, guard=False)
             up = runner._upcast(build_inputs(subj, case, guard=False))
