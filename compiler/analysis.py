@@ -147,8 +147,9 @@ class BodyInfo:
 
     @property
     def widening_load(self) -> bool:
-        """One read and nothing but casts (``x.float()``) -- the caller compares the dtypes' widths."""
-        return len(self.reads) == 1 and self.op_count == 1 + self.casts
+        """One read and nothing but casts, at least one (``x.float()``; a plain copy, maybe strided, is
+        not one) -- the caller compares the dtypes' widths."""
+        return len(self.reads) == 1 and self.casts >= 1 and self.op_count == 1 + self.casts
 
 
 def analyze(node: ComputedBuffer, inline: frozenset = frozenset()) -> BodyInfo:

@@ -141,7 +141,8 @@ class CompilerConfig:
     inline_pointwise: bool = True
     # Largest expression (ops calls, after inlining) a producer may have and still be inlined.
     max_inline_ops: int = 96
-    # A producer with more users than this is stored once instead of recomputed per user.
+    # A producer with more users than this is stored once instead of recomputed per user (except a
+    # widening cast such as x.float(): storing it moves more bytes than rereading its input).
     max_inline_users: int = 4
 
     # --- codegen / runtime -----------------------------------------------------------------

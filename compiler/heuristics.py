@@ -44,7 +44,7 @@ def _cdiv(a: int, b: int) -> int:
 def should_inline(op_count: int, n_users: int, *, widening_load: bool = False) -> bool:
     """Recompute a pointwise producer inside its consumers instead of storing it?
 
-    ``widening_load``: the producer is one load and at most one cast to a dtype at least as wide
+    ``widening_load``: the producer is one load and casts only, to a dtype at least as wide
     (layer norm's ``x.float()`` of a half input).  Storing it writes and rereads more bytes than
     its consumers reading the source do, however many they are, so it is recomputed whatever its users."""
     if not config.inline_pointwise:

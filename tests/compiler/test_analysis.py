@@ -35,3 +35,13 @@ def test_rendering_is_readable():
     assert format_body(red) == "load(arg0, 41*i0 + r0)"
     text = describe(red)
     assert text.startswith(f"{red.name} = Reduction.sum[float32](ranges=[9] rranges=[41]")
+
+
+def test_a_widening_load_is_one_read_and_casts_only_at_least_one():
+    from compiler.analysis import BodyInfo
+    read = object()
+    info = lambda reads, ops, casts: BodyInfo(reads, ops, (), (), {}, casts)  # noqa: E731
+    assert info([read], 2, 1).widening_load and info([read], 3, 2).widening_load      # x.float(), x.half().float()
+    assert not info([read], 1, 0).widening_load          # a plain copy (maybe strided): no cast, not exempt
+    assert not info([read], 3, 1).widening_load          # a cast and another op
+    assert not info([read, read], 3, 1).widening_load    # two reads

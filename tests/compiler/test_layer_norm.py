@@ -106,4 +106,3 @@ def test_layer_norm_forward_backward_at_1152000_rows_end_to_end(strategy):
         got = _fwd_bwd(compiler.compile(workloads.layer_norm), x, w, b, dy)
     for a, t in zip(got, want):
         torch.testing.assert_close(a.double(), t, rtol=1e-4, atol=5e-3)
-

@@ -205,14 +205,21 @@ def test_an_equally_accurate_candidate_with_its_own_heavy_tail_passes():
     assert truth.numel() >= TAIL_MIN_ELEMENTS
     res = compare(cand.float(), eager.float(), truth)
     assert res.passed, res.message
+    assert res.outputs[0].tail_excused >= 1           # judged element by element it fails
 
 
-@pytest.mark.parametrize("change", ["far_past_its_level", "more_outliers_than_eager", "worse_overall", "small_output"])
+@pytest.mark.parametrize("change", ["past_16x_its_level", "past_2x_eagers_largest", "more_outliers_than_eager",
+                                    "worse_overall", "small_output"])
 def test_the_tail_allowance_does_not_excuse_a_wrong_element_or_a_worse_candidate(change):
+    """Each case breaks one condition of harness.oracle._tail_excused and keeps the others."""
+    sigma = 1e-4
     truth = torch.randn(64, 128, generator=torch.Generator().manual_seed(9), dtype=torch.float64) + 3
     eager_err, cand_err = _heavy_tailed(1, outliers=20), _heavy_tailed(2, outliers=5)
-    if change == "far_past_its_level":
-        cand_err[10, 10] = 40e-4                      # 40 sigma: past 16x its level and 2x eager's largest error
+    if change == "past_16x_its_level":
+        eager_err[0, 0] = 100 * sigma                 # eager's largest error far away: 2x of it is no bound
+        cand_err[40, 40] = 30 * sigma                 # ~21x its level (eager errs 1.4 sigma there)
+    elif change == "past_2x_eagers_largest":
+        cand_err[40, 40] = 14 * sigma                 # under 16x its level, past 2x eager's largest (6 sigma)
     elif change == "more_outliers_than_eager":
         # 150 at 4.5 sigma: overall RMS still within 1.25x eager's, but more than twice eager's own tail (its
         # 20 outliers and its normal errors past 3x their row's RMS)
@@ -220,7 +227,13 @@ def test_the_tail_allowance_does_not_excuse_a_wrong_element_or_a_worse_candidate
     elif change == "worse_overall":
         cand_err = 1.5 * cand_err                     # RMS 1.5x eager's
     else:
-        truth, eager_err, cand_err = truth[:1, :128], eager_err[:1, :128], cand_err[:1, :128]
-        cand_err[0, :3] = 6e-4                        # three elements at 6 sigma in a 128-element output
+        # 128 elements: one candidate element at 10 sigma would be excused by every other condition
+        g = torch.Generator().manual_seed(3)
+        truth = torch.randn(1, 128, generator=g, dtype=torch.float64) + 3
+        eager_err = sigma * torch.randn(1, 128, generator=g, dtype=torch.float64)
+        eager_err[0, :20] = 6 * sigma
+        cand_err = sigma * torch.randn(1, 128, generator=g, dtype=torch.float64)
+        cand_err[0, 100] = 10 * sigma
     res = compare((truth + cand_err).float(), (truth + eager_err).float(), truth)
     assert not res.passed and res.failure_class == "mismatch"
+    assert res.outputs[0].tail_excused == 0
