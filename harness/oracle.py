@@ -31,10 +31,10 @@ and there are at most twice as many as eager's own past 3x their row's RMS --
 but always one.  So in an output of 256 elements or more, a single element, or
 a few where eager has its own tail, may err up to 16x its level: a mild
 precision bug confined to them passes; a wrong value (far past rounding), a
-wrong block larger than eager's tail, or a candidate worse overall does not.  NaN / inf
-positions must match float64 rounded to the output dtype, or eager's.  Integer
-and bool outputs are exact.  An all-zero candidate where the truth is not zero
-fails as ``degenerate`` whatever the tolerances say.
+wrong block larger than eager's tail, or a candidate worse overall does not.
+NaN / inf positions must match float64 rounded to the output dtype, or
+eager's.  Integer and bool outputs are exact.  An all-zero candidate where the
+truth is not zero fails as ``degenerate`` whatever the tolerances say.
 """
 from __future__ import annotations
 
