@@ -196,12 +196,14 @@ def variance(x: IRNode, dims: Any, correction: float, keepdim: bool, *, with_mea
     ndim = x.ndim
     load_x = x.make_loader()
 
+    def finite(v):
+        return ops.eq(ops.sub(v, v), ops.constant(0.0, acc))     # inf - inf and NaN are not 0
+
     def shift(full):
         if count == 0:
             return ops.constant(0.0, acc)
         s = ops.to_dtype(load_x(tuple(0 if d in dims else full[d] for d in range(ndim))), acc)
-        finite = ops.eq(ops.sub(s, s), ops.constant(0.0, acc))     # inf - inf and NaN are not 0
-        return ops.where(finite, s, ops.constant(0.0, acc))
+        return ops.where(finite(s), s, ops.constant(0.0, acc))
 
     total = reduce(x, dims, True, "sum", dtype=acc, src_dtype=acc,
                    value_fn=lambda value, full: ops.sub(value, shift(full)))
@@ -224,16 +226,16 @@ def variance(x: IRNode, dims: Any, correction: float, keepdim: bool, *, with_mea
         # c/N, or 0 where c is not finite (a slice holding inf or NaN, or one whose deviations overflow):
         # there the first pass's mean and sum of squares stand as they are
         c = ops.truediv(load_dev(index), ops.constant(n, acc))
-        return ops.where(ops.eq(ops.sub(c, c), ops.constant(0.0, acc)), c, ops.constant(0.0, acc))
+        return ops.where(finite(c), c, ops.constant(0.0, acc))
 
     def corrected_squares(index):
         # c * (c/N) <= sum(d^2) in exact arithmetic (Cauchy-Schwarz); rounding may take the difference a
         # hair below 0 on a (near-)constant slice: clamped, with NaN kept.  Where sum(d^2) overflowed,
         # c * (c/N) may overflow too (inf - inf): the sum of squares stands as it is (inf, as eager's)
-        sq = load_sq(index)
-        v = ops.sub(sq, ops.mul(ops.mul(dev_mean(index), ops.constant(n, acc)), dev_mean(index)))
+        sq, cn = load_sq(index), dev_mean(index)
+        v = ops.sub(sq, ops.mul(ops.mul(cn, ops.constant(n, acc)), cn))
         v = ops.where(ops.lt(v, ops.constant(0.0, acc)), ops.constant(0.0, acc), v)
-        return ops.where(ops.eq(ops.sub(sq, sq), ops.constant(0.0, acc)), v, sq)
+        return ops.where(finite(sq), v, sq)
     denom = float(max(count - correction, 0))
     var = Pointwise.create(
         lambda index: ops.to_dtype(ops.truediv(corrected_squares(index), ops.constant(denom, acc)), dtype),
