@@ -23,13 +23,13 @@ import signal
 import threading
 import time
 import uuid
-from collections import Counter
 from typing import TYPE_CHECKING, Iterator
 
 from . import device
 from .config import config
 from .api import Subject
-from .case import Case, shape_bucket
+from .case import Case
+from .coverage import CoverageTally
 from .dump import dump_dir_for, write_dump
 from .exc import HarnessError
 from .executor import Isolated
@@ -46,7 +46,6 @@ if TYPE_CHECKING:
 MAX_EXAMPLES = 1_000_000       # per task: the budget, not a count, bounds a task
 FLUSH_S = 2.0                  # how often a lane banks its example counts and coverage in the store
 PREPARE_TIMEOUT_S = 300.0      # a lane's worker start-up (imports), whatever the example timeout
-COVERAGE_AXES = ("shape", "values", "nonfinite", "dtype", "layout")
 
 
 class Stopped(BaseException):
@@ -82,34 +81,6 @@ def _visible_gpus() -> list[str]:
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     return [v.strip() for v in visible.split(",") if v.strip()] if visible else \
         [str(i) for i in range(torch.cuda.device_count())]
-
-
-# ---------------------------------------------------------------------------------------------- coverage
-
-class CoverageTally:
-    """Counts of what the examples exercised, per axis (shape bucket, value family, ...)."""
-
-    def __init__(self):
-        self.examples = 0
-        self.skipped = 0
-        self.axes: dict[str, Counter] = {axis: Counter() for axis in COVERAGE_AXES}
-
-    def observe(self, case: Case, verdict: Verdict | None = None) -> None:
-        self.examples += 1
-        if verdict is not None and verdict.status == "skip":
-            self.skipped += 1
-        for t in case.tensors.values():
-            self.axes["shape"][shape_bucket(t.numel)] += 1
-            self.axes["values"][t.values] += 1
-            self.axes["nonfinite"][t.nonfinite or "none"] += 1
-            self.axes["dtype"][t.dtype] += 1
-            self.axes["layout"][t.layout] += 1
-
-    def take(self) -> tuple[int, int, dict[str, dict[str, int]]]:
-        """(examples, skipped, coverage) since the last take, and reset."""
-        out = (self.examples, self.skipped, {k: dict(v) for k, v in self.axes.items() if v})
-        self.__init__()
-        return out
 
 
 # ---------------------------------------------------------------------------------------------- dumps

@@ -148,7 +148,7 @@ class TritondiffFixture:
         from harness.api import registry
         from harness.config import config
         from harness.explore import explore
-        from harness.lanes import CoverageTally
+        from harness.coverage import CoverageTally
         from harness.loader import bundled
 
         if isinstance(subject, str):

@@ -9,7 +9,8 @@ facts, built once by :func:`build`:
 * examples per second over the campaigns' wall time and per worker (lane);
 * per subject: examples, worker-seconds, examples/s per worker, and the coverage actually
   exercised -- shape buckets and value families with zero counts shown, so
-  gaps are visible -- plus non-finite sprinkles, dtypes and layouts;
+  gaps are visible -- plus non-finite sprinkles, dtypes and layouts, and its passing
+  examples by the oracle allowance they needed (:mod:`harness.coverage`);
 * per finding: signature, count, first/last seen, the smallest case, its dump
   and replay command, and a picture of where the mismatches sit: a strip for
   each wrong output (flattened), shading the region the oracle located
@@ -28,12 +29,17 @@ import os
 
 from .api import VALUE_FAMILIES
 from .case import SHAPE_BUCKETS, Case
+from .coverage import ALLOWANCES
 from .store import Store, plain_json
 
 NONFINITE = ("none", "nan", "inf", "-inf", "mixed")
 STRIP_PX = 640
 STRIP_CELLS = 64
 LIMIT = 1 << 20
+ALLOWANCE_NOTE = ("none: within eager's error level everywhere; spread: passed once the truth's conditioning "
+                  "was measured; tail: a few elements excused as the tail of an error no worse than eager's "
+                  "(harness.coverage). A subject passing mostly on an allowance sits at the edge of eager's "
+                  "accuracy.")
 STATE_WORDS = {"first_seen": "the first failing example (not shrunk yet)",
                "partial": "shrunk until the time budget ran out", "minimal": "shrunk"}
 
@@ -72,6 +78,7 @@ def build(store_path: str) -> dict:
                 "dtype": dict(sorted(cov.get("dtype", {}).items())),
                 "layout": dict(sorted(cov.get("layout", {}).items())),
             },
+            "allowance": _ordered(cov.get("allowance", {}), ALLOWANCES),
         })
     examples = sum(s["examples"] for s in subjects)
     worker_s = sum(s["seconds"] for s in subjects)         # lanes run in parallel: this exceeds the wall time
@@ -276,6 +283,12 @@ def render_markdown(data: dict) -> str:
             lines.append(f"| {_md(s['subject'])} | " + " | ".join(str(s["coverage"][axis].get(k, 0)) for k in keys)
                          + " |")
         lines.append("")
+    if any(sum(s["allowance"].values()) for s in data["subjects"]):
+        lines += ["### Passing examples by the oracle allowance they needed", "", ALLOWANCE_NOTE, "",
+                  "| subject | " + " | ".join(ALLOWANCES) + " |", "|---|" + "---|" * len(ALLOWANCES)]
+        lines += [f"| {_md(s['subject'])} | " + " | ".join(str(s["allowance"][k]) for k in ALLOWANCES) + " |"
+                  for s in data["subjects"]]
+        lines.append("")
     if data["findings"]:
         lines += ["## Findings", ""]
     for f in data["findings"]:
@@ -357,6 +370,10 @@ def render_html(data: dict) -> str:
         if keys:
             out.append(f"<h3>{e(axis)}</h3>" + _table(["subject"] + keys, [[s["subject"]] + [
                 s["coverage"][axis].get(k, 0) for k in keys] for s in data["subjects"]], zero_marks=True))
+    if any(sum(s["allowance"].values()) for s in data["subjects"]):
+        out.append(_table(["subject"] + list(ALLOWANCES), [[s["subject"]] + [s["allowance"][k] for k in ALLOWANCES]
+                                                          for s in data["subjects"]],
+                          title="Passing examples by the oracle allowance they needed") + f"<p>{e(ALLOWANCE_NOTE)}</p>")
     if data["findings"]:
         out.append("<h2>Findings</h2>")
     for f in data["findings"]:

@@ -344,15 +344,20 @@ def _value_signs(x: torch.Tensor) -> torch.Tensor:
 
 
 def _oracle(subject: Subject, out: Any, ref: Reference) -> Comparison:
+    """The comparison of one call's outputs; a pass that needed the spread or the tail allowance is counted
+    (``passed_on_spread`` / ``passed_on_tail``: the example's ``allowance`` in :mod:`harness.coverage`)."""
     tol = subject.tolerance
     cmp = compare(out, ref.eager, ref.truth, multiplier=tol.multiplier, rtol=tol.rtol, atol=tol.atol)
-    if cmp.passed or cmp.failure_class != "mismatch":
-        return cmp
-    spread = ref.spread()                      # an ill-conditioned element is not the candidate's fault
-    if spread is None:
-        return cmp
-    return compare(out, ref.eager, ref.truth, multiplier=tol.multiplier, rtol=tol.rtol, atol=tol.atol,
-                   spread=spread)
+    if cmp.failure_class == "mismatch":
+        spread = ref.spread()                  # an ill-conditioned element is not the candidate's fault
+        if spread is not None:
+            cmp = compare(out, ref.eager, ref.truth, multiplier=tol.multiplier, rtol=tol.rtol, atol=tol.atol,
+                          spread=spread)
+            if cmp.passed:
+                counters["passed_on_spread"] += 1
+    if cmp.passed and any(r.tail_excused for r in cmp.outputs):
+        counters["passed_on_tail"] += 1
+    return cmp
 
 
 def _fail(klass: str, message: str, call: str, res: CallResult, location: str = "none", **details) -> Verdict:

@@ -49,7 +49,7 @@ def store_path(tmp_path):
         s.add_stats("row_sum", examples=90, skipped=10, seconds=30.0,
                     coverage={"shape": {"<2^16": 60, "1": 30}, "values": {"large_offset": 20, "normal": 70},
                               "nonfinite": {"none": 80, "nan": 10}, "dtype": {"float16": 90},
-                              "layout": {"strided": 90}})
+                              "layout": {"strided": 90}, "allowance": {"none": 70, "tail": 8, "spread": 2}})
         s.add_stats("wild", examples=3, seconds=6.0, coverage={"shape": {"empty": 3}})
     return path
 
@@ -70,6 +70,10 @@ def test_build_summarises_findings_stats_and_campaigns(store_path):
     assert row["coverage"]["shape"] == {"empty": 0, "1": 30, "<2^10": 0, "<2^16": 60, "<=2^20": 0, ">2^20": 0,
                                         ">=2^31-1": 0}
     assert row["coverage"]["values"]["large_offset"] == 20 and row["coverage"]["values"]["tiny"] == 0
+    # passes by the oracle allowance they needed, every allowance listed; none counted where none was recorded
+    assert row["allowance"] == {"none": 70, "spread": 2, "tail": 8, "spread+tail": 0}
+    assert next(s for s in data["subjects"] if s["subject"] == "wild")["allowance"] == dict.fromkeys(
+        ("none", "spread", "tail", "spread+tail"), 0)
     tail = next(f for f in data["findings"] if f["failure_class"] == "mismatch")
     assert tail["count"] == 2 and tail["sources"] == ["campaign:1:task:1", "campaign:1:task:2"]
     assert tail["case_text"] == f"x=float16[{N}]/strided large_offset"
@@ -118,12 +122,15 @@ def test_markdown_html_json_files(store_path, tmp_path):
     assert "`" + text_strip({"numel": N, "region": [4096, N], "first_flat_indices": [4096, 4100, 4230]}) + "`" in md
     assert "no element-wise picture (crash)" in md
     assert r"| `row_sum\|mismatch\|out1:scattered` | `row_sum\|mismatch\|out1:tail` |" in md
+    assert "### Passing examples by the oracle allowance they needed" in md
+    assert "| subject | none | spread | tail | spread+tail |" in md and "| row_sum | 70 | 2 | 8 | 0 |" in md
     page = open(paths["html"]).read()
     assert page.startswith("<!doctype html>") and page.count("<svg") == 1
     for external in ("<script", "<link", "src=", "http://", "https://", "@import", "url("):
         assert external not in page                  # self-contained: inline CSS and SVG only
     assert 'class="zero"' in page                    # coverage gaps are highlighted
     assert rates in page and "<th>examples/s per worker</th>" in page
+    assert "Passing examples by the oracle allowance they needed" in page and "<th>spread+tail</th>" in page
     data = json.loads(open(paths["json"]).read(), parse_constant=lambda c: pytest.fail(f"non-strict JSON {c}"))
     assert data["by_class"] == {"crash": 1, "mismatch": 1}
     assert render_markdown(data) == md                 # the JSON holds everything the pages show

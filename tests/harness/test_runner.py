@@ -115,3 +115,34 @@ def test_a_spread_that_runs_out_of_memory_is_left_out_not_a_harness_error(monkey
     assert _spread(off, case, up, off.reference(**up)) is None
     verdict = runner.run_case(off, case)
     assert verdict.status == "fail" and verdict.failure_class == "mismatch"
+
+
+def test_the_oracle_counts_the_allowances_a_pass_needed():
+    """runner._oracle counts a pass on the spread or the tail allowance (the example's ``allowance`` in
+    harness.coverage); a plain pass and a failure count neither."""
+    from harness.counters import counters
+    from harness.runner import Reference, _oracle
+    from tests.harness.test_oracle import _heavy_tailed
+
+    @subject(reference=lambda x: x, inputs={"x": tensor(("N",))}, dims={"N": (1, 5000)})
+    def ident(x):
+        return x
+
+    def counted(out, ref):
+        before = counters.snapshot()
+        passed = _oracle(ident, out, ref).passed
+        delta = counters.delta(before)
+        return passed, delta.get("harness.passed_on_spread", 0), delta.get("harness.passed_on_tail", 0)
+
+    truth = torch.tensor([0.25, 0.5, 1e-3], dtype=torch.float64)   # the last element is ill-conditioned
+    spread = torch.tensor([0.0, 0.0, 3e-4], dtype=torch.float64)
+    cand = truth.float().clone()
+    assert counted(cand, Reference(truth.float(), truth, lambda: spread)) == (True, 0, 0)
+    cand[2] += 4e-4
+    assert counted(cand, Reference(truth.float(), truth, lambda: spread)) == (True, 1, 0)
+    assert counted(cand, Reference(truth.float(), truth, lambda: None)) == (False, 0, 0)
+
+    wide = torch.randn(64, 128, generator=torch.Generator().manual_seed(9), dtype=torch.float64) + 3
+    eager = (wide + _heavy_tailed(1, outliers=20)).float()
+    assert counted((wide + _heavy_tailed(2, outliers=5)).float(), Reference(eager, wide)) == (True, 0, 1)
+    assert counted((wide + 50 * _heavy_tailed(2, outliers=5)).float(), Reference(eager, wide)) == (False, 0, 0)

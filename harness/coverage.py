@@ -1,0 +1,79 @@
+"""What an exploration exercised: per-axis tallies of its examples, shared by campaigns, pytest and ``check``.
+
+Five axes count the tensors drawn (an example with two inputs counts twice): shape bucket, value family,
+non-finite sprinkle, dtype and layout.  The sixth, ``allowance``, counts the examples that passed, by the
+oracle's allowances the verdict needed (:mod:`harness.oracle`):
+
+* ``none`` -- every compared output was within ``multiplier`` x eager's error level at each element;
+* ``spread`` -- some comparison passed only once the float64 truth's spread under one-ulp input moves (its
+  conditioning) was measured;
+* ``tail`` -- some output passed by the tail allowance: a few elements past the bound excused because the
+  candidate's error over the whole output is eager's in RMS and in its largest value;
+* ``spread+tail`` -- both.
+
+A passing verdict is only as strong as what it needed: where a subject passes mostly on ``tail``, its
+outputs sit at the edge of eager's accuracy, and a mild precision bug there would pass too.  The runner
+counts each allowance in the example's counters (``harness.passed_on_spread``, ``harness.passed_on_tail``),
+which reach the parent process with the verdict.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from typing import TYPE_CHECKING
+
+from .case import Case, shape_bucket
+
+if TYPE_CHECKING:
+    from .runner import Verdict
+
+COVERAGE_AXES = ("shape", "values", "nonfinite", "dtype", "layout", "allowance")
+#: Keys of the ``allowance`` axis, loosest last.
+ALLOWANCES = ("none", "spread", "tail", "spread+tail")
+#: Counter names (as in a verdict's counters) the runner increments per comparison passed on an allowance.
+SPREAD_COUNTER = "harness.passed_on_spread"
+TAIL_COUNTER = "harness.passed_on_tail"
+
+
+def allowance(verdict: "Verdict | None") -> str | None:
+    """The ``allowance`` key of a passing verdict (see the module docstring); None for any other verdict."""
+    if verdict is None or verdict.status != "pass":
+        return None
+    counts = verdict.counters or {}
+    spread, tail = counts.get(SPREAD_COUNTER, 0) > 0, counts.get(TAIL_COUNTER, 0) > 0
+    return "spread+tail" if spread and tail else "spread" if spread else "tail" if tail else "none"
+
+
+class CoverageTally:
+    """Counts of what the examples exercised, per axis of :data:`COVERAGE_AXES`."""
+
+    def __init__(self):
+        self.examples = 0
+        self.skipped = 0
+        self.axes: dict[str, Counter] = {axis: Counter() for axis in COVERAGE_AXES}
+
+    def observe(self, case: Case, verdict: "Verdict | None" = None) -> None:
+        self.examples += 1
+        if verdict is not None and verdict.status == "skip":
+            self.skipped += 1
+        for t in case.tensors.values():
+            self.axes["shape"][shape_bucket(t.numel)] += 1
+            self.axes["values"][t.values] += 1
+            self.axes["nonfinite"][t.nonfinite or "none"] += 1
+            self.axes["dtype"][t.dtype] += 1
+            self.axes["layout"][t.layout] += 1
+        key = allowance(verdict)
+        if key is not None:
+            self.axes["allowance"][key] += 1
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        """The non-empty axes as plain dicts."""
+        return {k: dict(v) for k, v in self.axes.items() if v}
+
+    def take(self) -> tuple[int, int, dict[str, dict[str, int]]]:
+        """(examples, skipped, coverage) since the last take, and reset."""
+        out = (self.examples, self.skipped, self.counts())
+        self.__init__()
+        return out
+
+
+__all__ = ["COVERAGE_AXES", "ALLOWANCES", "SPREAD_COUNTER", "TAIL_COUNTER", "allowance", "CoverageTally"]

@@ -1,0 +1,55 @@
+"""harness.coverage: what an exploration's examples exercised, and which oracle allowances its passes needed."""
+from __future__ import annotations
+
+import pytest
+
+from harness.case import Case, TensorCase
+from harness.coverage import ALLOWANCES, SPREAD_COUNTER, TAIL_COUNTER, CoverageTally, allowance
+from harness.explore import SubjectResult
+from harness.runner import Verdict
+
+
+def _case() -> Case:
+    t = TensorCase((0,), "float16", "contiguous", 0, "zeros", 1, "")
+    u = TensorCase((5000,), "float32", "strided", 2, "normal", 1, "nan")
+    return Case({"N": 0}, {"x": t, "y": u}, {})
+
+
+def test_coverage_tally_counts_per_axis():
+    tally = CoverageTally()
+    tally.observe(_case())
+    examples, skipped, cov = tally.take()
+    assert (examples, skipped) == (1, 0)
+    assert cov == {"shape": {"empty": 1, "<2^16": 1}, "values": {"zeros": 1, "normal": 1},
+                   "nonfinite": {"none": 1, "nan": 1}, "dtype": {"float16": 1, "float32": 1},
+                   "layout": {"contiguous": 1, "strided": 1}}          # no verdict: no allowance counted
+    assert tally.take() == (0, 0, {})
+
+
+@pytest.mark.parametrize("counts, key", [({}, "none"), ({SPREAD_COUNTER: 1}, "spread"), ({TAIL_COUNTER: 2}, "tail"),
+                                         ({SPREAD_COUNTER: 1, TAIL_COUNTER: 1}, "spread+tail"),
+                                         ({"harness.kernels_launched": 3}, "none")])
+def test_a_pass_is_tallied_by_the_allowances_it_needed(counts, key):
+    verdict = Verdict("pass", counters=dict(counts))
+    assert allowance(verdict) == key and key in ALLOWANCES
+    tally = CoverageTally()
+    tally.observe(_case(), verdict)
+    assert tally.take()[2]["allowance"] == {key: 1}
+
+
+@pytest.mark.parametrize("status", ["fail", "skip", "budget"])
+def test_only_passes_are_tallied_by_allowance(status):
+    verdict = Verdict(status, failure_class="mismatch" if status == "fail" else None,
+                      counters={TAIL_COUNTER: 1, SPREAD_COUNTER: 1})
+    assert allowance(verdict) is None and allowance(None) is None
+    tally = CoverageTally()
+    tally.observe(_case(), verdict)
+    examples, skipped, cov = tally.take()
+    assert "allowance" not in cov and examples == 1 and skipped == (status == "skip")
+
+
+def test_a_check_line_says_when_passes_needed_an_allowance():
+    plain = SubjectResult("k", "pass", 12, 0, 3.0, seed=5, coverage={"allowance": {"none": 12}})
+    assert "passed on" not in plain.line()
+    loose = SubjectResult("k", "pass", 12, 0, 3.0, seed=5, coverage={"allowance": {"none": 9, "tail": 2, "spread": 1}})
+    assert loose.line().endswith("seed 5; passed on spread: 1, tail: 2)")
