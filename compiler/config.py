@@ -184,6 +184,13 @@ class CompilerConfig:
     # 0.134 ms (fp32) with it, 0.088 / 0.145 ms at 512 (H100, compiler.benchmark sweep, session 7).
     one_wave_elements_per_warp: int = 256
     max_num_warps: int = 16
+    # A split reduction's partial pass that loops over at least split_streaming_min_steps RBLOCK steps per
+    # program streams its chunk: it takes split_streaming_warps warps, a whole SM's 64 warp slots at two
+    # programs per SM (more loads in flight), whatever the block.  nrm2 2^28 (1M elements per partial),
+    # GPU ms at 32 warps / 16 / Inductor: H100 0.346 / 0.347 / 0.345, H200 0.237 / 0.241 / 0.237; a partial of
+    # one step (nrm2 2^20) is launch-bound and keeps the one-wave warps (reports/gpu/2026-11-25-h100-session16).
+    split_streaming_warps: int = 32
+    split_streaming_min_steps: int = 8
     # Let Triton / LLVM contract a * b + c into one FMA (Triton's enable_fp_fusion, True by
     # default there).  Off here: contraction changes rounding where the IR says otherwise, e.g.
     # layer norm's backward at N = 1 computed g * 1.0 - sum(g) as an FMA and gave dx = 5.7e-7
@@ -347,8 +354,12 @@ _CHOICES = {
     "partitioner": ("min_cut", "default"),
 }
 _POWERS_OF_TWO = ("outer_reduction_xblock", "elements_per_warp", "one_wave_elements_per_warp", "max_num_warps",
-                  "mixed_order_wide_warps", "persistent_max_rnumel", "mixed_order_max_rnumel", "mixed_order_max_xblock", "looped_rblock", "pointwise_block",
+                  "mixed_order_wide_warps", "split_streaming_warps", "num_warps", "persistent_max_rnumel", "mixed_order_max_rnumel", "mixed_order_max_xblock", "looped_rblock", "pointwise_block",
                   "pointwise_tile_numel", "xblock", "rblock", "max_reduction_block_numel")
+
+#: Knobs that are a launch's warps, and the most a CUDA block takes (1024 threads).
+_WARPS = ("num_warps", "max_num_warps", "mixed_order_wide_warps", "split_streaming_warps")
+MAX_WARPS = 32
 
 
 def _validate(name: str, value: Any) -> None:
@@ -370,6 +381,9 @@ def _validate(name: str, value: Any) -> None:
     if name in _POWERS_OF_TWO and value & (value - 1):
         raise ConfigError(f"compiler.config.{name}={value}: must be a power of two (Triton block sizes are)",
                           knob=name)
+    if name in _WARPS and value > MAX_WARPS:
+        raise ConfigError(f"compiler.config.{name}={value}: Triton launches at most {MAX_WARPS} warps "
+                          f"({MAX_WARPS * 32} threads) per program; use at most {MAX_WARPS}", knob=name)
     if name == "max_triton_tensor_numel" and value > TRITON_MAX_TENSOR_NUMEL:
         raise ConfigError(f"compiler.config.max_triton_tensor_numel={value:,} is past Triton's own limit of "
                           f"{TRITON_MAX_TENSOR_NUMEL:,} elements per block tensor (triton.language.core."

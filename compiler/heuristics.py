@@ -242,6 +242,16 @@ def mixed_order_warps(tile: int, accumulator_bytes: int) -> int:
     return min(warps, config.mixed_order_wide_warps)
 
 
+def split_partial_warps(block_numel: int, steps: int) -> int:
+    """Warps of a split reduction's partial pass, whose programs each loop ``steps`` RBLOCK steps: one
+    wave's (``num_warps``), or ``config.split_streaming_warps`` where it loops at least
+    ``config.split_streaming_min_steps`` steps and so streams its chunk (see the knob)."""
+    warps = num_warps(block_numel, one_wave=True)
+    if config.num_warps or steps < config.split_streaming_min_steps:
+        return warps
+    return max(warps, config.split_streaming_warps)
+
+
 def loop_stages(strategy: str) -> Optional[int]:
     """Pipelining depth of a ``strategy`` kernel's loop (None: none asked; a persistent kernel has no loop)."""
     if strategy == "persistent" or config.loop_stages == 1:
@@ -316,5 +326,5 @@ def num_warps(block_numel: int, one_wave: bool = False) -> int:
 
 __all__ = ["should_inline", "FusionTraffic", "fusion_score", "mixed_order_saving", "sm_count", "target_programs",
            "split_count", "choose_reduction", "choose_mixed_order", "mixed_order_wide",
-           "mixed_order_warps", "loop_stages", "choose_pointwise_block", "choose_tile",
+           "mixed_order_warps", "split_partial_warps", "loop_stages", "choose_pointwise_block", "choose_tile",
            "want_2d_tiling", "want_unrolled", "num_warps", "ReductionChoice", "next_pow2"]

@@ -20,7 +20,8 @@ import triton
 from .. import indexing
 from ..config import config
 from ..exc import CodegenError
-from ..heuristics import ReductionChoice, choose_reduction, mixed_order_warps, next_pow2, num_warps
+from ..heuristics import (ReductionChoice, choose_reduction, mixed_order_warps, next_pow2, num_warps,
+                          split_partial_warps)
 from ..ops import reduction_identity
 from ..scheduler import RSYM, XSYM, KernelGroup, Placed, _read_in_kernel
 from .kernel import CSEVar, KernelSpec, TritonKernel, cast_source
@@ -342,7 +343,8 @@ class SplitReduction(ReductionStrategy):
         k.meta["comments"] = [f"split reduction, partial pass: {group.xnumel} rows x {group.rnumel} in {splits} "
                               f"chunks of {chunk}, XBLOCK={choice.xblock} RBLOCK={choice.rblock}"]
         return KernelSpec(name, k.source(), (triton.cdiv(group.xnumel, choice.xblock), splits),
-                          list(k.args.values()), num_warps(choice.xblock * choice.rblock, one_wave=True),
+                          list(k.args.values()),
+                          split_partial_warps(choice.xblock * choice.rblock, triton.cdiv(chunk, choice.rblock)),
                           dict(k.meta))
 
     def _final(self, name, ctx, choice, splits, partial: KernelSpec):

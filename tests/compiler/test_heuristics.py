@@ -136,6 +136,18 @@ def test_warps_follow_the_block_and_one_wave_grids_take_more():
             assert heuristics.num_warps(4096, one_wave=True) == 2                                 # forced
 
 
+def test_a_split_partial_streaming_its_chunk_takes_the_streaming_warps():
+    with compiler.config.patch(one_wave_elements_per_warp=256, max_num_warps=16, split_streaming_warps=32,
+                               split_streaming_min_steps=8):
+        assert heuristics.split_partial_warps(4096, steps=256) == 32          # nrm2 2^28: 1M elements a partial
+        assert heuristics.split_partial_warps(4096, steps=7) == 16            # short loops keep one wave's
+        assert heuristics.split_partial_warps(1024, steps=1) == 4
+        with compiler.config.patch(split_streaming_warps=8):
+            assert heuristics.split_partial_warps(4096, steps=256) == 16      # never fewer than one wave's
+        with compiler.config.patch(num_warps=2):
+            assert heuristics.split_partial_warps(4096, steps=256) == 2       # forced
+
+
 def test_a_wide_mixed_order_kernel_runs_one_program_per_sm_with_at_most_8_warps():
     """Layer norm 4096 x 10240's backward: two fp32 column accumulators over a 16384-lane row are 128 KiB,
     half an SM's registers.  H100 (session 9): 113 us at 8 warps and one program per SM, 127 us at 16

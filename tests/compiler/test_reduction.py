@@ -262,6 +262,23 @@ def test_a_split_reduction_of_one_row_streams_its_input_once():
     assert policies == {"p_arg0": "evict_first", "p_arg1": "evict_last"}
 
 
+@pytest.mark.parametrize("chunk_steps, warps", [(8, 32), (7, 16), (1, 16)])
+def test_a_split_partial_that_streams_its_chunk_takes_a_whole_sm_of_warps(chunk_steps, warps):
+    """A partial that loops 8 or more RBLOCK steps streams its chunk: 32 warps, the SM's 64 warp slots at two
+    programs per SM (nrm2 2^28 on an H200: 0.237 -> the 0.232-0.237 ms of Inductor); a shorter loop keeps the
+    one-wave warps (nrm2 2^20: one step per partial, launch-bound).  The sum is the same either way."""
+    fn = lambda t: (t * t).sum().sqrt()                            # noqa: E731
+    x = seeded_randn(8 * 64 * chunk_steps, seed=5)
+    (g,) = capture_graphs(fn, x)
+    with compiler.config.patch(reduction_strategy="split", rblock=64, split_count=8, one_wave_elements_per_warp=4,
+                               max_num_warps=16):
+        exe = compile_graph(g.gm, g.args, "stream_warps")
+        got = run_compiled(fn, x)
+    (partial,) = [s for specs in exe.generated.kernels.values() for s in specs if s.name.endswith("_partial")]
+    assert partial.meta["chunk"] == 64 * chunk_steps and partial.num_warps == warps
+    assert_same(got, fn(x), rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("n, exact", [(4096, True), (5000, False)])
 def test_split_chunks_that_tile_the_axis_exactly_need_no_mask(n, exact):
     """8 chunks of 512 cover 4096 exactly (every load in bounds, no mask); 8 chunks of 640 overrun 5000 (the
