@@ -244,7 +244,7 @@ def mixed_order_warps(tile: int, accumulator_bytes: int) -> int:
 
 def split_partial_warps(block_numel: int, steps: int) -> int:
     """Warps of a split reduction's partial pass, whose programs each loop ``steps`` RBLOCK steps: one
-    wave's (``num_warps``), or ``config.split_streaming_warps`` where it loops at least
+    wave's (``num_warps``), raised to at least ``config.split_streaming_warps`` where it loops at least
     ``config.split_streaming_min_steps`` steps and so streams its chunk (see the knob)."""
     warps = num_warps(block_numel, one_wave=True)
     if config.num_warps or steps < config.split_streaming_min_steps:
@@ -314,7 +314,8 @@ def num_warps(block_numel: int, one_wave: bool = False) -> int:
     """Warps of a launch whose largest block tensor has ``block_numel`` elements.
 
     One warp per ``config.elements_per_warp`` elements (each thread holds a few values per
-    block tensor), at least 4, at most ``config.max_num_warps``.  ``one_wave``: the grid is
+    block tensor), at least 4, at most ``config.max_num_warps`` (a streaming split partial may take
+    more: ``split_partial_warps``).  ``one_wave``: the grid is
     one wave of programs that loop (split partials, mixed-order kernels), so the warps per
     program are the warps per SM: one per ``config.one_wave_elements_per_warp`` elements.
     """

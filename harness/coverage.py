@@ -11,10 +11,13 @@ oracle's allowances the verdict needed (:mod:`harness.oracle`):
   candidate's error over the whole output is eager's in RMS and in its largest value;
 * ``spread+tail`` -- both.
 
-A passing verdict is only as strong as what it needed: where a subject passes mostly on ``tail``, its
-outputs sit at the edge of eager's accuracy, and a mild precision bug there would pass too.  The runner
-counts each allowance in the example's counters (``harness.passed_on_spread``, ``harness.passed_on_tail``),
-which reach the parent process with the verdict.
+Every comparison of the example counts -- the first (or tuning) call, the cached call and, where the
+hazard hunters run them, each autotune config alone -- so a pass is tallied by the loosest allowance any of
+them needed.  ``none`` includes passes within the subject's rtol / atol floors.  A passing verdict is only as
+strong as what it needed: where a subject passes mostly on ``tail``, its outputs sit at the edge of eager's
+accuracy, and a mild precision bug there would pass too.  The runner counts each allowance in the example's
+counters (``harness.passed_on_spread``, ``harness.passed_on_tail``), which reach the parent process with the
+verdict.
 """
 from __future__ import annotations
 
@@ -26,7 +29,9 @@ from .case import Case, shape_bucket
 if TYPE_CHECKING:
     from .runner import Verdict
 
-COVERAGE_AXES = ("shape", "values", "nonfinite", "dtype", "layout", "allowance")
+#: Axes counting the tensors drawn; ``allowance`` counts passing examples.
+TENSOR_AXES = ("shape", "values", "nonfinite", "dtype", "layout")
+COVERAGE_AXES = TENSOR_AXES + ("allowance",)
 #: Keys of the ``allowance`` axis, loosest last.
 ALLOWANCES = ("none", "spread", "tail", "spread+tail")
 #: Counter names (as in a verdict's counters) the runner increments per comparison passed on an allowance.
@@ -76,4 +81,4 @@ class CoverageTally:
         return out
 
 
-__all__ = ["COVERAGE_AXES", "ALLOWANCES", "SPREAD_COUNTER", "TAIL_COUNTER", "allowance", "CoverageTally"]
+__all__ = ["TENSOR_AXES", "COVERAGE_AXES", "ALLOWANCES", "SPREAD_COUNTER", "TAIL_COUNTER", "allowance", "CoverageTally"]

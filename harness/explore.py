@@ -141,10 +141,8 @@ class Failures:
 
 class _State:
     def __init__(self):
-        self.examples = 0
-        self.skipped = 0
         self.failures = Failures()
-        self.coverage = CoverageTally()
+        self.coverage = CoverageTally()          # counts the examples and the skipped ones too
 
 
 def new_seed() -> int:
@@ -190,8 +188,9 @@ def explore(subject: Subject, *, budget_s: float | None = None, max_examples: in
     finally:
         if own_executor:
             executor.close()
-    result = SubjectResult(subject.name, "pass", state.examples, state.skipped, time.monotonic() - start,
-                           seed=seed, coverage=state.coverage.counts())
+    tally = state.coverage
+    result = SubjectResult(subject.name, "pass", tally.examples, tally.skipped, time.monotonic() - start,
+                           seed=seed, coverage=tally.counts())
     failure = state.failures.report()
     if failure is not None:
         case, verdict = failure
@@ -220,12 +219,10 @@ def _probe(state: _State, executor: Executor, subject_ref: dict, hazards: frozen
             verdict = executor.run(subject_ref, case, hazards, timeout_s=remaining + 0.2 * budget_s)
             if verdict.status == "budget":
                 raise _BudgetSpent()
-            state.examples += 1
             state.coverage.observe(case, verdict)
             if on_example is not None:
                 on_example(case, verdict)
             if verdict.status == "skip":
-                state.skipped += 1
                 reject()
             if verdict.status == "fail":
                 state.failures.add(case, verdict)

@@ -29,7 +29,7 @@ from . import device
 from .config import config
 from .api import Subject
 from .case import Case
-from .coverage import CoverageTally
+from .coverage import COVERAGE_AXES, CoverageTally  # noqa: F401 - re-exported (older imports)
 from .dump import dump_dir_for, write_dump
 from .exc import HarnessError
 from .executor import Isolated

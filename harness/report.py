@@ -29,7 +29,7 @@ import os
 
 from .api import VALUE_FAMILIES
 from .case import SHAPE_BUCKETS, Case
-from .coverage import ALLOWANCES
+from .coverage import ALLOWANCES, TENSOR_AXES
 from .store import Store, plain_json
 
 NONFINITE = ("none", "nan", "inf", "-inf", "mixed")
@@ -274,7 +274,7 @@ def render_markdown(data: dict) -> str:
         lines.append(f"| {_md(s['subject'])} | {s['examples']} | {s['skipped']} | {s['seconds']:.1f} | "
                      f"{s['examples_per_s']:.2f} | {s['findings']} |")
     lines += ["", "### Coverage exercised", ""]
-    for axis in ("shape", "values", "nonfinite", "dtype", "layout"):
+    for axis in TENSOR_AXES:
         keys = _axis_keys(data["subjects"], axis)
         if not keys:
             continue
@@ -365,15 +365,15 @@ def render_html(data: dict) -> str:
                         f"{s['examples_per_s']:.2f}", s["findings"]] for s in data["subjects"]], title="Subjects"))
     out.append("<h2>Coverage exercised</h2><p>Counts of tensors drawn per category; "
                "<span class=\"zero\">0</span> marks a category never exercised.</p>")
-    for axis in ("shape", "values", "nonfinite", "dtype", "layout"):
+    for axis in TENSOR_AXES:
         keys = _axis_keys(data["subjects"], axis)
         if keys:
             out.append(f"<h3>{e(axis)}</h3>" + _table(["subject"] + keys, [[s["subject"]] + [
                 s["coverage"][axis].get(k, 0) for k in keys] for s in data["subjects"]], zero_marks=True))
     if any(sum(s["allowance"].values()) for s in data["subjects"]):
-        out.append(_table(["subject"] + list(ALLOWANCES), [[s["subject"]] + [s["allowance"][k] for k in ALLOWANCES]
-                                                          for s in data["subjects"]],
-                          title="Passing examples by the oracle allowance they needed") + f"<p>{e(ALLOWANCE_NOTE)}</p>")
+        out.append(f"<h3>Passing examples by the oracle allowance they needed</h3><p>{e(ALLOWANCE_NOTE)}</p>"
+                   + _table(["subject"] + list(ALLOWANCES), [[s["subject"]] + [s["allowance"][k] for k in ALLOWANCES]
+                                                            for s in data["subjects"]]))
     if data["findings"]:
         out.append("<h2>Findings</h2>")
     for f in data["findings"]:

@@ -23,7 +23,7 @@ from typing import Optional
 
 from harness import device as _device
 
-from ..config import config
+from ..config import MAX_WARPS, config
 from ..exc import ConfigError, TensorTooLarge
 from ..heuristics import ReductionChoice, loop_stages, next_pow2
 from ..lowering import LoweredGraph
@@ -220,7 +220,11 @@ def _group_variants(group: KernelGroup, sched: Schedule, graph: LoweredGraph, kn
 
 
 def _scaled_warps(warps: int, factor: float) -> int:
-    return max(1, min(config.max_num_warps, int(warps * factor)))
+    """A candidate's warps: the generator's scaled by ``factor`` (1 keeps them exactly, even past
+    ``config.max_num_warps``, as a streaming split partial's 32), within what Triton launches."""
+    if factor == 1:
+        return warps
+    return max(1, min(max(config.max_num_warps, warps), MAX_WARPS, int(warps * factor)))
 
 
 __all__ = ["Variant", "ReductionCandidate", "add_templates_and_variants", "reduction_candidates", "tune_templates"]

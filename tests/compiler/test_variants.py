@@ -53,6 +53,16 @@ def test_split_candidates_keep_the_split_and_the_interpreter_tries_two_shapes():
     assert len(cpu) >= 2 and {c.warp_factor for c in cpu} == {1} and {c.choice.stages for c in cpu} == {None}
 
 
+def test_warps_candidates_scale_the_generated_warps_within_triton_s_limit():
+    """A streaming split partial is generated at 32 warps, past max_num_warps (16): its factor-1 candidate
+    keeps them, x0.5 halves them, x2 stays at Triton's 32 (review finding, session 16: every candidate was
+    cut back to 16, so 'w2x' halved the partial).  Other kernels keep max_num_warps as their ceiling."""
+    with compiler.config.patch(max_num_warps=16):
+        assert [variants._scaled_warps(32, f) for f in (1, 0.5, 2)] == [32, 16, 32]
+        assert [variants._scaled_warps(8, f) for f in (1, 0.5, 2, 4)] == [8, 4, 16, 16]
+        assert variants._scaled_warps(1, 0.5) == 1
+
+
 def test_review_findings_a_forced_strategy_stays_and_tiny_blocks_still_get_warps_candidates():
     """Review findings (session 8): tuning tried persistent kernels under reduction_strategy="looped" (a
     subject forcing a path then ran another); a persistent reduction with RBLOCK < 16 got no candidate."""
