@@ -184,11 +184,12 @@ class CompilerConfig:
     # 0.134 ms (fp32) with it, 0.088 / 0.145 ms at 512 (H100, compiler.benchmark sweep, session 7).
     one_wave_elements_per_warp: int = 256
     max_num_warps: int = 16
-    # A split reduction's partial pass that loops over at least split_streaming_min_steps RBLOCK steps per
-    # program streams its chunk: it takes at least split_streaming_warps warps, a whole SM's 64 warp slots
-    # at the GPU's two programs per SM (programs_per_sm; more loads in flight), whatever the block.  Its
-    # tile is at most max_reduction_block_numel (4096) elements, a few per thread at 1024 threads, so it
-    # stays within the 32 registers per thread at which two such programs fit an SM.  nrm2 2^28 (1M elements per partial),
+    # A split reduction's partial pass of one reduction that loops over at least split_streaming_min_steps
+    # RBLOCK steps per program streams its chunk: it takes at least split_streaming_warps warps, a whole
+    # SM's 64 warp slots at the GPU's two programs per SM (programs_per_sm; more loads in flight).  Two
+    # such programs fit an SM only at 32 registers per thread: a 4096-element sum or argmax partial takes
+    # 32 at 32 warps, four fused reductions (sum, amax, amin, sum of squares) 34 -- one program per SM --,
+    # so partials of several reductions keep the one-wave warps (ptxas 12.9 for sm_90, session 16).  nrm2 2^28 (1M elements per partial),
     # GPU ms at 32 warps / 16 / Inductor: H100 0.346 / 0.347 / 0.345, H200 0.237 / 0.241 / 0.237; a partial of
     # one step (nrm2 2^20) is launch-bound and keeps the one-wave warps (reports/gpu/2026-11-25-h100-session16).
     split_streaming_warps: int = 32

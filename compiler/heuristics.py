@@ -242,12 +242,13 @@ def mixed_order_warps(tile: int, accumulator_bytes: int) -> int:
     return min(warps, config.mixed_order_wide_warps)
 
 
-def split_partial_warps(block_numel: int, steps: int) -> int:
-    """Warps of a split reduction's partial pass, whose programs each loop ``steps`` RBLOCK steps: one
-    wave's (``num_warps``), raised to at least ``config.split_streaming_warps`` where it loops at least
+def split_partial_warps(block_numel: int, steps: int, reductions: int = 1) -> int:
+    """Warps of a split reduction's partial pass, whose programs each loop ``steps`` RBLOCK steps over
+    ``reductions`` fused reductions: one wave's (``num_warps``), raised to at least
+    ``config.split_streaming_warps`` where a single reduction loops at least
     ``config.split_streaming_min_steps`` steps and so streams its chunk (see the knob)."""
     warps = num_warps(block_numel, one_wave=True)
-    if config.num_warps or steps < config.split_streaming_min_steps:
+    if config.num_warps or steps < config.split_streaming_min_steps or reductions != 1:
         return warps
     return max(warps, config.split_streaming_warps)
 

@@ -344,7 +344,8 @@ class SplitReduction(ReductionStrategy):
                               f"chunks of {chunk}, XBLOCK={choice.xblock} RBLOCK={choice.rblock}"]
         return KernelSpec(name, k.source(), (triton.cdiv(group.xnumel, choice.xblock), splits),
                           list(k.args.values()),
-                          split_partial_warps(choice.xblock * choice.rblock, triton.cdiv(chunk, choice.rblock)),
+                          split_partial_warps(choice.xblock * choice.rblock, triton.cdiv(chunk, choice.rblock),
+                                              len(ops_)),
                           dict(k.meta))
 
     def _final(self, name, ctx, choice, splits, partial: KernelSpec):

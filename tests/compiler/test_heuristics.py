@@ -142,6 +142,7 @@ def test_a_split_partial_streaming_its_chunk_takes_the_streaming_warps():
         assert heuristics.split_partial_warps(4096, steps=256) == 32          # nrm2 2^28: 1M elements a partial
         assert heuristics.split_partial_warps(4096, steps=7) == 16            # short loops keep one wave's
         assert heuristics.split_partial_warps(1024, steps=1) == 4
+        assert heuristics.split_partial_warps(4096, steps=256, reductions=4) == 16   # 34 registers at 32 warps
         with compiler.config.patch(split_streaming_warps=8):
             assert heuristics.split_partial_warps(4096, steps=256) == 16      # never fewer than one wave's
         with compiler.config.patch(num_warps=2):

@@ -279,6 +279,18 @@ def test_a_split_partial_that_streams_its_chunk_takes_a_whole_sm_of_warps(chunk_
     assert_same(got, fn(x), rtol=1e-5, atol=1e-5)
 
 
+def test_a_split_partial_of_several_reductions_keeps_the_one_wave_warps():
+    """Four fused reductions take 34 registers a thread at 32 warps (sm_90): two programs no longer fit an SM."""
+    fn = lambda t: (t.sum(), t.amax(), t.amin(), (t * t).sum())     # noqa: E731
+    x = seeded_randn(8 * 64 * 8, seed=6)
+    (g,) = capture_graphs(fn, x)
+    with compiler.config.patch(reduction_strategy="split", rblock=64, split_count=8, one_wave_elements_per_warp=4,
+                               max_num_warps=16):
+        exe = compile_graph(g.gm, g.args, "multi_warps")
+    (partial,) = [s for specs in exe.generated.kernels.values() for s in specs if s.name.endswith("_partial")]
+    assert partial.meta["chunk"] == 512 and partial.num_warps == 16
+
+
 @pytest.mark.parametrize("n, exact", [(4096, True), (5000, False)])
 def test_split_chunks_that_tile_the_axis_exactly_need_no_mask(n, exact):
     """8 chunks of 512 cover 4096 exactly (every load in bounds, no mask); 8 chunks of 640 overrun 5000 (the
