@@ -172,26 +172,28 @@ class CompilerConfig:
     # spilled registers and a 45 s compile -> none and 0.2 s (reports/gpu/2026-11-25-h100-session12).
     spread_row_loads: bool = True
     # num_warps of every launch (None: one warp per elements_per_warp elements of the block,
-    # at least 4 and at most max_num_warps; a streaming split partial takes split_streaming_warps).  GPU only.  512 (16 values per thread of a 4096-element
-    # block): on an H100 the layer-norm backward dx kernel (4096 x 10240 fp16, RBLOCK 4096) took 93 us
-    # with 8 warps and 120 us with 16, its dW/dB kernel 67 us against 73 us
-    # (python -m kernels.benchmarks.ln_dx_probe, reports/gpu/2026-11-24-h100-session7).
+    # at least 4 and at most max_num_warps; a streaming split partial takes split_streaming_warps).
+    # GPU only.  512 (16 values per thread of a 4096-element block): on an H100 the layer-norm backward
+    # dx kernel (4096 x 10240 fp16, RBLOCK 4096) took 93 us with 8 warps and 120 us with 16, its dW/dB
+    # kernel 67 us against 73 us (python -m kernels.benchmarks.ln_dx_probe, reports/gpu/2026-11-24-h100-session7).
     num_warps: Optional[int] = None
     elements_per_warp: int = 512
     # ... but kernels whose grid is one wave of looping programs (split partials, mixed-order kernels: as
     # many programs as fill the machine) take one warp per one_wave_elements_per_warp: their warps per
-    # SM are fixed by it (split partials that stream their chunk: split_streaming_warps, below).  256: layer norm fwd+bwd 1,152,000 x 16 took 0.071 ms of GPU time (fp16) and
-    # 0.134 ms (fp32) with it, 0.088 / 0.145 ms at 512 (H100, compiler.benchmark sweep, session 7).
+    # SM are fixed by it (split partials that stream their chunk: split_streaming_warps, below).  256:
+    # layer norm fwd+bwd 1,152,000 x 16 took 0.071 ms of GPU time (fp16) and 0.134 ms (fp32) with it,
+    # 0.088 / 0.145 ms at 512 (H100, compiler.benchmark sweep, session 7).
     one_wave_elements_per_warp: int = 256
     max_num_warps: int = 16
     # A split reduction's partial pass of one reduction that loops over at least split_streaming_min_steps
     # RBLOCK steps per program streams its chunk: it takes at least split_streaming_warps warps, a whole
-    # SM's 64 warp slots at the GPU's two programs per SM (programs_per_sm; more loads in flight).  Two
-    # such programs fit an SM only at 32 registers per thread: a 4096-element sum or argmax partial takes
-    # 32 at 32 warps, four fused reductions (sum, amax, amin, sum of squares) 34 -- one program per SM --,
-    # so partials of several reductions keep the one-wave warps (ptxas 12.9 for sm_90, session 16).  nrm2 2^28 (1M elements per partial),
-    # GPU ms at 32 warps / 16 / Inductor: H100 0.346 / 0.347 / 0.345, H200 0.237 / 0.241 / 0.237; a partial of
-    # one step (nrm2 2^20) is launch-bound and keeps the one-wave warps (reports/gpu/2026-11-25-h100-session16).
+    # SM's 64 warp slots at the GPU's two programs per SM (programs_per_sm; more loads in flight).  nrm2
+    # 2^28 (1M elements per partial), GPU ms at 32 warps / 16 / Inductor: H100 0.346 / 0.347 / 0.345, H200
+    # 0.237 / 0.241 / 0.237.  A partial of one step (nrm2 2^20) is launch-bound and keeps the one-wave
+    # warps.  Two such programs fit an SM only at 32 registers per thread: a 4096-element sum or argmax
+    # partial takes 32 at 32 warps, four fused reductions (sum, amax, amin, sum of squares) 34 -- one
+    # program per SM --, so partials of several reductions keep the one-wave warps too (ptxas 12.9 for
+    # sm_90; reports/gpu/2026-11-25-h100-session16).
     split_streaming_warps: int = 32
     split_streaming_min_steps: int = 8
     # Let Triton / LLVM contract a * b + c into one FMA (Triton's enable_fp_fusion, True by
@@ -357,7 +359,8 @@ _CHOICES = {
     "partitioner": ("min_cut", "default"),
 }
 _POWERS_OF_TWO = ("outer_reduction_xblock", "elements_per_warp", "one_wave_elements_per_warp", "max_num_warps",
-                  "mixed_order_wide_warps", "split_streaming_warps", "num_warps", "persistent_max_rnumel", "mixed_order_max_rnumel", "mixed_order_max_xblock", "looped_rblock", "pointwise_block",
+                  "mixed_order_wide_warps", "split_streaming_warps", "num_warps", "persistent_max_rnumel",
+                  "mixed_order_max_rnumel", "mixed_order_max_xblock", "looped_rblock", "pointwise_block",
                   "pointwise_tile_numel", "xblock", "rblock", "max_reduction_block_numel")
 
 #: Knobs that are a launch's warps, and the most a CUDA block takes (1024 threads).
