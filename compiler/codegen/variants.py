@@ -220,10 +220,8 @@ def _group_variants(group: KernelGroup, sched: Schedule, graph: LoweredGraph, kn
 
 
 def _scaled_warps(warps: int, factor: float) -> int:
-    """A candidate's warps: the generator's scaled by ``factor`` (1 keeps them exactly, even past
-    ``config.max_num_warps``, as a streaming split partial's 32), within what Triton launches."""
-    if factor == 1:
-        return warps
+    """A candidate's warps: the generator's scaled by ``factor``, at most the larger of
+    ``config.max_num_warps`` and the generator's own (a streaming split partial's 32 stays 32 at x1)."""
     return max(1, min(max(config.max_num_warps, warps), MAX_WARPS, int(warps * factor)))
 
 
