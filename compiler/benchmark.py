@@ -1,6 +1,7 @@
 """Benchmark: tritondiff-compiled vs Inductor (torch.compile's default backend) vs eager, seed workloads.
 
-    python -m compiler.benchmark [--out FILE.md] [--json FILE] [--only NAME ...] [--budget-s S] [--dry-run]
+    python -m compiler.benchmark [--out FILE.md] [--json FILE] [--suite seed|wide|all] [--only NAME ...]
+                                 [--budget-s S] [--dry-run]
                                  [--backends inductor tritondiff] [--variant NAME:KNOB=VALUE,... ...]
 
 Per workload and backend: time (CUDA-event timings after warm-up, ``_timing.bench``: the median of
@@ -119,6 +120,38 @@ def all_workloads() -> list[Workload]:
         Workload(f"rms_norm {m}x{m}", f"[{m}, {m}]", F32, 2 * m * m * 4 + m * 4,
                  lambda: (_randn(m, m), _randn(m)), _forward, workloads.rms_norm),
     ]
+
+
+def _log_softmax(x: torch.Tensor) -> torch.Tensor:
+    return torch.log_softmax(x, dim=-1)
+
+
+def _column_sum(x: torch.Tensor) -> torch.Tensor:
+    return x.sum(dim=0)
+
+
+def wide_workloads() -> list[Workload]:
+    """Shapes past the seeds' (``--suite wide``): rows too long for one block, so the looped and non-mixed-order
+    paths that the seed table never reaches are timed against Inductor too -- vocabulary-sized softmax rows,
+    a long-row RMSNorm and layer norm, and a column sum."""
+    m, n, v = 4096, 32768, 131072
+    return [
+        Workload(f"softmax {m}x{n}", f"[{m}, {n}]", F32, 2 * m * n * 4, lambda: (_randn(m, n),), _forward,
+                 workloads.softmax),
+        Workload(f"softmax 1024x{v} bf16", f"[1024, {v}]", BF16, 2 * 1024 * v * 2,
+                 lambda: (_randn(1024, v, dtype=BF16),), _forward, workloads.softmax),
+        Workload(f"log_softmax {m}x{n}", f"[{m}, {n}]", F32, 2 * m * n * 4, lambda: (_randn(m, n),), _forward,
+                 _log_softmax),
+        Workload(f"rms_norm {m}x{n}", f"[{m}, {n}]", F32, 2 * m * n * 4 + n * 4,
+                 lambda: (_randn(m, n), _randn(n)), _forward, workloads.rms_norm),
+        _layer_norm(2048, n, F16),
+        Workload("column sum 8192x8192", "[8192, 8192]", F32, 8192 * 8192 * 4 + 8192 * 4,
+                 lambda: (_randn(8192, 8192),), _forward, _column_sum),
+    ]
+
+
+SUITES = {"seed": all_workloads, "wide": wide_workloads,
+          "all": lambda: all_workloads() + wide_workloads()}
 
 
 # ---------------------------------------------------------------------------------- running
@@ -433,6 +466,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m compiler.benchmark", description=__doc__.split("\n")[0])
     parser.add_argument("--out", help="write the Markdown report here")
     parser.add_argument("--json", help="write the raw results here")
+    parser.add_argument("--suite", choices=sorted(SUITES), default="seed",
+                        help="seed: the seed workloads of issue #8 (the default); wide: longer rows, past the "
+                             "seeds' shapes; all: both")
     parser.add_argument("--only", nargs="*", help="run only workloads whose name contains one of these")
     parser.add_argument("--budget-s", type=float, default=420.0,
                         help="start no workload after this many seconds (the nightly slot is 9 minutes)")
@@ -447,9 +483,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         variants = [parse_variant(v) for v in args.variant]
     except Exception as e:  # noqa: BLE001  (ValueError or compiler.exc.ConfigError: one line, exit 2)
         parser.error(str(e))
-    selected = [w for w in all_workloads() if not args.only or any(o in w.name for o in args.only)]
+    suite = SUITES[args.suite]()
+    selected = [w for w in suite if not args.only or any(o in w.name for o in args.only)]
     if not selected:
-        parser.error(f"--only {args.only} matches no workload; names: {[w.name for w in all_workloads()]}")
+        parser.error(f"--only {args.only} matches no workload of suite {args.suite!r}; names: "
+                     f"{[w.name for w in suite]}")
     if args.dry_run:
         text = dry_run(selected)
         print(text, end="")
