@@ -226,20 +226,37 @@ def _short(dtype: torch.dtype) -> str:
     return str(dtype).replace("torch.", "")
 
 
-def format_body(node: ComputedBuffer, inline: frozenset = frozenset()) -> str:
-    index, rindex, _ = body_symbols(node)
-    resolver = _FormatResolver(inline)
+def format_body(node: ComputedBuffer, inline: frozenset = frozenset(), *, at: Optional[tuple] = None,
+                held: frozenset = frozenset(), simplify: Optional[Callable] = None) -> str:
+    """``node``'s body as text, producers in ``inline`` recomputed.
+
+    ``at``: (index, rindex) to render it at (default: the node's own symbols).  Reads of buffers in ``held``
+    render as ``reg(name)`` (a value the kernel keeps in a register) and ``simplify`` rewrites every other
+    read's offset, so two bodies rendered at one kernel position compare as text.
+    """
+    index, rindex = at if at is not None else body_symbols(node)[:2]
+    resolver = _FormatResolver(inline, held, simplify)
     return str(run_body(node, FormatOps(), resolver, index, rindex))
 
 
 class _FormatResolver(CaptureResolver):
+    def __init__(self, inline: frozenset, held: frozenset = frozenset(), simplify: Optional[Callable] = None):
+        super().__init__(inline)
+        self.held = held
+        self.simplify = simplify or (lambda e: e)
+
     def load(self, buffer: Buffer, index: tuple):
-        value = super().load(buffer, index)
-        if isinstance(value, _Text) and value.dtype is None:
-            value.dtype = buffer.get_dtype()
-        return value
+        if buffer.name in self.held and buffer.name not in self.inline:
+            return _text(f"reg({buffer.name})", buffer.get_dtype())
+        if buffer.name in self.inline:
+            return super().load(buffer, index)
+        return self.load_storage(buffer, buffer.layout.index(index))
 
     def load_storage(self, buffer: Buffer, offset):
+        if buffer.name in self.held and buffer.name not in self.inline:
+            return _text(f"reg({buffer.name})", buffer.get_dtype())
+        if buffer.name not in self.inline:
+            offset = self.simplify(offset)
         value = super().load_storage(buffer, offset)
         if isinstance(value, _Text) and value.dtype is None:
             value.dtype = buffer.get_dtype()

@@ -70,6 +70,9 @@ class CompilerConfig:
     persistent_max_rnumel: int = _by_mode(16_384, 8192)
     # Auto strategy: RBLOCK of a looped reduction (a power of two).
     looped_rblock: int = _by_mode(32_768, 4096)
+    # A looped kernel sums exp(h - max(h)) (softmax, log-softmax, logsumexp) in the pass that finds max(h),
+    # rescaling per lane as the max grows (codegen.online): one read of the row less.
+    online_softmax: bool = True
     # Auto block budget for one reduction tile (XBLOCK * RBLOCK).
     max_reduction_block_numel: int = _by_mode(262_144, 4096)
     # Auto strategy: XBLOCK of an outer reduction (loads contiguous along the kept axis, e.g. a

@@ -8,6 +8,8 @@
   every reduction of a mixed-order kernel, row or column, counts as ``mixed_order``)
 - ``mixed_order_reductions``: row-reduction and column-reduction groups over the same rows
   joined into one kernel that reads their shared inputs once (layer-norm backward's dx + dW/dB)
+- ``online_softmax``: sums of exp(h - max) a looped kernel computed in the pass that finds the max
+  (``codegen.online``): one pass over the row less
 - ``small_matmul_inlined``: mm / addmm / bmm with an inner size <= ``matmul_small_k_max``
   lowered as an unrolled pointwise node (fusable) instead of a library call
 - ``reductions_unrolled``: reductions over at most ``unroll_reductions_max_rnumel`` elements

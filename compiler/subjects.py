@@ -171,6 +171,21 @@ def softmax(x):
     return run_compiled(workloads.softmax, x)
 
 
+def softmax_and_log_softmax(x):
+    return torch.softmax(x, dim=-1), torch.log_softmax(x, dim=-1)
+
+
+@subject(name="compiler.softmax_online", reference=softmax_and_log_softmax,
+         inputs={"x": tensor(("M", "N"), dtypes=FLOATS)}, dims={"M": (1, 64), "N": (1, 20_000)})
+def softmax_online(x):
+    """Looped in chunks of 256, so each lane's running max grows over many steps (``codegen.online``)."""
+    before = counters["online_softmax"]
+    out = run_compiled(softmax_and_log_softmax, x, reduction_strategy="looped", rblock=256)
+    if counters["online_softmax"] < before + 2:
+        raise CompilerError("softmax and log_softmax did not both run online: the subject would test three passes")
+    return out
+
+
 @subject(name="compiler.rms_norm", reference=workloads.rms_norm,
          inputs={"x": tensor(("M", "N"), dtypes=FLOATS, values=NO_OVERFLOWING_SQUARES), "w": tensor(("N",), dtype_like="x")},
          dims={"M": (1, 4096), "N": (1, 8192)})

@@ -25,6 +25,7 @@ from ..heuristics import (ReductionChoice, choose_reduction, mixed_order_warps, 
 from ..ops import reduction_identity
 from ..scheduler import RSYM, XSYM, KernelGroup, Placed, _read_in_kernel
 from .kernel import CSEVar, KernelSpec, TritonKernel, cast_source
+from . import online
 from .nodes import GroupContext, emit_pointwise, evaluate, needs_int64, publish
 
 
@@ -186,21 +187,28 @@ class ReductionStrategy:
             return _as_mixed(name, ctx, choice)
         k = _new_kernel(name, ctx, self.name, choice)
         _rows_prologue(k, group, choice.xblock, choice.rblock)
-        self.run_passes(k, ctx, choice)
+        passes = self.run_passes(k, ctx, choice)
         k.meta["comments"] = [f"{self.name} reduction: {group.xnumel} rows x {group.rnumel}, "
-                              f"XBLOCK={choice.xblock} RBLOCK={choice.rblock}, {group.num_phases} pass(es)"]
+                              f"XBLOCK={choice.xblock} RBLOCK={choice.rblock}, {passes}"]
         return [KernelSpec(name, k.source(), (triton.cdiv(group.xnumel, choice.xblock),), list(k.args.values()),
                            num_warps(choice.xblock * choice.rblock), dict(k.meta))]
 
-    def run_passes(self, k: TritonKernel, ctx: GroupContext, choice: ReductionChoice) -> None:
+    def run_passes(self, k: TritonKernel, ctx: GroupContext, choice: ReductionChoice) -> str:
+        """Emit every pass with the row values between them; returns "N pass(es)" as emitted."""
         group = ctx.group
+        paired = self.online_pairs(k, ctx)
+        emitted = 0
         for phase in range(group.num_phases):
             for p in group.placed:
                 if p.kind == "x" and p.phase == phase:
                     emit_pointwise(k, ctx, p)
-            nodes = [p for p in group.placed if p.kind != "x" and p.phase == phase]
+            moved = [pair.sum for pair in paired.values() if pair.max.phase == phase]
+            nodes = [p for p in group.placed if p.kind != "x" and p.phase == phase and p.name not in paired] + moved
+            if not nodes:          # every node of this pass runs in an earlier one (online softmax)
+                continue
+            emitted += 1
             _spread_loads(k, group, nodes)
-            results = self.emit_pass(k, ctx, choice, nodes)
+            results = self.emit_pass(k, ctx, choice, nodes, paired)
             k.spread_loads = None
             for p in nodes:
                 if p.kind == "reduction":
@@ -208,9 +216,15 @@ class ReductionStrategy:
         for p in group.placed:
             if p.kind == "x" and p.phase >= group.num_phases:
                 emit_pointwise(k, ctx, p)
+        sums = ", ".join(f"{pair.sum.name} beside {pair.max.name}" for pair in paired.values())
+        return f"{emitted} pass(es)" + (f" (online softmax: {sums})" if sums else "")
+
+    def online_pairs(self, k: TritonKernel, ctx: GroupContext) -> dict[str, online.OnlinePair]:
+        """Sums of exp(h - max) this strategy folds into their max's pass (``codegen.online``): none here."""
+        return {}
 
     def emit_pass(self, k: TritonKernel, ctx: GroupContext, choice: ReductionChoice,
-                  nodes: list[Placed]) -> dict[str, CSEVar]:
+                  nodes: list[Placed], paired: dict[str, online.OnlinePair]) -> dict[str, CSEVar]:
         raise NotImplementedError
 
 
@@ -224,7 +238,7 @@ class PersistentReduction(ReductionStrategy):
 
     name = "persistent"
 
-    def emit_pass(self, k, ctx, choice, nodes):
+    def emit_pass(self, k, ctx, choice, nodes, paired):
         k.whole_row = RSYM
         if "rindex = rbase" not in [line for _, line in k.lines]:
             k.emit("rindex = rbase")
@@ -257,16 +271,23 @@ class LoopedReduction(ReductionStrategy):
 
     name = "looped"
 
-    def emit_pass(self, k, ctx, choice, nodes):
-        ops_, folded = self.loop(k, ctx, choice, nodes)
+    def online_pairs(self, k, ctx):
+        return online.pairs(k, ctx)
+
+    def emit_pass(self, k, ctx, choice, nodes, paired):
+        ops_, folded = self.loop(k, ctx, choice, nodes, paired=paired)
         return {name: op.finish(k, folded[name]) for name, op in ops_.items()}
 
-    def loop(self, k, ctx, choice, nodes, start: str = "", span: Optional[int] = None):
+    def loop(self, k, ctx, choice, nodes, start: str = "", span: Optional[int] = None,
+             paired: Optional[dict] = None):
         """Emit the chunk loop and the fold of its lanes.
 
         Returns the reduction ops and, per op, its [XBLOCK, 1] values (value, and index for
-        argmax / argmin) before ``finish``.
+        argmax / argmin) before ``finish``.  A sum in ``paired`` (online softmax) is summed beside
+        its max, at the running lane max (``codegen.online``).
         """
+        paired = paired or {}
+        partner = {pair.max.name: pair.sum for pair in paired.values()}
         rnumel = ctx.group.rnumel
         ops_ = {p.name: reduction_op(p) for p in nodes if p.kind == "reduction"}
         lanes = [choice.xblock, choice.rblock]
@@ -281,16 +302,30 @@ class LoopedReduction(ReductionStrategy):
                 if p.kind == "xr":
                     emit_pointwise(k, ctx, p)
                     continue
+                if p.name in paired:                 # summed beside its max, below
+                    continue
                 op = ops_[p.name]
                 v = op.prepare(k, evaluate(k, ctx, p))
+                if p.name in partner:
+                    s = partner[p.name]
+                    lane_max = k.newvar(f"_td_maximum({accs[p.name][0]}, {v.name})", op.repr_dtype)
+                    online.hold_lane_max(k, ctx, p, lane_max)
+                    term = ops_[s.name].prepare(k, evaluate(k, ctx, s))
+                    online.combine(k, accs[p.name][0], accs[s.name][0], lane_max, term)
+                    continue
                 chunk = [v, CSEVar(_rindex_block(k, choice), torch.int64)] if op.is_arg else [v]
                 op.combine(k, accs[p.name], chunk)
             k.active = [XSYM]
         k.active = [XSYM, RSYM]
         folded = {}
         for name, op in ops_.items():
+            if name in paired:
+                continue
             lane_values = CSEVar(accs[name][0], op.repr_dtype)
             folded[name] = op.block(k, lane_values, accs[name][1] if op.is_arg else None)
+        for name, pair in paired.items():
+            if name in ops_:
+                folded[name] = [online.fold(k, accs[pair.max.name][0], accs[name][0], folded[pair.max.name][0])]
         k.active = [XSYM]
         return ops_, folded
 

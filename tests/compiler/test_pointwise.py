@@ -160,4 +160,4 @@ def test_golden_pointwise_and_softmax_kernels():
     assert_golden("pointwise_relu.py", "\n".join(relu))
     assert_golden("softmax_persistent.py", "\n".join(softmax))
     assert_golden("softmax_looped.py", "\n".join(looped))
-    assert len(re.findall(r"for roffset", "\n".join(looped))) == 3
+    assert len(re.findall(r"for roffset", "\n".join(looped))) == 2     # max and sum of exp online, then the output
