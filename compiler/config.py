@@ -68,6 +68,18 @@ class CompilerConfig:
     # Auto strategy: a reduction whose padded extent is at most this runs persistent (the whole
     # axis in one block); longer ones loop over RBLOCK chunks.
     persistent_max_rnumel: int = _by_mode(16_384, 8192)
+    # Auto strategy, rows past persistent_max_rnumel: persistent all the same, one row per program at
+    # persistent_wide_warps warps, up to persistent_wide_max_rnumel elements, where the row values the kernel
+    # keeps in registers from one pass to a later one (codegen.reduction.held_row_values: a softmax's x, an
+    # RMSNorm's x) times RBLOCK are at most persistent_wide_held_numel: 32 values a thread at 32 warps, half
+    # of the 64 registers a thread has when 1024 threads share an SM's 65,536.  A looped kernel reads such a
+    # row once per pass.  H100, GPU ms at 4096 x 32768 fp32 (session 18 call 1, reports/gpu/2026-11-27-
+    # session18): softmax 0.362 persistent / 0.477 looped, log_softmax 0.362 / 0.414, rms_norm 0.359 /
+    # 0.537 (Inductor, persistent at 32 warps too: 0.408 / 0.373 / 0.358).  A layer-norm backward keeps x,
+    # dy and w (3 x 32768 > 32768): it stays looped.  The interpreter keeps its persistent_max_rnumel.
+    persistent_wide_max_rnumel: int = _by_mode(16_384, 32_768)
+    persistent_wide_held_numel: int = 32_768
+    persistent_wide_warps: int = 32
     # Auto strategy: RBLOCK of a looped reduction (a power of two).
     looped_rblock: int = _by_mode(32_768, 4096)
     # A looped kernel sums exp(h - max(h)) (softmax, log-softmax, logsumexp) in the pass that finds max(h),
@@ -363,11 +375,12 @@ _CHOICES = {
 }
 _POWERS_OF_TWO = ("outer_reduction_xblock", "elements_per_warp", "one_wave_elements_per_warp", "max_num_warps",
                   "mixed_order_wide_warps", "split_streaming_warps", "num_warps", "persistent_max_rnumel",
+                  "persistent_wide_max_rnumel", "persistent_wide_warps",
                   "mixed_order_max_rnumel", "mixed_order_max_xblock", "looped_rblock", "pointwise_block",
                   "pointwise_tile_numel", "xblock", "rblock", "max_reduction_block_numel")
 
 #: Knobs that are a launch's warps, and the most a CUDA block takes (1024 threads).
-_WARPS = ("num_warps", "max_num_warps", "mixed_order_wide_warps", "split_streaming_warps")
+_WARPS = ("num_warps", "max_num_warps", "mixed_order_wide_warps", "split_streaming_warps", "persistent_wide_warps")
 MAX_WARPS = 32
 
 

@@ -129,6 +129,8 @@ class ReductionChoice:
     (mixed_order).  ``stages``: software-pipelining depth of the kernel's loop (the chunk loop
     of looped and split kernels, the row loop of a mixed-order kernel), emitted as
     ``tl.range(..., num_stages=stages)``; None: a plain ``range``, which Triton does not pipeline.
+    ``warps``: the launch's warps where the choice sets them (a wide persistent row,
+    ``persistent_wide``); None: ``num_warps`` of the tile.
     """
 
     strategy: str
@@ -136,6 +138,7 @@ class ReductionChoice:
     rblock: int
     splits: int = 1
     stages: Optional[int] = None
+    warps: Optional[int] = None
 
 
 def split_count(xprograms: int, rnumel: int, rblock: int) -> int:
@@ -165,7 +168,22 @@ def _tiling_split(count: int, rnumel: int, rblock: int) -> int:
     return next((c for c in range(count, max(2, count - count // 10) - 1, -1) if blocks % c == 0), count)
 
 
-def choose_reduction(xnumel: int, rnumel: int, split_ok: bool, outer: bool = False) -> ReductionChoice:
+def persistent_wide(rnumel: int, held: int) -> bool:
+    """Run a row of ``rnumel`` past ``config.persistent_max_rnumel`` persistent all the same?
+
+    ``held``: row-sized values the persistent kernel would keep in registers from one pass to a later one
+    (``codegen.reduction.held_row_values``).  A looped kernel reads such values again in every pass that
+    needs them; a persistent one holds them, which pays while they fit the registers of one row's program:
+    the padded row at most ``config.persistent_wide_max_rnumel``, and ``held`` of them at most
+    ``config.persistent_wide_held_numel`` elements together.  A forced RBLOCK keeps the loop."""
+    whole = next_pow2(rnumel)
+    return (config.reduction_strategy == "auto" and not config.rblock
+            and whole <= min(config.persistent_wide_max_rnumel, config.max_triton_tensor_numel)
+            and held * whole <= config.persistent_wide_held_numel)
+
+
+def choose_reduction(xnumel: int, rnumel: int, split_ok: bool, outer: bool = False,
+                     held: int = 0) -> ReductionChoice:
     """Pick persistent / looped / split and block sizes from the extents (``config`` may force).
 
     ``outer``: the loads are contiguous along the kept axis and strided along the reduced one
@@ -173,6 +191,10 @@ def choose_reduction(xnumel: int, rnumel: int, split_ok: bool, outer: bool = Fal
     ``config.outer_reduction_xblock`` kept elements side by side -- whole memory sectors per
     reduced step -- and the rest of the block budget along the reduced axis, instead of the
     inner-reduction shape (a long reduced axis, few rows) that reads a few bytes per row.
+
+    ``held``: row-sized values a persistent kernel keeps from one pass to a later one; a row past
+    ``config.persistent_max_rnumel`` still runs persistent, one row per program at
+    ``config.persistent_wide_warps`` warps, where ``persistent_wide`` says they fit.
 
     Forced values are returned as asked, even when too large: the code generator's numel
     guard then raises ``ReductionTooLarge`` with the fix, instead of a silent clamp.
@@ -183,6 +205,9 @@ def choose_reduction(xnumel: int, rnumel: int, split_ok: bool, outer: bool = Fal
             strategy = "split"
         elif next_pow2(rnumel) <= min(config.persistent_max_rnumel, config.max_triton_tensor_numel):
             strategy = "persistent"
+        elif not outer and persistent_wide(rnumel, held):
+            return ReductionChoice("persistent", 1, next_pow2(rnumel),
+                                   warps=config.num_warps or config.persistent_wide_warps)
         else:
             strategy = "looped"
     budget = min(config.max_reduction_block_numel, config.max_triton_tensor_numel)
@@ -327,6 +352,6 @@ def num_warps(block_numel: int, one_wave: bool = False) -> int:
 
 
 __all__ = ["should_inline", "FusionTraffic", "fusion_score", "mixed_order_saving", "sm_count", "target_programs",
-           "split_count", "choose_reduction", "choose_mixed_order", "mixed_order_wide",
+           "split_count", "persistent_wide", "choose_reduction", "choose_mixed_order", "mixed_order_wide",
            "mixed_order_warps", "split_partial_warps", "loop_stages", "choose_pointwise_block", "choose_tile",
            "want_2d_tiling", "want_unrolled", "num_warps", "ReductionChoice", "next_pow2"]

@@ -191,7 +191,7 @@ class ReductionStrategy:
         k.meta["comments"] = [f"{self.name} reduction: {group.xnumel} rows x {group.rnumel}, "
                               f"XBLOCK={choice.xblock} RBLOCK={choice.rblock}, {passes}"]
         return [KernelSpec(name, k.source(), (triton.cdiv(group.xnumel, choice.xblock),), list(k.args.values()),
-                           num_warps(choice.xblock * choice.rblock), dict(k.meta))]
+                           choice.warps or num_warps(choice.xblock * choice.rblock), dict(k.meta))]
 
     def run_passes(self, k: TritonKernel, ctx: GroupContext, choice: ReductionChoice) -> str:
         """Emit every pass with the row values between them; returns "N pass(es)" as emitted."""
@@ -583,9 +583,39 @@ def _domain_offsets(group: KernelGroup, nodes: Optional[list[Placed]] = None, sk
             yield sympy.expand(offset)
 
 
+def held_row_values(group: KernelGroup) -> int:
+    """Row-sized values a persistent kernel of ``group`` keeps in registers from one pass to a later one.
+
+    A persistent kernel loads a row once and keeps it for every later pass that reads it (a softmax's x: the
+    max, the sum of exp, the output), a whole [XBLOCK, RBLOCK] block in registers across the reductions in
+    between.  Counted: the group's reads that move along the reduced axis -- from memory, or of the group's
+    own full-domain values -- made in more than one pass.  A value one pass reads (an RMSNorm's weight, read
+    for the output alone) is loaded where it is used and not held."""
+    bounds = group.bounds()
+    own = {p.name: p for p in group.placed}
+    passes: dict = {}
+    for p in group.placed:
+        if p.kind not in ("reduction", "xr"):
+            continue
+        for read in p.node.info.reads:
+            producer = own.get(read.buffer.name)
+            if producer is not None:                  # the group's own value: full-domain ones are row blocks
+                if producer.kind == "xr":
+                    passes.setdefault(read.buffer.name, {producer.phase}).add(p.phase)
+                continue
+            offset = _read_in_kernel(read, p, bounds)
+            if read.offset is None:
+                offset = read.buffer.layout.index(offset)
+            offset = sympy.expand(offset)
+            if RSYM in offset.free_symbols:
+                passes.setdefault((read.buffer.name, offset), set()).add(p.phase)
+    return sum(1 for phases in passes.values() if len(phases) > 1)
+
+
 def choose(group: KernelGroup) -> ReductionChoice:
     """The strategy and blocks of a (not mixed-order) reduction group."""
-    return choose_reduction(group.xnumel, group.rnumel, group.split_ok(), outer=reads_along_kept_axis(group))
+    return choose_reduction(group.xnumel, group.rnumel, group.split_ok(), outer=reads_along_kept_axis(group),
+                            held=held_row_values(group))
 
 
 # ------------------------------------------------------------------------------- helpers
@@ -636,5 +666,5 @@ def _lit(value, dtype) -> str:
     return literal(value, dtype)
 
 
-__all__ = ["STRATEGIES", "choose", "reads_along_kept_axis", "ReductionStrategy", "PersistentReduction", "LoopedReduction", "SplitReduction",
+__all__ = ["STRATEGIES", "choose", "held_row_values", "reads_along_kept_axis", "ReductionStrategy", "PersistentReduction", "LoopedReduction", "SplitReduction",
            "MixedOrderReduction", "ReductionOp"]
