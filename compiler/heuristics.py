@@ -175,10 +175,13 @@ def persistent_wide(rnumel: int, held: int) -> bool:
     (``codegen.reduction.held_row_values``).  A looped kernel reads such values again in every pass that
     needs them; a persistent one holds them, which pays while they fit the registers of one row's program:
     the padded row at most ``config.persistent_wide_max_rnumel``, and ``held`` of them at most
-    ``config.persistent_wide_held_numel`` elements together.  A forced RBLOCK keeps the loop."""
+    ``config.persistent_wide_held_numel`` elements together.  The row fills at least
+    ``config.persistent_wide_min_fill`` of its block (a padded lane is a thread that loads nothing).
+    A forced RBLOCK keeps the loop."""
     whole = next_pow2(rnumel)
     return (config.reduction_strategy == "auto" and not config.rblock
             and whole <= min(config.persistent_wide_max_rnumel, config.max_triton_tensor_numel)
+            and rnumel >= config.persistent_wide_min_fill * whole
             and held * whole <= config.persistent_wide_held_numel)
 
 

@@ -72,6 +72,43 @@ def test_choose_reduction_split_uses_the_sm_based_count():
         assert heuristics.choose_reduction(4231, 41, split_ok=True).strategy == "persistent"
 
 
+# The GPU's wide-row knobs (config.py), with its persistent limit of 8192 and looped chunks of 4096.
+WIDE = dict(persistent_max_rnumel=8192, looped_rblock=4096, max_reduction_block_numel=4096,
+            persistent_wide_max_rnumel=32768, persistent_wide_held_numel=32768, persistent_wide_warps=32,
+            persistent_wide_min_fill=0.75, split_min_rnumel=2**20)
+
+
+@pytest.mark.parametrize("rnumel, held, want", [
+    (32768, 1, ("persistent", 1, 32768, 32)),   # softmax / RMSNorm over 32768: x held, 32 values a thread
+    (32768, 0, ("persistent", 1, 32768, 32)),   # one pass (a sum of squares): nothing held
+    (30000, 1, ("persistent", 1, 32768, 32)),   # 92% of its block
+    (24576, 1, ("persistent", 1, 32768, 32)),   # 75%: the least fill taken
+    (24575, 1, ("looped", 1, 4096, None)),      # below 75%
+    (10240, 1, ("looped", 1, 4096, None)),      # layer norm 4096 x 10240's forward: 62.5%, measured slower
+    (32768, 3, ("looped", 1, 4096, None)),      # a layer-norm backward holds x, dy and w: 3 x 32768
+    (16384, 2, ("persistent", 1, 16384, 32)),   # 2 x 16384 fits
+    (65536, 1, ("looped", 1, 4096, None)),      # past persistent_wide_max_rnumel
+    (8192, 5, ("persistent", 1, 8192, None)),   # within persistent_max_rnumel: persistent whatever it holds
+])
+def test_a_wide_row_runs_persistent_while_what_it_holds_fits_one_program(rnumel, held, want):
+    with compiler.config.patch(**WIDE):
+        c = heuristics.choose_reduction(4096, rnumel, split_ok=True, held=held)
+    assert (c.strategy, c.xblock, c.rblock, c.warps) == want
+
+
+def test_the_wide_rule_yields_to_forced_knobs_and_column_sums():
+    with compiler.config.patch(**WIDE, rblock=1024):                  # a forced RBLOCK keeps the loop
+        assert heuristics.choose_reduction(64, 32768, split_ok=False, held=1).strategy == "looped"
+    with compiler.config.patch(**WIDE, num_warps=8):                  # forced warps win over the wide ones
+        assert heuristics.choose_reduction(64, 32768, split_ok=False, held=1).warps == 8
+    with compiler.config.patch(**{**WIDE, "persistent_wide_max_rnumel": 8192}):   # off: the old looped kernel
+        assert heuristics.choose_reduction(64, 32768, split_ok=False, held=1).strategy == "looped"
+    with compiler.config.patch(**WIDE):
+        outer = heuristics.choose_reduction(32768, 32768, split_ok=False, outer=True, held=0)
+        assert outer.strategy == "looped" and outer.warps is None and outer.xblock > 1
+        assert heuristics.choose_reduction(1, 2**21, split_ok=True, held=0).strategy == "split"
+
+
 @pytest.mark.parametrize("rows, cols, want", [
     (1_152_000, 16, (256, 16, 264)),   # layer-norm backward of seed 000: 4500 row blocks, 264 programs
     (1_152_000, 64, (64, 64, 264)),

@@ -472,3 +472,54 @@ def test_var_mean_keeps_constant_rows_exact_and_nonfinite_rows_as_eager(strategy
     torch.testing.assert_close(var[5], want_var[5], rtol=1e-5, atol=0)
     torch.testing.assert_close(mean[4:], want_mean[4:])
     assert float(want_var[6]) == float("inf") and float(var[6]) == float("inf") and bool(mean[6].isfinite())
+
+
+# The GPU's wide-row rule scaled down for the interpreter: rows past 256 persistent up to 1024 elements.
+WIDE_SMALL = dict(persistent_max_rnumel=256, looped_rblock=128, max_reduction_block_numel=4096,
+                  persistent_wide_max_rnumel=1024, persistent_wide_warps=32, persistent_wide_min_fill=0.75)
+
+
+def _row_plans(fn, *args, **knobs) -> list[str]:
+    """The plan lines of every reduction kernel over rows (not the column sums) ``fn`` compiled to."""
+    with compiler.config.patch(**WIDE_SMALL, **knobs):
+        got = compiler.compile_fresh(fn)(*args)
+    plans = "\n".join(a.texts["plan"] for a in compiler.dump.recent_artifacts()[-2:])
+    return got, [line for line in plans.splitlines() if "'rnumel': 1000" in line]
+
+
+@pytest.mark.parametrize("name, held", [("softmax", 1), ("rms_norm", 1), ("sum_of_squares", 0),
+                                        ("layer_norm_backward", 3)])
+def test_held_row_values_counts_what_a_persistent_kernel_keeps_across_passes(name, held):
+    """Rows of 1000 (97.7% of a 1024 block) go persistent at 32 warps exactly while held x 1024 fits the knob:
+    softmax's x is read by the max, the sum of exp and the output (1); RMSNorm's weight only by the output (its
+    x: 1); a sum of squares has one pass (0); layer norm's dx reads x, dy and w before and after its row sums
+    (3)."""
+    x = seeded_randn(6, 1000, seed=21)
+    fns = {"softmax": (lambda t: torch.softmax(t, -1), (x,)),
+           "rms_norm": (lambda t, w: t * torch.rsqrt((t * t).mean(-1, keepdim=True) + 1e-6) * w,
+                        (x, seeded_randn(1000, seed=22))),
+           "sum_of_squares": (lambda t: (t * t).sum(-1), (x,)),
+           "layer_norm_backward": (_ln_fwd_bwd, (x.clone().requires_grad_(), seeded_randn(1000, seed=23).requires_grad_(),
+                                                 seeded_randn(1000, seed=24).requires_grad_(), seeded_randn(6, 1000, seed=25)))}
+    fn, args = fns[name]
+    for budget in (max(held, 1) * 1024, max(held, 1) * 1024 - 1):
+        got, plans = _row_plans(fn, *args, persistent_wide_held_numel=budget)
+        wide = budget >= held * 1024
+        last = plans[-1]                              # the backward's row kernel, or the only one
+        assert ("'strategy': 'persistent'" in last and " warps=32 " in last) == wide, (budget, plans)
+        assert ("'strategy': 'looped'" in last) == (not wide), (budget, plans)
+        assert_same(got, fn(*args), rtol=1e-4, atol=1e-4)
+
+
+def test_a_wide_row_that_fills_too_little_of_its_block_stays_looped():
+    """Rows of 700 fill 68% of a 1024 block, under the 75% asked: looped, like layer norm 4096 x 10240's
+    forward (62.5%), which ran slower persistent on an H200."""
+    x = seeded_randn(6, 700, seed=26)
+    with compiler.config.patch(**WIDE_SMALL, persistent_wide_held_numel=1024):
+        got = compiler.compile_fresh(lambda t: torch.softmax(t, -1))(x)
+    plan = compiler.dump.last_artifacts().texts["plan"]
+    assert "'strategy': 'looped'" in plan and "'strategy': 'persistent'" not in plan, plan
+    with compiler.config.patch(**{**WIDE_SMALL, "persistent_wide_held_numel": 1024, "persistent_wide_min_fill": 0.5}):
+        compiler.compile_fresh(lambda t: torch.softmax(t, -1))(x)
+    assert "'strategy': 'persistent'" in compiler.dump.last_artifacts().texts["plan"]
+    assert_same(got, torch.softmax(x, -1), rtol=1e-5, atol=1e-6)
