@@ -32,13 +32,16 @@ def _fwd_bwd(fn, x, w, b, dy):
 
 @pytest.mark.parametrize("strategy", ["auto", "persistent", "looped", "split"])
 def test_layer_norm_forward_backward_all_strategies(strategy):
+    """Judged by the oracle against float64: dW and dB sum 4231 rows, and a fixed 2e-4 once failed a looped
+    dW element 2.5e-4 off eager (an unseeded dy; both orders of summation are as accurate)."""
     x, w, b = _params(4231)
-    dy = torch.randn(4231, 16)
+    dy = seeded_randn(4231, 16, seed=3)
     want = _fwd_bwd(workloads.layer_norm, x, w, b, dy)
+    truth = _fwd_bwd(workloads.layer_norm, *(t.detach().double().requires_grad_() for t in (x, w, b)), dy.double())
     with compiler.config.patch(reduction_strategy=strategy, rblock=1024 if strategy in ("looped", "split") else None):
         torch._dynamo.reset()
         got = _fwd_bwd(compiler.compile(workloads.layer_norm), x, w, b, dy)
-    assert_same(got, want, rtol=1e-4, atol=2e-4)
+    assert_oracle(got, want, truth)
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
