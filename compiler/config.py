@@ -85,6 +85,16 @@ class CompilerConfig:
     persistent_wide_held_numel: int = 32_768
     persistent_wide_warps: int = 32
     persistent_wide_min_fill: float = 0.75
+    # Auto strategy: a looped kernel that reads looped_reread_min_held or more row values again in a later
+    # pass (held_row_values; a layer-norm backward's dx rereads x, dy and w) takes at least looped_reread_warps
+    # warps: each row's passes end sooner, while the row is still in L2 for the second read.  Layer norm
+    # 2048 x 32768 fp16's dx kernel (looped, 4096-element chunks): 211.6 us at 8 warps, 177.2 at 16; its other
+    # kernels unchanged (H100, session 18 call 4).  Of both benchmark suites' kernels it changes that one
+    # alone (scripts/plan_diff_cpu.py there).  Loops that reread one value keep their warps: at 16 warps for
+    # every 4096-element block, layer norm 4096 x 10240 (whose loop is its forward, rereading x) took 0.159 ms
+    # against 0.152 on an H200 (call 2, e256_old).
+    looped_reread_min_held: int = 2
+    looped_reread_warps: int = 16
     # Auto strategy: RBLOCK of a looped reduction (a power of two).
     looped_rblock: int = _by_mode(32_768, 4096)
     # A looped kernel sums exp(h - max(h)) (softmax, log-softmax, logsumexp) in the pass that finds max(h),
@@ -380,12 +390,13 @@ _CHOICES = {
 }
 _POWERS_OF_TWO = ("outer_reduction_xblock", "elements_per_warp", "one_wave_elements_per_warp", "max_num_warps",
                   "mixed_order_wide_warps", "split_streaming_warps", "num_warps", "persistent_max_rnumel",
-                  "persistent_wide_max_rnumel", "persistent_wide_warps",
+                  "persistent_wide_max_rnumel", "persistent_wide_warps", "looped_reread_warps",
                   "mixed_order_max_rnumel", "mixed_order_max_xblock", "looped_rblock", "pointwise_block",
                   "pointwise_tile_numel", "xblock", "rblock", "max_reduction_block_numel")
 
 #: Knobs that are a launch's warps, and the most a CUDA block takes (1024 threads).
-_WARPS = ("num_warps", "max_num_warps", "mixed_order_wide_warps", "split_streaming_warps", "persistent_wide_warps")
+_WARPS = ("num_warps", "max_num_warps", "mixed_order_wide_warps", "split_streaming_warps", "persistent_wide_warps",
+          "looped_reread_warps")
 MAX_WARPS = 32
 
 

@@ -197,7 +197,9 @@ def choose_reduction(xnumel: int, rnumel: int, split_ok: bool, outer: bool = Fal
 
     ``held``: row-sized values a persistent kernel keeps from one pass to a later one; a row past
     ``config.persistent_max_rnumel`` still runs persistent, one row per program at
-    ``config.persistent_wide_warps`` warps, where ``persistent_wide`` says they fit.
+    ``config.persistent_wide_warps`` warps, where ``persistent_wide`` says they fit.  A looped kernel
+    rereads them instead; one that rereads ``config.looped_reread_min_held`` or more takes at least
+    ``config.looped_reread_warps`` warps (``looped_warps``).
 
     Forced values are returned as asked, even when too large: the code generator's numel
     guard then raises ``ReductionTooLarge`` with the fix, instead of a silent clamp.
@@ -230,7 +232,17 @@ def choose_reduction(xnumel: int, rnumel: int, split_ok: bool, outer: bool = Fal
     splits = 1
     if strategy == "split":
         splits = split_count(_cdiv(max(xnumel, 1), xblock), rnumel, rblock)
-    return ReductionChoice(strategy, xblock, rblock, splits, loop_stages(strategy))
+    warps = looped_warps(xblock * rblock, held) if strategy == "looped" else None
+    return ReductionChoice(strategy, xblock, rblock, splits, loop_stages(strategy), warps)
+
+
+def looped_warps(block_numel: int, held: int) -> Optional[int]:
+    """Warps of an auto-chosen looped kernel over rows (None: ``num_warps`` of its block).  One that rereads
+    ``held`` >= ``config.looped_reread_min_held`` row values in a later pass takes at least
+    ``config.looped_reread_warps``: its rows' passes end sooner, so the second read finds the row in L2."""
+    if config.num_warps or config.reduction_strategy != "auto" or held < config.looped_reread_min_held:
+        return None
+    return max(num_warps(block_numel), config.looped_reread_warps)
 
 
 def choose_mixed_order(xnumel: int, rnumel: int, accumulator_bytes: int = 4) -> ReductionChoice:
@@ -355,6 +367,6 @@ def num_warps(block_numel: int, one_wave: bool = False) -> int:
 
 
 __all__ = ["should_inline", "FusionTraffic", "fusion_score", "mixed_order_saving", "sm_count", "target_programs",
-           "split_count", "persistent_wide", "choose_reduction", "choose_mixed_order", "mixed_order_wide",
+           "split_count", "persistent_wide", "looped_warps", "choose_reduction", "choose_mixed_order", "mixed_order_wide",
            "mixed_order_warps", "split_partial_warps", "loop_stages", "choose_pointwise_block", "choose_tile",
            "want_2d_tiling", "want_unrolled", "num_warps", "ReductionChoice", "next_pow2"]

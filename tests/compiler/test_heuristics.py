@@ -85,7 +85,7 @@ WIDE = dict(persistent_max_rnumel=8192, looped_rblock=4096, max_reduction_block_
     (24576, 1, ("persistent", 1, 32768, 32)),   # 75%: the least fill taken
     (24575, 1, ("looped", 1, 4096, None)),      # below 75%
     (10240, 1, ("looped", 1, 4096, None)),      # layer norm 4096 x 10240's forward: 62.5%, measured slower
-    (32768, 3, ("looped", 1, 4096, None)),      # a layer-norm backward holds x, dy and w: 3 x 32768
+    (32768, 3, ("looped", 1, 4096, 16)),        # a layer-norm backward holds x, dy and w: 3 x 32768 (looped_warps)
     (16384, 2, ("persistent", 1, 16384, 32)),   # 2 x 16384 fits
     (65536, 1, ("looped", 1, 4096, None)),      # past persistent_wide_max_rnumel
     (8192, 5, ("persistent", 1, 8192, None)),   # within persistent_max_rnumel: persistent whatever it holds
@@ -107,6 +107,23 @@ def test_the_wide_rule_yields_to_forced_knobs_and_column_sums():
         outer = heuristics.choose_reduction(32768, 32768, split_ok=False, outer=True, held=0)
         assert outer.strategy == "looped" and outer.warps is None and outer.xblock > 1
         assert heuristics.choose_reduction(1, 2**21, split_ok=True, held=0).strategy == "split"
+
+
+@pytest.mark.parametrize("held, want", [(0, None), (1, None), (2, 16), (3, 16)])
+def test_a_looped_kernel_that_rereads_several_row_values_takes_more_warps(held, want):
+    """Layer norm 2048 x 32768's dx loops (x, dy and w held: 3 x 32768 past the wide rule's budget) and
+    rereads all three: 16 warps, not its block's 8.  A loop that rereads one value keeps the 8 (rows of 65536,
+    past the wide rule, so that every count loops)."""
+    with compiler.config.patch(**WIDE, looped_reread_min_held=2, looped_reread_warps=16):
+        c = heuristics.choose_reduction(2048, 65536, split_ok=False, held=held)
+        assert (c.strategy, c.rblock, c.warps) == ("looped", 4096, want)
+        assert heuristics.num_warps(c.xblock * c.rblock) == 8       # what the block alone would take
+    with compiler.config.patch(**WIDE, num_warps=4):                  # forced warps win
+        assert heuristics.choose_reduction(2048, 32768, split_ok=False, held=3).warps is None
+    with compiler.config.patch(**WIDE, reduction_strategy="looped", rblock=4096):   # a forced loop: as generated
+        assert heuristics.choose_reduction(2048, 32768, split_ok=False, held=3).warps is None
+    with compiler.config.patch(**WIDE):                               # column sums have their own tile
+        assert heuristics.choose_reduction(32768, 2048, split_ok=False, outer=True, held=3).warps is None
 
 
 @pytest.mark.parametrize("rows, cols, want", [

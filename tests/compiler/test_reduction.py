@@ -476,7 +476,8 @@ def test_var_mean_keeps_constant_rows_exact_and_nonfinite_rows_as_eager(strategy
 
 # The GPU's wide-row rule scaled down for the interpreter: rows past 256 persistent up to 1024 elements.
 WIDE_SMALL = dict(persistent_max_rnumel=256, looped_rblock=128, max_reduction_block_numel=4096,
-                  persistent_wide_max_rnumel=1024, persistent_wide_warps=32, persistent_wide_min_fill=0.75)
+                  persistent_wide_max_rnumel=1024, persistent_wide_warps=32, persistent_wide_min_fill=0.75,
+                  looped_reread_min_held=2, looped_reread_warps=16)
 
 
 def _row_plans(fn, *args, **knobs) -> list[str]:
@@ -508,6 +509,8 @@ def test_held_row_values_counts_what_a_persistent_kernel_keeps_across_passes(nam
         last = plans[-1]                              # the backward's row kernel, or the only one
         assert ("'strategy': 'persistent'" in last and " warps=32 " in last) == wide, (budget, plans)
         assert ("'strategy': 'looped'" in last) == (not wide), (budget, plans)
+        if not wide:            # the loop rereads what it would have held: 16 warps where that is 2 or more
+            assert (" warps=16 " in last) == (held >= 2), (budget, plans)
         assert_same(got, fn(*args), rtol=1e-4, atol=1e-4)
 
 
