@@ -130,7 +130,8 @@ class ReductionChoice:
     of looped and split kernels, the row loop of a mixed-order kernel), emitted as
     ``tl.range(..., num_stages=stages)``; None: a plain ``range``, which Triton does not pipeline.
     ``warps``: the launch's warps where the choice sets them (a wide persistent row,
-    ``persistent_wide``); None: ``num_warps`` of the tile.
+    ``persistent_wide``; a loop that rereads several row values, ``looped_warps``); None: ``num_warps``
+    of the tile.
     """
 
     strategy: str

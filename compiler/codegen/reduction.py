@@ -570,6 +570,12 @@ def reads_along_reduced_axis(group: KernelGroup, nodes: list[Placed]) -> bool:
 def _domain_offsets(group: KernelGroup, nodes: Optional[list[Placed]] = None, skip: frozenset = frozenset()):
     """The storage offset of each read of ``nodes`` (default: the group's) in the reduction domain, in kernel
     symbols; reads of the buffers in ``skip`` left out."""
+    return (offset for _, _, offset in _domain_reads(group, nodes, skip))
+
+
+def _domain_reads(group: KernelGroup, nodes: Optional[list[Placed]] = None, skip: frozenset = frozenset()):
+    """(node, read, storage offset in kernel symbols) of each read of ``nodes`` (default: the group's) in the
+    reduction domain; reads of the buffers in ``skip`` left out."""
     bounds = group.bounds()
     for p in group.placed if nodes is None else nodes:
         if p.kind not in ("reduction", "xr"):
@@ -580,7 +586,7 @@ def _domain_offsets(group: KernelGroup, nodes: Optional[list[Placed]] = None, sk
             offset = _read_in_kernel(read, p, bounds)
             if read.offset is None:
                 offset = read.buffer.layout.index(offset)
-            yield sympy.expand(offset)
+            yield p, read, sympy.expand(offset)
 
 
 def held_row_values(group: KernelGroup) -> int:
@@ -591,24 +597,16 @@ def held_row_values(group: KernelGroup) -> int:
     between.  Counted: the group's reads that move along the reduced axis -- from memory, or of the group's
     own full-domain values -- made in more than one pass.  A value one pass reads (an RMSNorm's weight, read
     for the output alone) is loaded where it is used and not held."""
-    bounds = group.bounds()
     own = {p.name: p for p in group.placed}
     passes: dict = {}
-    for p in group.placed:
-        if p.kind not in ("reduction", "xr"):
-            continue
-        for read in p.node.info.reads:
+    for p in group.placed:                            # the group's own values: full-domain ones are row blocks
+        for read in p.node.info.reads if p.kind in ("reduction", "xr") else ():
             producer = own.get(read.buffer.name)
-            if producer is not None:                  # the group's own value: full-domain ones are row blocks
-                if producer.kind == "xr":
-                    passes.setdefault(read.buffer.name, {producer.phase}).add(p.phase)
-                continue
-            offset = _read_in_kernel(read, p, bounds)
-            if read.offset is None:
-                offset = read.buffer.layout.index(offset)
-            offset = sympy.expand(offset)
-            if RSYM in offset.free_symbols:
-                passes.setdefault((read.buffer.name, offset), set()).add(p.phase)
+            if producer is not None and producer.kind == "xr":
+                passes.setdefault(read.buffer.name, {producer.phase}).add(p.phase)
+    for p, read, offset in _domain_reads(group, skip=frozenset(own)):     # memory: reads along the row
+        if RSYM in offset.free_symbols:
+            passes.setdefault((read.buffer.name, offset), set()).add(p.phase)
     return sum(1 for phases in passes.values() if len(phases) > 1)
 
 

@@ -145,7 +145,8 @@ def reduction_candidates(choice: ReductionChoice, xnumel: int, rnumel: int, *, g
             return                      # one row: any block the heuristic may take; rows: within the budget
         if stages is None or strategy == "persistent":
             stages = loop_stages(strategy)      # None for a persistent kernel: no loop
-        c = ReductionCandidate(ReductionChoice(strategy, xblock, rblock, choice.splits, stages), factor)
+        warps = None if new_blocks else choice.warps    # the heuristic's blocks keep the warps it chose for them
+        c = ReductionCandidate(ReductionChoice(strategy, xblock, rblock, choice.splits, stages, warps), factor)
         if c not in out and c != ReductionCandidate(choice):
             out.append(c)
 
