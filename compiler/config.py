@@ -69,11 +69,13 @@ class CompilerConfig:
     # axis in one block); longer ones loop over RBLOCK chunks.
     persistent_max_rnumel: int = _by_mode(16_384, 8192)
     # Auto strategy, rows past persistent_max_rnumel: persistent all the same, one row per program at
-    # persistent_wide_warps warps, up to persistent_wide_max_rnumel elements, where the row values the kernel
-    # keeps in registers from one pass to a later one (codegen.reduction.held_row_values: a softmax's x, an
-    # RMSNorm's x) times RBLOCK are at most persistent_wide_held_numel: 32 values a thread at 32 warps, half
-    # of the 64 registers a thread has when 1024 threads share an SM's 65,536.  A looped kernel reads such a
-    # row once per pass.  H100, GPU ms at 4096 x 32768 fp32 (session 18 call 1, reports/gpu/2026-11-27-
+    # persistent_wide_warps warps (past max_num_warps, which caps num_warps alone), up to
+    # persistent_wide_max_rnumel elements, where the row tiles the kernel keeps in registers from one pass to a
+    # later one (codegen.reduction.live_row_tiles: softmax's x, then exp(x - max); an RMSNorm's x) times RBLOCK
+    # are at most persistent_wide_held_numel: 32 values a thread at 32 warps, half of the 64 registers a thread
+    # has when 1024 threads share an SM's 65,536 (sm_90 offline: such kernels take 52-64 registers, none
+    # spilled; reports/gpu/2026-11-27-session18).  A looped kernel reads such a row once per pass; a kernel
+    # that keeps nothing (one pass) stays looped.  H100, GPU ms at 4096 x 32768 fp32 (session 18 call 1, reports/gpu/2026-11-27-
     # session18): softmax 0.362 persistent / 0.477 looped, log_softmax 0.362 / 0.414, rms_norm 0.359 /
     # 0.537 (Inductor, persistent at 32 warps too: 0.408 / 0.373 / 0.358).  A layer-norm backward keeps x,
     # dy and w (3 x 32768 > 32768): it stays looped.  The interpreter keeps its persistent_max_rnumel.
@@ -85,9 +87,10 @@ class CompilerConfig:
     persistent_wide_held_numel: int = 32_768
     persistent_wide_warps: int = 32
     persistent_wide_min_fill: float = 0.75
-    # Auto strategy: a looped kernel that reads looped_reread_min_held or more row values again in a later
-    # pass (held_row_values; a layer-norm backward's dx rereads x, dy and w) takes at least looped_reread_warps
-    # warps: each row's passes end sooner, while the row is still in L2 for the second read.  Layer norm
+    # Auto strategy: a looped kernel that makes looped_reread_min_held or more reads along the row again in a
+    # later pass (codegen.reduction.reread_row_reads; a layer-norm backward's dx rereads x, dy and w) takes at
+    # least looped_reread_warps warps (past max_num_warps): each row's passes end sooner, while the row is
+    # still in L2 for the second read.  Layer norm
     # 2048 x 32768 fp16's dx kernel (looped, 4096-element chunks): 211.6 us at 8 warps, 177.2 at 16; its other
     # kernels unchanged (H100, session 18 call 4).  Of both benchmark suites' kernels it changes that one
     # alone (scripts/plan_diff_cpu.py there).  Loops that reread one value keep their warps: at 16 warps for

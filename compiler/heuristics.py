@@ -172,22 +172,23 @@ def _tiling_split(count: int, rnumel: int, rblock: int) -> int:
 def persistent_wide(rnumel: int, held: int) -> bool:
     """Run a row of ``rnumel`` past ``config.persistent_max_rnumel`` persistent all the same?
 
-    ``held``: row-sized values the persistent kernel would keep in registers from one pass to a later one
-    (``codegen.reduction.held_row_values``).  A looped kernel reads such values again in every pass that
-    needs them; a persistent one holds them, which pays while they fit the registers of one row's program:
-    the padded row at most ``config.persistent_wide_max_rnumel``, and ``held`` of them at most
+    ``held``: row tiles the persistent kernel would keep in registers from one pass to a later one
+    (``codegen.reduction.live_row_tiles``).  A looped kernel reads its row again in every pass that needs
+    it; a persistent one holds what it needs, which pays while that fits the registers of one row's program:
+    the padded row at most ``config.persistent_wide_max_rnumel``, and ``held`` tiles at most
     ``config.persistent_wide_held_numel`` elements together.  The row fills at least
-    ``config.persistent_wide_min_fill`` of its block (a padded lane is a thread that loads nothing).
-    A forced RBLOCK keeps the loop."""
+    ``config.persistent_wide_min_fill`` of its block (a padded lane is a thread that loads nothing).  A kernel
+    that holds nothing (one pass) has nothing to reread and keeps its loop (unmeasured persistent).  A forced
+    RBLOCK or XBLOCK keeps the loop."""
     whole = next_pow2(rnumel)
-    return (config.reduction_strategy == "auto" and not config.rblock
+    return (config.reduction_strategy == "auto" and not config.rblock and not config.xblock and held >= 1
             and whole <= min(config.persistent_wide_max_rnumel, config.max_triton_tensor_numel)
             and rnumel >= config.persistent_wide_min_fill * whole
             and held * whole <= config.persistent_wide_held_numel)
 
 
 def choose_reduction(xnumel: int, rnumel: int, split_ok: bool, outer: bool = False,
-                     held: int = 0) -> ReductionChoice:
+                     held: int = 0, rereads: int = 0) -> ReductionChoice:
     """Pick persistent / looped / split and block sizes from the extents (``config`` may force).
 
     ``outer``: the loads are contiguous along the kept axis and strided along the reduced one
@@ -196,11 +197,12 @@ def choose_reduction(xnumel: int, rnumel: int, split_ok: bool, outer: bool = Fal
     reduced step -- and the rest of the block budget along the reduced axis, instead of the
     inner-reduction shape (a long reduced axis, few rows) that reads a few bytes per row.
 
-    ``held``: row-sized values a persistent kernel keeps from one pass to a later one; a row past
+    ``held``: row tiles a persistent kernel keeps from one pass to a later one; a row past
     ``config.persistent_max_rnumel`` still runs persistent, one row per program at
-    ``config.persistent_wide_warps`` warps, where ``persistent_wide`` says they fit.  A looped kernel
-    rereads them instead; one that rereads ``config.looped_reread_min_held`` or more takes at least
-    ``config.looped_reread_warps`` warps (``looped_warps``).
+    ``config.persistent_wide_warps`` warps, where ``persistent_wide`` says they fit.  ``rereads``: reads
+    along the row a looped kernel makes again in a later pass; one that rereads
+    ``config.looped_reread_min_held`` or more takes at least ``config.looped_reread_warps`` warps
+    (``looped_warps``).
 
     Forced values are returned as asked, even when too large: the code generator's numel
     guard then raises ``ReductionTooLarge`` with the fix, instead of a silent clamp.
@@ -233,15 +235,16 @@ def choose_reduction(xnumel: int, rnumel: int, split_ok: bool, outer: bool = Fal
     splits = 1
     if strategy == "split":
         splits = split_count(_cdiv(max(xnumel, 1), xblock), rnumel, rblock)
-    warps = looped_warps(xblock * rblock, held) if strategy == "looped" else None
+    warps = looped_warps(xblock * rblock, rereads) if strategy == "looped" else None
     return ReductionChoice(strategy, xblock, rblock, splits, loop_stages(strategy), warps)
 
 
-def looped_warps(block_numel: int, held: int) -> Optional[int]:
-    """Warps of an auto-chosen looped kernel over rows (None: ``num_warps`` of its block).  One that rereads
-    ``held`` >= ``config.looped_reread_min_held`` row values in a later pass takes at least
-    ``config.looped_reread_warps``: its rows' passes end sooner, so the second read finds the row in L2."""
-    if config.num_warps or config.reduction_strategy != "auto" or held < config.looped_reread_min_held:
+def looped_warps(block_numel: int, rereads: int) -> Optional[int]:
+    """Warps of an auto-chosen looped kernel over rows (None: ``num_warps`` of its block).  One that makes
+    ``rereads`` >= ``config.looped_reread_min_held`` reads along the row again in a later pass takes at least
+    ``config.looped_reread_warps`` (past ``max_num_warps``, which caps ``num_warps`` alone): its rows' passes
+    end sooner, so the second read finds the row in L2."""
+    if config.num_warps or config.reduction_strategy != "auto" or rereads < config.looped_reread_min_held:
         return None
     return max(num_warps(block_numel), config.looped_reread_warps)
 

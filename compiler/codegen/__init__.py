@@ -46,7 +46,7 @@ def generate(sched: Schedule, graph: LoweredGraph, name: str) -> GeneratedModule
             counters[f"reduction_strategy.{choice.strategy}"] += _reductions(group)
             specs = STRATEGIES[choice.strategy].kernels(kname, ctx, choice)
         elif group.has_reduction:
-            choice = choose_reduction_for(group)
+            choice = choose_reduction_for(ctx)
             counters[f"reduction_strategy.{choice.strategy}"] += _reductions(group)
             specs = STRATEGIES[choice.strategy].kernels(kname, ctx, choice)
         else:

@@ -90,6 +90,7 @@ class TritonKernel:
         self.registers: list[dict[str, tuple[CSEVar, Any]]] = [{}]
         self.tile: list[int] = []
         self.in_reduction_loop = False  # inside a loop over the reduced axis (rindex is loop-local)
+        self.pass_starts: list[int] = []  # a reduction kernel's line count where each pass over the row began
         self.meta: dict = {}
         self._loads: list[tuple[int, str, Optional[int], bool]] = []   # (line, buffer, loop, read again anyway)
         self.load_indexes: list[sympy.Expr] = []             # the index of each load emitted (CSE hits once)

@@ -11,6 +11,7 @@ per-chunk reduce + combine moved the shared-memory tree into every step).
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Optional
 
 import sympy
@@ -19,9 +20,10 @@ import triton
 
 from .. import indexing
 from ..config import config
+from ..counters import counters
 from ..exc import CodegenError
 from ..heuristics import (ReductionChoice, choose_reduction, mixed_order_warps, next_pow2, num_warps,
-                          split_partial_warps)
+                          persistent_wide, split_partial_warps)
 from ..ops import reduction_identity
 from ..scheduler import RSYM, XSYM, KernelGroup, Placed, _read_in_kernel
 from .kernel import CSEVar, KernelSpec, TritonKernel, cast_source
@@ -207,6 +209,7 @@ class ReductionStrategy:
             if not nodes:          # every node of this pass runs in an earlier one (online softmax)
                 continue
             emitted += 1
+            k.pass_starts.append(len(k.lines))
             _spread_loads(k, group, nodes)
             results = self.emit_pass(k, ctx, choice, nodes, paired)
             k.spread_loads = None
@@ -589,31 +592,84 @@ def _domain_reads(group: KernelGroup, nodes: Optional[list[Placed]] = None, skip
             yield p, read, sympy.expand(offset)
 
 
-def held_row_values(group: KernelGroup) -> int:
-    """Row-sized values a persistent kernel of ``group`` keeps in registers from one pass to a later one.
-
-    A persistent kernel loads a row once and keeps it for every later pass that reads it (a softmax's x: the
-    max, the sum of exp, the output), a whole [XBLOCK, RBLOCK] block in registers across the reductions in
-    between.  Counted: the group's reads that move along the reduced axis -- from memory, or of the group's
-    own full-domain values -- made in more than one pass.  A value one pass reads (an RMSNorm's weight, read
-    for the output alone) is loaded where it is used and not held."""
-    own = {p.name: p for p in group.placed}
+def reread_row_reads(group: KernelGroup) -> int:
+    """Reads along the reduced axis that ``group`` makes in more than one pass: what a looped kernel of it reads
+    again from memory (layer norm's dx: x, dy and w, read for its row sums and again for dx; softmax: x).
+    A read one pass makes (an RMSNorm's weight, read for the output alone) is not counted.  Reads of one buffer
+    at two offsets (``x[:, 1:]`` and ``x[:, :-1]``) are two reads."""
     passes: dict = {}
-    for p in group.placed:                            # the group's own values: full-domain ones are row blocks
-        for read in p.node.info.reads if p.kind in ("reduction", "xr") else ():
-            producer = own.get(read.buffer.name)
-            if producer is not None and producer.kind == "xr":
-                passes.setdefault(read.buffer.name, {producer.phase}).add(p.phase)
-    for p, read, offset in _domain_reads(group, skip=frozenset(own)):     # memory: reads along the row
+    for p, read, offset in _domain_reads(group, skip=frozenset(group.names)):
         if RSYM in offset.free_symbols:
             passes.setdefault((read.buffer.name, offset), set()).add(p.phase)
     return sum(1 for phases in passes.values() if len(phases) > 1)
 
 
-def choose(group: KernelGroup) -> ReductionChoice:
-    """The strategy and blocks of a (not mixed-order) reduction group."""
-    return choose_reduction(group.xnumel, group.rnumel, group.split_ok(), outer=reads_along_kept_axis(group),
-                            held=held_row_values(group))
+def live_row_tiles(ctx: GroupContext) -> int:
+    """Row tiles ([XBLOCK, RBLOCK] values) a persistent kernel of the group keeps in registers from one pass to a
+    later one: the group is emitted persistent (one row a program, nothing kept) and, at the start of each pass
+    after the first, the row-shaped values defined before it that it or a later pass uses are counted; the
+    largest count is returned.  Softmax keeps x into its sum's pass and exp(x - max) into its output's: 1.  An
+    entropy, -(softmax(x) * log_softmax(x)).sum(-1), keeps both x - max and its exp into the last pass: 2.
+    Values inside one pass (a max's NaN flags) are not counted: the compiler schedules them together."""
+    group = ctx.group
+    choice = ReductionChoice("persistent", 1, next_pow2(group.rnumel))
+    before = dict(counters)
+    try:
+        k = _new_kernel("live_row_tiles", ctx, "persistent", choice)
+        _rows_prologue(k, group, choice.xblock, choice.rblock)
+        STRATEGIES["persistent"].run_passes(k, ctx, choice)
+    finally:                                      # a trial: the debug counters count the real emission only
+        counters.clear()
+        counters.update(before)
+    return _live_across(k.lines, k.pass_starts)
+
+
+_ASSIGN = re.compile(r"^([A-Za-z_][\w, ]*?) = (.*)$")
+_NAME = re.compile(r"\b[A-Za-z_]\w*\b")
+_BLOCK_REDUCE = re.compile(r"\btl\.(?:sum|max|min)\(.*, 1\)\[:, None\]")
+_ROW_AXIS = ("rbase", "rindex", "rmask")
+
+
+def _live_across(lines: list[tuple[int, str]], starts: list[int]) -> int:
+    """The largest number of row-shaped variables of ``lines`` (a kernel's (indent, line) pairs) defined before
+    one of ``starts`` (line counts) and used at or after it.  Row-shaped: computed from the reduced axis's
+    ``rbase`` / ``rindex`` / ``rmask`` or from another row-shaped value, and not a block reduction's
+    [XBLOCK, 1] result.  Index arithmetic (``idx``) is left out: it is recomputed from ``rindex`` at no memory
+    cost."""
+    row, defined = set(_ROW_AXIS), {}
+    uses: list[set] = []
+    for i, (_, line) in enumerate(lines):
+        m = _ASSIGN.match(line)
+        names = _NAME.findall(m.group(2) if m else line)
+        uses.append(set(names))
+        if m:
+            targets = [t.strip() for t in m.group(1).split(",")]
+            shaped = not _BLOCK_REDUCE.search(m.group(2)) and any(n in row for n in names)
+            for t in targets:
+                defined.setdefault(t, i)
+                if shaped:
+                    row.add(t)
+    tiles = row.difference(_ROW_AXIS)
+    best = 0
+    for start in starts[1:]:
+        later = set().union(*uses[start:]) if start < len(uses) else set()
+        live = {t for t in tiles if defined[t] < start and t in later and not t.startswith("idx")}
+        best = max(best, len(live))
+    return best
+
+
+def choose(ctx: GroupContext) -> ReductionChoice:
+    """The strategy and blocks of a (not mixed-order) reduction group.
+
+    A row in the wide persistent range (``heuristics.persistent_wide``) is emitted persistent once on trial to
+    count the row tiles it would keep (``live_row_tiles``); other groups pay nothing for it."""
+    group = ctx.group
+    outer = reads_along_kept_axis(group)
+    held = 0
+    if not outer and group.rnumel > config.persistent_max_rnumel and persistent_wide(group.rnumel, 1):
+        held = live_row_tiles(ctx)
+    return choose_reduction(group.xnumel, group.rnumel, group.split_ok(), outer=outer, held=held,
+                            rereads=reread_row_reads(group))
 
 
 # ------------------------------------------------------------------------------- helpers
@@ -664,5 +720,5 @@ def _lit(value, dtype) -> str:
     return literal(value, dtype)
 
 
-__all__ = ["STRATEGIES", "choose", "held_row_values", "reads_along_kept_axis", "ReductionStrategy", "PersistentReduction", "LoopedReduction", "SplitReduction",
+__all__ = ["STRATEGIES", "choose", "reread_row_reads", "live_row_tiles", "reads_along_kept_axis", "ReductionStrategy", "PersistentReduction", "LoopedReduction", "SplitReduction",
            "MixedOrderReduction", "ReductionOp"]

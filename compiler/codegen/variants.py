@@ -146,6 +146,8 @@ def reduction_candidates(choice: ReductionChoice, xnumel: int, rnumel: int, *, g
         if stages is None or strategy == "persistent":
             stages = loop_stages(strategy)      # None for a persistent kernel: no loop
         warps = None if new_blocks else choice.warps    # the heuristic's blocks keep the warps it chose for them
+        if warps and factor != 1 and _scaled_warps(warps, factor) == warps:
+            return                      # scaled to what the heuristic launches already (32 doubled): no candidate
         c = ReductionCandidate(ReductionChoice(strategy, xblock, rblock, choice.splits, stages, warps), factor)
         if c not in out and c != ReductionCandidate(choice):
             out.append(c)
@@ -201,7 +203,7 @@ def _group_variants(group: KernelGroup, sched: Schedule, graph: LoweredGraph, kn
                 tried.add(warps)
                 out.append(Variant(f"mixed_order_w{factor:g}x", specs))
         return out
-    choice = choose_reduction_for(group)
+    choice = choose_reduction_for(_ctx(group, sched, graph))
     sources: dict[ReductionChoice, list[KernelSpec]] = {choice: heuristic}   # warps variants: one source
     for cand in reduction_candidates(choice, group.xnumel, group.rnumel, gpu=not interp):
         blocks = cand.choice

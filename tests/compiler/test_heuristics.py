@@ -80,17 +80,17 @@ WIDE = dict(persistent_max_rnumel=8192, looped_rblock=4096, max_reduction_block_
 
 @pytest.mark.parametrize("rnumel, held, want", [
     (32768, 1, ("persistent", 1, 32768, 32)),   # softmax / RMSNorm over 32768: x held, 32 values a thread
-    (32768, 0, ("persistent", 1, 32768, 32)),   # one pass (a sum of squares): nothing held
+    (32768, 0, ("looped", 1, 4096, None)),      # one pass (a sum of squares): nothing kept, nothing reread
     (30000, 1, ("persistent", 1, 32768, 32)),   # 92% of its block
     (24576, 1, ("persistent", 1, 32768, 32)),   # 75%: the least fill taken
     (24575, 1, ("looped", 1, 4096, None)),      # below 75%
     (10240, 1, ("looped", 1, 4096, None)),      # layer norm 4096 x 10240's forward: 62.5%, measured slower
-    (32768, 3, ("looped", 1, 4096, 16)),        # a layer-norm backward holds x, dy and w: 3 x 32768 (looped_warps)
+    (32768, 3, ("looped", 1, 4096, None)),      # three row tiles kept: 3 x 32768
     (16384, 2, ("persistent", 1, 16384, 32)),   # 2 x 16384 fits
     (65536, 1, ("looped", 1, 4096, None)),      # past persistent_wide_max_rnumel
     (8192, 5, ("persistent", 1, 8192, None)),   # within persistent_max_rnumel: persistent whatever it holds
 ])
-def test_a_wide_row_runs_persistent_while_what_it_holds_fits_one_program(rnumel, held, want):
+def test_a_wide_row_runs_persistent_while_the_tiles_it_keeps_fit_one_program(rnumel, held, want):
     with compiler.config.patch(**WIDE):
         c = heuristics.choose_reduction(4096, rnumel, split_ok=True, held=held)
     assert (c.strategy, c.xblock, c.rblock, c.warps) == want
@@ -99,6 +99,9 @@ def test_a_wide_row_runs_persistent_while_what_it_holds_fits_one_program(rnumel,
 def test_the_wide_rule_yields_to_forced_knobs_and_column_sums():
     with compiler.config.patch(**WIDE, rblock=1024):                  # a forced RBLOCK keeps the loop
         assert heuristics.choose_reduction(64, 32768, split_ok=False, held=1).strategy == "looped"
+    with compiler.config.patch(**WIDE, xblock=2):                     # so does a forced XBLOCK (review finding)
+        c = heuristics.choose_reduction(64, 32768, split_ok=False, held=1)
+        assert (c.strategy, c.xblock) == ("looped", 2)
     with compiler.config.patch(**WIDE, num_warps=8):                  # forced warps win over the wide ones
         assert heuristics.choose_reduction(64, 32768, split_ok=False, held=1).warps == 8
     with compiler.config.patch(**{**WIDE, "persistent_wide_max_rnumel": 8192}):   # off: the old looped kernel
@@ -109,21 +112,21 @@ def test_the_wide_rule_yields_to_forced_knobs_and_column_sums():
         assert heuristics.choose_reduction(1, 2**21, split_ok=True, held=0).strategy == "split"
 
 
-@pytest.mark.parametrize("held, want", [(0, None), (1, None), (2, 16), (3, 16)])
-def test_a_looped_kernel_that_rereads_several_row_values_takes_more_warps(held, want):
+@pytest.mark.parametrize("rereads, want", [(0, None), (1, None), (2, 16), (3, 16)])
+def test_a_looped_kernel_that_rereads_several_row_values_takes_more_warps(rereads, want):
     """Layer norm 2048 x 32768's dx loops (x, dy and w held: 3 x 32768 past the wide rule's budget) and
     rereads all three: 16 warps, not its block's 8.  A loop that rereads one value keeps the 8 (rows of 65536,
     past the wide rule, so that every count loops)."""
     with compiler.config.patch(**WIDE, looped_reread_min_held=2, looped_reread_warps=16):
-        c = heuristics.choose_reduction(2048, 65536, split_ok=False, held=held)
+        c = heuristics.choose_reduction(2048, 65536, split_ok=False, rereads=rereads)
         assert (c.strategy, c.rblock, c.warps) == ("looped", 4096, want)
         assert heuristics.num_warps(c.xblock * c.rblock) == 8       # what the block alone would take
     with compiler.config.patch(**WIDE, num_warps=4):                  # forced warps win
-        assert heuristics.choose_reduction(2048, 32768, split_ok=False, held=3).warps is None
+        assert heuristics.choose_reduction(2048, 32768, split_ok=False, rereads=3).warps is None
     with compiler.config.patch(**WIDE, reduction_strategy="looped", rblock=4096):   # a forced loop: as generated
-        assert heuristics.choose_reduction(2048, 32768, split_ok=False, held=3).warps is None
+        assert heuristics.choose_reduction(2048, 32768, split_ok=False, rereads=3).warps is None
     with compiler.config.patch(**WIDE):                               # column sums have their own tile
-        assert heuristics.choose_reduction(32768, 2048, split_ok=False, outer=True, held=3).warps is None
+        assert heuristics.choose_reduction(32768, 2048, split_ok=False, outer=True, rereads=3).warps is None
 
 
 @pytest.mark.parametrize("rows, cols, want", [

@@ -488,30 +488,63 @@ def _row_plans(fn, *args, **knobs) -> list[str]:
     return got, [line for line in plans.splitlines() if "'rnumel': 1000" in line]
 
 
-@pytest.mark.parametrize("name, held", [("softmax", 1), ("rms_norm", 1), ("sum_of_squares", 0),
-                                        ("layer_norm_backward", 3)])
-def test_held_row_values_counts_what_a_persistent_kernel_keeps_across_passes(name, held):
-    """Rows of 1000 (97.7% of a 1024 block) go persistent at 32 warps exactly while held x 1024 fits the knob:
-    softmax's x is read by the max, the sum of exp and the output (1); RMSNorm's weight only by the output (its
-    x: 1); a sum of squares has one pass (0); layer norm's dx reads x, dy and w before and after its row sums
-    (3)."""
+def _wide_cases():
     x = seeded_randn(6, 1000, seed=21)
-    fns = {"softmax": (lambda t: torch.softmax(t, -1), (x,)),
-           "rms_norm": (lambda t, w: t * torch.rsqrt((t * t).mean(-1, keepdim=True) + 1e-6) * w,
-                        (x, seeded_randn(1000, seed=22))),
-           "sum_of_squares": (lambda t: (t * t).sum(-1), (x,)),
-           "layer_norm_backward": (_ln_fwd_bwd, (x.clone().requires_grad_(), seeded_randn(1000, seed=23).requires_grad_(),
-                                                 seeded_randn(1000, seed=24).requires_grad_(), seeded_randn(6, 1000, seed=25)))}
-    fn, args = fns[name]
-    for budget in (max(held, 1) * 1024, max(held, 1) * 1024 - 1):
+    leaves = (x.clone().requires_grad_(), seeded_randn(1000, seed=23).requires_grad_(),
+              seeded_randn(1000, seed=24).requires_grad_(), seeded_randn(6, 1000, seed=25))
+    return {"softmax": (lambda t: torch.softmax(t, -1), (x,)),
+            "rms_norm": (lambda t, w: t * torch.rsqrt((t * t).mean(-1, keepdim=True) + 1e-6) * w,
+                         (x, seeded_randn(1000, seed=22))),
+            "entropy": (lambda t: -(torch.softmax(t, -1) * torch.log_softmax(t, -1)).sum(-1), (x,)),
+            "sum_of_squares": (lambda t: (t * t).sum(-1), (x,)),
+            "shifted_softmax": (lambda t: torch.softmax(t[:, 1:] - t[:, :-1], -1), (seeded_randn(6, 1001, seed=27),)),
+            "layer_norm_backward": (_ln_fwd_bwd, leaves)}
+
+
+@pytest.mark.parametrize("name, tiles, rereads", [
+    ("softmax", 1, 1),          # x into the sum's pass, exp(x - max) into the output's
+    ("rms_norm", 1, 1),         # x; the weight is read for the output alone
+    ("entropy", 2, 1),          # x - max and its exp, both into the last pass: one read, two tiles
+    ("sum_of_squares", 0, 0),   # one pass: nothing kept, nothing reread -- it stays looped
+    ("shifted_softmax", 1, 2),  # x[:, 1:] and x[:, :-1]: two reads of one buffer, kept as one difference
+    ("layer_norm_backward", 2, 3),  # dx rereads x, dy and w; persistent, it would keep two row products
+])
+def test_a_wide_row_goes_persistent_while_the_tiles_it_keeps_fit_and_a_loop_that_rereads_gets_warps(
+        name, tiles, rereads):
+    """Rows of 1000 (97.7% of a 1024 block) go persistent at 32 warps exactly while the row tiles kept across
+    passes (codegen.reduction.live_row_tiles) x 1024 fit the knob, and at least one is kept; looped, a
+    kernel that rereads two or more reads along its row (reread_row_reads) takes 16 warps."""
+    fn, args = _wide_cases()[name]
+    for budget in (max(tiles, 1) * 1024, max(tiles, 1) * 1024 - 1):
         got, plans = _row_plans(fn, *args, persistent_wide_held_numel=budget)
-        wide = budget >= held * 1024
+        wide = tiles >= 1 and budget >= tiles * 1024
         last = plans[-1]                              # the backward's row kernel, or the only one
         assert ("'strategy': 'persistent'" in last and " warps=32 " in last) == wide, (budget, plans)
         assert ("'strategy': 'looped'" in last) == (not wide), (budget, plans)
-        if not wide:            # the loop rereads what it would have held: 16 warps where that is 2 or more
-            assert (" warps=16 " in last) == (held >= 2), (budget, plans)
+        if not wide:
+            assert (" warps=16 " in last) == (rereads >= 2), (budget, plans)
         assert_same(got, fn(*args), rtol=1e-4, atol=1e-4)
+
+
+def test_the_trial_emission_leaves_the_debug_counters_as_the_real_one_makes_them():
+    """live_row_tiles emits the group once on trial: the counters count the kernel generated, not the trial.
+    var_mean's shift reads each row's first element from the loaded row (row_elements_from_registers), in the
+    trial emission as in the real one: counted for the real one alone, as with the wide rule off."""
+    x = seeded_randn(6, 1000, seed=21)
+    fn = lambda t: torch.var_mean(t, -1)                             # noqa: E731
+    seen = []
+    for wide_max in (1024, 2048):                                    # the trial runs for both (persistent either way)
+        with compiler.config.patch(**{**WIDE_SMALL, "persistent_wide_held_numel": 1024,
+                                      "persistent_wide_max_rnumel": wide_max}):
+            compiler.counters.clear()
+            got = compiler.compile_fresh(fn)(x)
+        seen.append(compiler.counters["row_elements_from_registers"])
+        assert compiler.counters["reduction_strategy.persistent"] == 3 and compiler.counters["kernels_generated"] == 1
+        assert_same(got, fn(x), rtol=1e-5, atol=1e-6)
+    with compiler.config.patch(**WIDE_SMALL, reduction_strategy="persistent"):      # no trial: the rule is off
+        compiler.counters.clear()
+        compiler.compile_fresh(fn)(x)
+    assert seen == [compiler.counters["row_elements_from_registers"]] * 2 and seen[0] > 0
 
 
 def test_a_wide_row_that_fills_too_little_of_its_block_stays_looped():
