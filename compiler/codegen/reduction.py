@@ -187,13 +187,17 @@ class ReductionStrategy:
         group = ctx.group
         if group.columns is not None:  # only the mixed-order strategy can emit a transposed part
             return _as_mixed(name, ctx, choice)
-        k = _new_kernel(name, ctx, self.name, choice)
-        _rows_prologue(k, group, choice.xblock, choice.rblock)
-        passes = self.run_passes(k, ctx, choice)
+        k, passes = self.emit(name, ctx, choice)
         k.meta["comments"] = [f"{self.name} reduction: {group.xnumel} rows x {group.rnumel}, "
                               f"XBLOCK={choice.xblock} RBLOCK={choice.rblock}, {passes}"]
         return [KernelSpec(name, k.source(), (triton.cdiv(group.xnumel, choice.xblock),), list(k.args.values()),
                            choice.warps or num_warps(choice.xblock * choice.rblock), dict(k.meta))]
+
+    def emit(self, name: str, ctx: GroupContext, choice: ReductionChoice) -> tuple[TritonKernel, str]:
+        """The kernel's body over rows: the prologue, then every pass (``run_passes``'s summary beside it)."""
+        k = _new_kernel(name, ctx, self.name, choice)
+        _rows_prologue(k, ctx.group, choice.xblock, choice.rblock)
+        return k, self.run_passes(k, ctx, choice)
 
     def run_passes(self, k: TritonKernel, ctx: GroupContext, choice: ReductionChoice) -> str:
         """Emit every pass with the row values between them; returns "N pass(es)" as emitted."""
@@ -611,13 +615,10 @@ def live_row_tiles(ctx: GroupContext) -> int:
     largest count is returned.  Softmax keeps x into its sum's pass and exp(x - max) into its output's: 1.  An
     entropy, -(softmax(x) * log_softmax(x)).sum(-1), keeps both x - max and its exp into the last pass: 2.
     Values inside one pass (a max's NaN flags) are not counted: the compiler schedules them together."""
-    group = ctx.group
-    choice = ReductionChoice("persistent", 1, next_pow2(group.rnumel))
+    choice = ReductionChoice("persistent", 1, next_pow2(ctx.group.rnumel))
     before = dict(counters)
     try:
-        k = _new_kernel("live_row_tiles", ctx, "persistent", choice)
-        _rows_prologue(k, group, choice.xblock, choice.rblock)
-        STRATEGIES["persistent"].run_passes(k, ctx, choice)
+        k, _ = STRATEGIES["persistent"].emit("live_row_tiles", ctx, choice)
     finally:                                      # a trial: the debug counters count the real emission only
         counters.clear()
         counters.update(before)
