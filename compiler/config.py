@@ -229,6 +229,13 @@ class CompilerConfig:
     # sm_90; reports/gpu/2026-11-25-h100-session16).
     split_streaming_warps: int = 32
     split_streaming_min_steps: int = 8
+    # A split reduction runs its final pass in the partial kernel: the last of a row block's partial programs
+    # to finish (an int32 arrival count per row block, kept zeroed per device and stream by the runtime) reduces
+    # the block's partials in split order, as the final kernel would, when that is at most
+    # split_last_program_max_numel partials (XBLOCK x splits, padded to a power of two).  One launch, not two:
+    # the final kernel of a small split (nrm2 2^20) was about half its GPU time.  Off: a second kernel.
+    split_last_program_final: bool = True
+    split_last_program_max_numel: int = 4096
     # Let Triton / LLVM contract a * b + c into one FMA (Triton's enable_fp_fusion, True by
     # default there).  Off here: contraction changes rounding where the IR says otherwise, e.g.
     # layer norm's backward at N = 1 computed g * 1.0 - sum(g) as an FMA and gave dx = 5.7e-7

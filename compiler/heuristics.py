@@ -297,6 +297,13 @@ def split_partial_warps(block_numel: int, steps: int, reductions: int = 1) -> in
     return max(warps, config.split_streaming_warps)
 
 
+def split_last_program_final(xblock: int, splits: int) -> bool:
+    """Does a split reduction of ``splits`` partials per ``xblock`` rows reduce them in its last partial program
+    (``config.split_last_program_final``) rather than in a final kernel?"""
+    return (config.split_last_program_final and splits > 1
+            and xblock * next_pow2(splits) <= config.split_last_program_max_numel)
+
+
 def loop_stages(strategy: str) -> Optional[int]:
     """Pipelining depth of a ``strategy`` kernel's loop (None: none asked; a persistent kernel has no loop)."""
     if strategy == "persistent" or config.loop_stages == 1:
@@ -372,5 +379,5 @@ def num_warps(block_numel: int, one_wave: bool = False) -> int:
 
 __all__ = ["should_inline", "FusionTraffic", "fusion_score", "mixed_order_saving", "sm_count", "target_programs",
            "split_count", "persistent_wide", "looped_warps", "choose_reduction", "choose_mixed_order", "mixed_order_wide",
-           "mixed_order_warps", "split_partial_warps", "loop_stages", "choose_pointwise_block", "choose_tile",
+           "mixed_order_warps", "split_partial_warps", "split_last_program_final", "loop_stages", "choose_pointwise_block", "choose_tile",
            "want_2d_tiling", "want_unrolled", "num_warps", "ReductionChoice", "next_pow2"]

@@ -25,6 +25,7 @@ from kernels import launch as _launch
 
 from .codegen import GeneratedModule, KernelSpec
 from .config import config
+from .counters import counters
 from .eager import evaluate_node, storage_view, write
 from .exc import CompilerError, KernelCompileError
 from .ir import Buffer, ComputedBuffer, ExternKernel, ExternOutput, InputBuffer, Layout, MemoryResolver, StridedView
@@ -118,7 +119,43 @@ def _compiled_launches() -> bool:
 
 
 # The kinds of _make_fast's steps.
-_LAUNCH, _ALLOC, _FREE, _CALL = "launch", "alloc", "free", "call"
+_LAUNCH, _ALLOC, _FREE, _CALL, _SEMAPHORE = "launch", "alloc", "free", "call", "semaphore"
+
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)     # absent from CPU-only builds
+
+
+class SemaphoreSlot:
+    """A kernel argument of zeroed int32 counters (``KernelArg.semaphore``): ``numel`` of them."""
+
+    __slots__ = ("numel",)
+
+    def __init__(self, numel: int):
+        self.numel = numel
+
+    def __repr__(self) -> str:
+        return f"SemaphoreSlot({self.numel})"
+
+
+class Semaphores:
+    """The counters of an executable's kernels, one zeroed tensor per (kernel argument, device, stream).
+
+    A kernel that takes counters leaves them zeroed (a split reduction's last partial program resets its
+    row block's arrival count), so the launches of one stream, which run one after another, reuse the same
+    tensor and nothing is zeroed per call.  Launches on two streams could run at once and must not share
+    counters: each stream gets its own.  (A CUDA graph keeps the tensor of the stream it was captured on.)"""
+
+    def __init__(self):
+        self._made: dict[tuple, torch.Tensor] = {}
+
+    def get(self, name: Any, numel: int, device: int) -> torch.Tensor:
+        stream = _raw_stream(device) if _raw_stream is not None and _device.MODE == "cuda" else 0
+        key = (name, numel, device, stream)
+        t = self._made.get(key)
+        if t is None:
+            where = torch.device("cuda", device) if _device.MODE == "cuda" else _device.torch_device()
+            t = self._made[key] = torch.zeros(numel, dtype=torch.int32, device=where)
+            counters["semaphores_made"] += 1     # a stateful program: compiler.subjects calls it twice
+        return t
 
 
 class InlineResolver(MemoryResolver):
@@ -156,6 +193,7 @@ class Executable:
         self._fast: Any = None                       # its fast form on a GPU (_make_fast; False: none)
         self._input_slots = tuple((buf.name, buf.position) for buf in graph.inputs if buf is not None)
         self._constants = {const.name: const.constant for const in graph.constants}
+        self.semaphores = Semaphores()
 
     def ensure_loaded(self) -> None:
         if self.module is None and self.generated.kernels:
@@ -220,7 +258,10 @@ class Executable:
                         continue
                     names = []
                     for name, workspace in args:
-                        if workspace is not None:       # a workspace lives while its group runs
+                        if isinstance(workspace, SemaphoreSlot):   # kept zeroed per stream, not allocated
+                            name = (spec.name, name)
+                            ops.append((_SEMAPHORE, name, workspace.numel))
+                        elif workspace is not None:       # a workspace lives while its group runs
                             name = (step.name, name)
                             if name not in scratch:
                                 scratch.append(name)
@@ -234,6 +275,7 @@ class Executable:
             if frees:
                 ops.append((_FREE, frees))
         current_device = _launch._current_device
+        semaphores = self.semaphores
 
         def run_fast(args: Sequence[Any]) -> Any:
             env = self._inputs(args)
@@ -250,6 +292,8 @@ class Executable:
                     elif kind is _FREE:
                         for name in op[1]:
                             env.pop(name, None)
+                    elif kind is _SEMAPHORE:
+                        env[op[1]] = semaphores.get(op[1], op[2], device)
                     else:
                         op[1](env)
             except CompilerError:
@@ -331,6 +375,10 @@ class Executable:
             if workspace is None:
                 tensors.append(env[name])
                 continue
+            if isinstance(workspace, SemaphoreSlot):
+                device = _launch._current_device() if _device.MODE == "cuda" else 0
+                tensors.append(self.semaphores.get((spec.name, name), workspace.numel, device))
+                continue
             ws = workspaces.get(name)
             if ws is None:
                 ws = workspaces[name] = _alloc(workspace)
@@ -366,7 +414,8 @@ class Executable:
             if spec.meta.get("num_stages"):
                 options["num_stages"] = spec.meta["num_stages"]
         grid = None if any(g == 0 for g in spec.grid) else tuple(spec.grid)
-        args = tuple((arg.name, Layout.contiguous((max(arg.numel, 1),), arg.dtype) if arg.workspace else None)
+        args = tuple((arg.name, SemaphoreSlot(arg.numel) if arg.semaphore
+                      else Layout.contiguous((max(arg.numel, 1),), arg.dtype) if arg.workspace else None)
                      for arg in spec.args)
         fn = getattr(self.module, spec.name)
         if compiled and grid is not None:

@@ -47,13 +47,18 @@ class Axis:
 
 @dataclasses.dataclass
 class KernelArg:
-    """A pointer argument: a buffer of the graph, or a workspace the kernel pair shares."""
+    """A pointer argument: a buffer of the graph, or a workspace the kernel pair shares.
+
+    ``semaphore``: a workspace of int32 counters that the runtime keeps per device and stream, zeroed once
+    when first made, which every launch leaves zeroed again (a split partial's arrival count,
+    ``reduction.SplitReduction``): not reallocated per call."""
 
     name: str
     param: str
     workspace: bool = False
     numel: int = 0
     dtype: Optional[torch.dtype] = None
+    semaphore: bool = False
 
 
 @dataclasses.dataclass
@@ -114,6 +119,12 @@ class TritonKernel:
         self.args[name] = KernelArg(name, f"p_{name}", workspace=True, numel=numel, dtype=dtype)
         return self.args[name].param
 
+    def semaphore(self, name: str, numel: int) -> str:
+        """``numel`` int32 counters, zero when the kernel starts; the kernel must leave them zero (KernelArg)."""
+        self.args[name] = KernelArg(name, f"p_{name}", workspace=True, numel=numel, dtype=torch.int32,
+                                    semaphore=True)
+        return self.args[name].param
+
     # ---- lines and scopes
     def emit(self, line: str) -> None:
         self.lines.append((self._indent, line))
@@ -159,6 +170,21 @@ class TritonKernel:
             yield
         finally:
             self.in_reduction_loop, self._loop = was, was_loop
+            self.registers.pop()
+            self._scopes.pop()
+            self._indent -= 1
+
+    @contextlib.contextmanager
+    def branch(self, header: str) -> Iterator[None]:
+        """An ``if`` block: values computed inside it are forgotten at its end (a new CSE and register
+        scope), as in a loop's body; the reduction-loop state is the enclosing code's."""
+        self.emit(header)
+        self._indent += 1
+        self._scopes.append({})
+        self.registers.append({})
+        try:
+            yield
+        finally:
             self.registers.pop()
             self._scopes.pop()
             self._indent -= 1

@@ -23,7 +23,7 @@ from ..config import config
 from ..counters import counters
 from ..exc import CodegenError
 from ..heuristics import (ReductionChoice, choose_reduction, mixed_order_warps, next_pow2, num_warps,
-                          persistent_wide, split_partial_warps)
+                          persistent_wide, split_last_program_final, split_partial_warps)
 from ..ops import reduction_identity
 from ..scheduler import RSYM, XSYM, KernelGroup, Placed, _read_in_kernel
 from .kernel import CSEVar, KernelSpec, TritonKernel, cast_source
@@ -355,14 +355,16 @@ class SplitReduction(ReductionStrategy):
             return _as_mixed(name, ctx, choice)
         chunk = max(choice.rblock, triton.cdiv(triton.cdiv(group.rnumel, choice.splits), choice.rblock) * choice.rblock)
         splits = max(1, triton.cdiv(group.rnumel, chunk))
+        if split_last_program_final(choice.xblock, splits):
+            return [self._partial(f"{name}_partial", ctx, choice, chunk, splits, last_program_final=True)]
         partial = self._partial(f"{name}_partial", ctx, choice, chunk, splits)
         final = self._final(f"{name}_final", ctx, choice, splits, partial)
         return [partial, final]
 
-    def _partial(self, name, ctx, choice, chunk, splits):
+    def _partial(self, name, ctx, choice, chunk, splits, last_program_final: bool = False):
         group = ctx.group
         k = _new_kernel(name, ctx, "split", choice)
-        k.meta.update(splits=splits, chunk=chunk)
+        k.meta.update(splits=splits, chunk=chunk, last_program_final=last_program_final)
         # the chunks (multiples of RBLOCK) tile the axis exactly: no step reads past it, no mask
         _rows_prologue(k, group, choice.xblock, choice.rblock, rmask=chunk * splits != group.rnumel or not group.rnumel)
         pid = "tl.program_id(1).to(tl.int64)" if k.int64 else "tl.program_id(1)"
@@ -384,11 +386,42 @@ class SplitReduction(ReductionStrategy):
         k.meta["workspaces"] = workspaces
         k.meta["comments"] = [f"split reduction, partial pass: {group.xnumel} rows x {group.rnumel} in {splits} "
                               f"chunks of {chunk}, XBLOCK={choice.xblock} RBLOCK={choice.rblock}"]
+        if last_program_final:
+            self._last_program_final(k, ctx, choice, splits, workspaces)
+            k.meta["comments"].append(f"the last of a row block's {splits} programs to finish reduces their "
+                                      f"partials (an arrival count per row block)")
         return KernelSpec(name, k.source(), (triton.cdiv(group.xnumel, choice.xblock), splits),
                           list(k.args.values()),
                           split_partial_warps(choice.xblock * choice.rblock, triton.cdiv(chunk, choice.rblock),
                                               len(ops_)),
                           dict(k.meta))
+
+    @staticmethod
+    def _last_program_final(k: TritonKernel, ctx: GroupContext, choice: ReductionChoice, splits: int,
+                            workspaces: dict) -> None:
+        """The final pass inside the partial kernel: each program counts itself in on its row block's
+        counter once its partials are stored, and the one that arrives last reduces the block's partials in
+        split order (as the final kernel would: deterministic, no atomics on values) and resets the counter.
+
+        Ordering: a barrier puts every thread's partial stores before the count, whose acq_rel atomic
+        publishes them at GPU scope (a release) and, in the last program, orders its reads after the others'
+        stores (an acquire); those reads bypass L1 (``.cg``), where a line of an earlier launch may linger.
+        One launch instead of two; the counters are a semaphore workspace (``KernelArg.semaphore``)."""
+        sem = k.semaphore("arrivals", ctx.group.xnumel)
+        k.emit("tl.debug_barrier()")
+        arrived = k.fresh("arrived")
+        k.emit(f"{arrived} = tl.atomic_add({sem} + tl.program_id(0), 1, sem='acq_rel')")
+        with k.branch(f"if {arrived} == {splits - 1}:"):
+            k.emit("tl.debug_barrier()")
+            sblock = next_pow2(splits)
+            cast = ".to(tl.int64)" if k.int64 else ""
+            k.emit(f"sbase = {k.arange(sblock, 'the split partials')}{cast}[None, :]")
+            tile, k.tile = k.tile, [choice.xblock, sblock]
+            try:
+                SplitReduction._final_body(k, ctx, splits, sblock, lambda p: workspaces[p.name], cache=".cg")
+            finally:
+                k.tile = tile
+            k.emit(f"tl.store({sem} + tl.program_id(0), 0)")
 
     def _final(self, name, ctx, choice, splits, partial: KernelSpec):
         group = ctx.group
@@ -396,20 +429,30 @@ class SplitReduction(ReductionStrategy):
         xblock = max(1, min(next_pow2(group.xnumel), max(1, 4096 // sblock)))
         k = _new_kernel(name, ctx, "split", ReductionChoice("split", xblock, sblock, splits))
         _rows_prologue(k, group, xblock, sblock, rname="sbase", rmask=False)
+        self._final_body(k, ctx, splits, sblock, lambda p: partial.meta["workspaces"][p.name])
+        k.meta["comments"] = [f"split reduction, final pass: {splits} partials per row, XBLOCK={xblock}"]
+        return KernelSpec(name, k.source(), (triton.cdiv(group.xnumel, xblock),), list(k.args.values()),
+                          num_warps(xblock * sblock), dict(k.meta))
+
+    @staticmethod
+    def _final_body(k: TritonKernel, ctx: GroupContext, splits: int, sblock: int, entry_of, cache: str = "") -> None:
+        """Reduce each row's ``splits`` partials (``sbase`` indexes them; ``entry_of(p)``: the workspaces
+        that hold reduction ``p``'s), publish the results and run the epilogue."""
+        group = ctx.group
         if splits % sblock:
             k.emit(f"smask = sbase < {splits}")
         mask = " & ".join(m for m in (_xmask(k), "smask" if splits % sblock else None) if m)
+        hint = f", cache_modifier='{cache}'" if cache else ""
         for p in group.placed:
             if p.kind != "reduction":
                 continue
             op = reduction_op(p)
-            entry = partial.meta["workspaces"][p.name]
             loaded = []
-            for ws_name, dtype in entry:
+            for ws_name, dtype in entry_of(p):
                 ws = k.workspace(ws_name, splits * group.xnumel, dtype)
                 other = op.identity() if dtype == op.repr_dtype else 0
                 load = f"tl.load({ws} + (sbase * {group.xnumel} + xindex)" + (
-                    f", {mask}, other={_lit(other, dtype)})" if mask else ")")
+                    f", {mask}, other={_lit(other, dtype)}{hint})" if mask else f"{hint})")
                 loaded.append(k.newvar(load, dtype))
             if mask:
                 ident = k.newvar(k.full(k.scalar_shape, op.identity(), op.repr_dtype), op.repr_dtype)
@@ -419,9 +462,6 @@ class SplitReduction(ReductionStrategy):
         for p in group.placed:
             if p.kind == "x":
                 emit_pointwise(k, ctx, p)
-        k.meta["comments"] = [f"split reduction, final pass: {splits} partials per row, XBLOCK={xblock}"]
-        return KernelSpec(name, k.source(), (triton.cdiv(group.xnumel, xblock),), list(k.args.values()),
-                          num_warps(xblock * sblock), dict(k.meta))
 
 
 class MixedOrderReduction(ReductionStrategy):

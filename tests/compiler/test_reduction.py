@@ -8,7 +8,7 @@ import compiler
 from compiler.backend import capture_graphs
 from compiler.exc import ConfigError, ReductionTooLarge, TensorTooLarge
 from compiler.pipeline import compile_graph
-from tests.compiler.util import assert_same, kernel_sources, run_compiled, seeded_randn
+from tests.compiler.util import assert_same, flat, kernel_sources, run_compiled, seeded_randn
 
 STRATEGIES = ["persistent", "looped", "split"]
 
@@ -258,7 +258,7 @@ def test_a_split_reduction_of_one_row_streams_its_input_once():
     with compiler.config.patch(reduction_strategy="split", rblock=64, split_count=8):
         exe = compile_graph(g.gm, g.args, "ev_split")
     partial = next(src for src in kernel_sources(exe.generated.source) if "partial pass" in src)
-    policies = dict(_loads(partial))
+    policies = {ptr: policy for ptr, policy in _loads(partial) if not ptr.endswith("_partials")}  # its own final's
     assert policies == {"p_arg0": "evict_first", "p_arg1": "evict_last"}
 
 
@@ -559,3 +559,69 @@ def test_a_wide_row_that_fills_too_little_of_its_block_stays_looped():
         compiler.compile_fresh(lambda t: torch.softmax(t, -1))(x)
     assert "'strategy': 'persistent'" in compiler.dump.last_artifacts().texts["plan"]
     assert_same(got, torch.softmax(x, -1), rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------- a split reduction's final pass in its last partial program
+
+def _split_fns(x):
+    xf = x.float()
+    return (x.sum(1).sqrt(), x.argmax(1), x.amin(1) * 2 + 1, (xf * 1e-3 + 1).prod(1), (x > 2).any(1))
+
+
+def _split_executables(fn, x, **knobs):
+    (g,) = capture_graphs(fn, x)
+    exes = {}
+    for last in (True, False):
+        with compiler.config.patch(reduction_strategy="split", split_last_program_final=last, **knobs):
+            exes[last] = compile_graph(g.gm, g.args, f"last_program_{last}")
+    return exes, [x]
+
+
+@pytest.mark.parametrize("shape, xblock", [((5, 7001), 2), ((3, 4096), 1)])
+def test_a_split_finishes_in_its_last_partial_program_and_leaves_its_counters_zero(shape, xblock):
+    """One launch per group: the last of a row block's partial programs (12 per block; 7001 leaves the last chunk
+    masked, 5 rows in blocks of 2 the last block) reduces the partials in split order and resets the block's
+    counter, so every call agrees with eager, with the two-kernel form, and bit for bit with the call before."""
+    x = seeded_randn(*shape, seed=11)
+    x[1, 5] = float("nan")
+    exes, args = _split_executables(_split_fns, x, rblock=64, split_count=12, xblock=xblock)
+    last, two = exes[True], exes[False]
+    assert {len(specs) for specs in last.generated.kernels.values()} == {1}
+    assert {len(specs) for specs in two.generated.kernels.values()} == {2}
+    partial = next(iter(last.generated.kernels.values()))[0]
+    assert partial.meta["last_program_final"] and "tl.atomic_add(p_arrivals" in partial.source
+    (arrivals,) = [a for a in partial.args if a.semaphore]
+    assert arrivals.numel == shape[0] and arrivals.dtype == torch.int32
+    runs = [last(list(args)) for _ in range(3)]
+    for got in runs[1:]:
+        for a, b in zip(flat(runs[0]), flat(got)):
+            assert torch.equal(a, b) or torch.equal(a.isnan(), b.isnan()) and torch.equal(a.nan_to_num(), b.nan_to_num())
+    counters_left = list(last.semaphores._made.values())
+    assert counters_left and all(int(t.abs().sum()) == 0 for t in counters_left)
+    assert_same(runs[0], two(list(args)), rtol=1e-6, atol=1e-6)
+    assert_same(runs[0], _split_fns(x), rtol=1e-4, atol=1e-4)
+
+
+def test_a_split_keeps_its_final_kernel_past_the_last_program_budget():
+    """The last program reduces XBLOCK x splits partials; past split_last_program_max_numel the final kernel
+    stays (it takes its own, smaller XBLOCK), and so it does with the knob off."""
+    x = seeded_randn(4, 9000, seed=2)
+    fn = lambda t: t.sum(1)                                            # noqa: E731
+    (g,) = capture_graphs(fn, x)
+    for knobs, kernels in (({}, 1), ({"split_last_program_max_numel": 32}, 2), ({"split_last_program_final": False}, 2)):
+        with compiler.config.patch(reduction_strategy="split", rblock=64, split_count=20, xblock=2, **knobs):
+            exe = compile_graph(g.gm, g.args, "budget")
+        assert [len(s) for s in exe.generated.kernels.values()] == [kernels], knobs
+        assert_same(exe([x]), fn(x), rtol=1e-4, atol=1e-4)
+
+
+def test_each_stream_gets_its_own_counters():
+    """Two streams could run one executable's launches at once: counters are per (argument, device, stream)."""
+    from compiler import runtime
+    sems = runtime.Semaphores()
+    a = sems.get(("k", "arrivals"), 4, 0)
+    assert a is sems.get(("k", "arrivals"), 4, 0) and a.dtype == torch.int32 and int(a.abs().sum()) == 0
+    assert sems.get(("k2", "arrivals"), 4, 0) is not a and sems.get(("k", "arrivals"), 8, 0) is not a
+    if torch.cuda.is_available() and not compiler.runtime._device.is_interpreter():
+        with torch.cuda.stream(torch.cuda.Stream()):
+            assert sems.get(("k", "arrivals"), 4, torch.cuda.current_device()) is not a

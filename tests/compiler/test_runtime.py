@@ -252,9 +252,12 @@ def test_the_fast_launch_loop_computes_what_the_plan_does(gpu_like, case):
     assert gpu_like and {dev for _, dev in gpu_like} == {7}
 
 
-def test_the_fast_loop_frees_after_last_use_and_asks_the_device_once_per_call(gpu_like, monkeypatch):
+@pytest.mark.parametrize("last_program_final", [False, True])
+def test_the_fast_loop_frees_after_last_use_and_asks_the_device_once_per_call(gpu_like, monkeypatch,
+                                                                             last_program_final):
     """sum(t * sum(t * t)), both split: the first sum's partials die before the second sum launches, and the
-    device is asked once per call, not per launch."""
+    device is asked once per call, not per launch (the arrival counters of a split that finishes in its last
+    program included)."""
     asked, live = [], []
     allocated: list[weakref.ref] = []
     monkeypatch.setattr(runtime._launch, "_current_device", lambda: asked.append(1) or 7)
@@ -275,13 +278,15 @@ def test_the_fast_loop_frees_after_last_use_and_asks_the_device_once_per_call(gp
 
     def f(t):
         return (t * (t * t).sum()).sum()
-    with compiler.config.patch(reduction_strategy="split"):
+    with compiler.config.patch(reduction_strategy="split", split_last_program_final=last_program_final):
         fn = compiler.compile_fresh(f)
         fn(x)
         del asked[:], live[:], allocated[:]
         torch.testing.assert_close(fn(x), f(x), rtol=1e-4, atol=1e-2)
-    assert len(asked) == 1 and [n.rsplit("_", 1)[1] for n, _ in live] == ["partial", "final"] * 2, live
-    assert live[2][1] == 3, live     # at the second partial: the first sum, the second partials and output, not
+    kernels = ["partial"] if last_program_final else ["partial", "final"]
+    assert len(asked) == 1 and [n.rsplit("_", 1)[1] for n, _ in live] == kernels * 2, live
+    # at the second partial: the first sum, the second partials and output, not
+    assert live[len(kernels)][1] == 3, live
 
 
 def test_the_fast_loop_steps_aside_while_launches_or_allocations_are_watched(gpu_like, monkeypatch):

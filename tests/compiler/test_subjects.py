@@ -177,3 +177,40 @@ def test_layer_norm_dx_with_dy_at_a_large_offset_passes_and_errs_no_more_than_ea
         truth = subj.reference(**{k: v.double() for k, v in a.items()})[1]
         err, eager_err = ((dx.double() - truth).abs().max() for dx in (subj.fn(**a)[1], subj.reference(**a)[1]))
         assert float(err) <= 1.25 * float(eager_err), seed
+
+
+# ------------------------------------------- state a kernel leaves behind (a split's arrival counters)
+
+def _row_sums(x):
+    return x.sum(-1)
+
+
+@subject(name="tests.compiler.planted_counter", reference=_row_sums,
+         inputs={"x": tensor(("M", "N"), dtypes=("float32",), values=("normal",))}, dims={"M": (1, 4), "N": (300, 2000)})
+def _planted_counter(x):
+    return run_compiled(_row_sums, x, reduction_strategy="split", rblock=64, split_count=4)
+
+
+def _counters_never_reset():
+    """Planted: the last partial program reduces the partials but leaves its row block's counter at the split
+    count, so a second launch of the kernel never finishes its rows."""
+    from compiler.codegen.reduction import SplitReduction
+    real = SplitReduction._last_program_final
+
+    def planted(k, *args):
+        real(k, *args)
+        k.lines = [(i, line) for i, line in k.lines if not line.startswith("tl.store(p_arrivals")]
+    return mock.patch.object(SplitReduction, "_last_program_final", staticmethod(planted))
+
+
+def test_a_split_that_leaves_its_counters_set_is_caught_on_the_second_call(tmp_path, in_process):
+    """Each subject call compiles afresh, so a first call's leftovers would go unseen: a program that made
+    counters runs twice, and the second call's output is the one judged (compiler.subjects._second_call)."""
+    res = explore(registry()["tests.compiler.planted_counter"], seed=5, out_dir=str(tmp_path), database=False,
+                  executor=in_process, budget_s=30, max_examples=3)
+    assert res.status == "pass", res.line()
+    with _counters_never_reset():
+        res = explore(registry()["tests.compiler.planted_counter"], seed=5, out_dir=str(tmp_path), database=False,
+                      executor=in_process, budget_s=30, max_examples=3)
+    assert res.status == "fail" and res.failure_class == "exception", res.line()
+    assert "second call on the same inputs differs" in res.message, res.line()
