@@ -8,6 +8,8 @@ program's reads.
 2. Two streams at once: the same compiled function launched alternately on two streams without waiting, each
    stream's results checked after; each stream must have its own counters (runtime.Semaphores).
 
+3. Latency of nrm2 2^20 in both forms (``latency``).
+
     PYTHONPATH=. TRITONDIFF_DEVICE=cuda python reports/gpu/2026-11-27-session19/scripts/split_stress.py [CALLS]
 """
 import sys
@@ -32,12 +34,11 @@ def main(calls: int) -> int:
             two = compiler.compile_fresh(fn)(x).clone()
         compiled = compiler.compile_fresh(fn)
         first = compiled(x).clone()
-        plans = [s.name for exe in _executables() for specs in exe.generated.kernels.values() for s in specs]
         outs = [compiled(x) for _ in range(calls)]
         torch.cuda.synchronize()
         differ = sum(not torch.equal(o, first) for o in outs)
         err = float((first.double() - fn(x.double()).to(first.device)).abs().max())
-        print(f"{fn.__name__} {tuple(x.shape)}: kernels {plans[-1:]}, {calls} calls, {differ} differ from the first; "
+        print(f"{fn.__name__} {tuple(x.shape)}: {calls} calls, {differ} differ from the first; "
               f"last-program vs two-kernel max |diff| {float((first - two).abs().max()):.3g}; vs float64 {err:.3g}")
         bad += differ
         # two streams, interleaved without waiting
@@ -57,11 +58,42 @@ def main(calls: int) -> int:
     return 1 if bad else 0
 
 
-def _executables():
-    import gc
-    from compiler.runtime import Executable
-    return [o for o in gc.get_objects() if isinstance(o, Executable)]
+def latency(calls: int, rounds: int = 7) -> None:
+    """nrm2 2^20 compiled twice, the last-program form (default) and the two-kernel form (knob off), each
+    called ``calls`` times back to back per round, rounds interleaved: wall time per call with one synchronize
+    at the end (the launch path's cost: the GPU work is 3 us), and the host time to enqueue one call."""
+    import time
+    x = torch.randn(1 << 20, device="cuda")
+    forms = {}
+    for name, on in (("last-program", True), ("two-kernel", False)):
+        with compiler.config.patch(split_last_program_final=on):
+            forms[name] = compiler.compile_fresh(workloads.nrm2)
+            forms[name](x)              # compiled under the knob; later calls find the executable by config key
+    # the knob is part of each graph's cache key: call each form under the knob it was compiled with
+    knobs = {"last-program": True, "two-kernel": False}
+    per_call = {name: [] for name in forms}
+    for _ in range(rounds):
+        for name, fn in forms.items():
+            with compiler.config.patch(split_last_program_final=knobs[name]):
+                for _ in range(20):
+                    fn(x)
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                for _ in range(calls):
+                    fn(x)
+                host = (time.perf_counter() - t0) / calls
+                torch.cuda.synchronize()
+                wall = (time.perf_counter() - t0) / calls
+            per_call[name].append((wall, host))
+    for name, vals in per_call.items():
+        walls = sorted(v[0] for v in vals)
+        hosts = sorted(v[1] for v in vals)
+        print(f"latency {name}: {walls[len(walls) // 2] * 1e6:.1f} us per call back to back (median of {rounds} "
+              f"rounds of {calls}; min {walls[0] * 1e6:.1f}), host {hosts[len(hosts) // 2] * 1e6:.1f} us to enqueue")
 
 
 if __name__ == "__main__":
-    sys.exit(main(int(sys.argv[1]) if len(sys.argv) > 1 else 2000))
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
+    rc = main(n)
+    latency(n)
+    sys.exit(rc)
