@@ -120,6 +120,11 @@ class CompilerConfig:
     programs_per_sm: int = _by_mode(1, 2)
     # ... with each split partial reducing at least this many elements.
     split_min_chunk: int = _by_mode(16_384, 2_048)
+    # ... but a split whose partials would take one RBLOCK step each at programs_per_sm (launch-bound) aims at
+    # this many programs per SM.  nrm2 2^20 on an H100, GPU us (session 19 call 3, reports/gpu/2026-11-27-session19):
+    # 256 partials of one 4096-element step 3.33-3.38, 128 of two steps 3.15 (two kernels: 3.23), 64 3.38;
+    # Inductor 3.36.
+    split_short_programs_per_sm: int = 1
     # Mixed-order reductions: a row reduction group and a column reduction group over the same
     # rows (layer-norm backward's dx and dW/dB) run as one kernel that reads the shared inputs
     # once, when the rows fit one block of at most this many elements.  16384: layer norm 4096 x 10240

@@ -148,12 +148,16 @@ def split_count(xprograms: int, rnumel: int, rblock: int) -> int:
     Enough programs to fill the machine (``target_programs`` over the row blocks there
     already are), but each partial at least ``config.split_min_chunk`` elements long so
     its loop amortises the workspace store and the final pass; at least 2 (a split of one
-    is a looped reduction) and at most one partial per RBLOCK chunk.
+    is a looped reduction) and at most one partial per RBLOCK chunk.  Where that fill leaves each partial one
+    RBLOCK step or less (a launch-bound split: nrm2 2^20), it aims at ``config.split_short_programs_per_sm``
+    programs per SM instead.
     """
     if config.split_count:
         return max(1, min(config.split_count, _cdiv(rnumel, rblock)))
     chunks = _cdiv(rnumel, rblock)
     fill = max(1, target_programs() // max(1, xprograms))
+    if chunks <= fill:
+        fill = max(1, min(fill, sm_count() * config.split_short_programs_per_sm // max(1, xprograms)))
     long_enough = max(1, rnumel // config.split_min_chunk)
     # the partials run along grid axis 1: CUDA launches at most 65,535 there (a large sm_count x programs_per_sm)
     return _tiling_split(max(1, min(chunks, max(2, min(fill, long_enough)), GRID_LIMITS[1])), rnumel, rblock)
