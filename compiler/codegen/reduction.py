@@ -342,8 +342,10 @@ class SplitReduction(ReductionStrategy):
 
     Kernel 1 (grid: row blocks x S) loops over its chunk like the looped strategy and
     stores its [XBLOCK, 1] partials to a workspace of S x rows; kernel 2 reduces the S
-    partials of each row in a fixed order (deterministic, no atomics) and runs the
-    epilogue.  Legal only for groups whose reductions need no finished reduction
+    partials of each row in a fixed order (deterministic, no atomics on values) and runs the
+    epilogue.  Where the partials are few (``heuristics.split_last_program_final``) kernel 2's
+    body runs instead in whichever of a row block's programs finishes last, counted on an
+    arrival counter (``_last_program_final``): one launch.  Legal only for groups whose reductions need no finished reduction
     (``KernelGroup.split_ok``): layer-norm backward's dW/dB sums, a norm over 2^21 elements.
     """
 
