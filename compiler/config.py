@@ -238,10 +238,11 @@ class CompilerConfig:
     # to finish (an int32 arrival count per row block, kept zeroed per device and stream by the runtime) reduces
     # the block's partials in split order, as the final kernel would, when that is at most
     # split_last_program_max_numel partials (XBLOCK x splits, padded to a power of two).  One launch, not two:
-    # less host time per call where a split is launch-bound.  The GPU time stays: the last program's count,
-    # reads and store sit on the critical path as the final kernel did (H100, nrm2 GPU us, last program / two
-    # kernels / Inductor: 2^20 3.35 / 3.29 / 3.32, 2^28 346.3 / 345.4 / 348.5; reports/gpu/2026-11-27-session19).
-    # Off: a second kernel.
+    # less host time per call where a split is launch-bound (nrm2 2^20 back to back on an H100: 29.8 us a call
+    # against 40.7).  GPU time about the same: the last program's count, reads and store sit on the critical path
+    # as the final kernel did (nrm2 GPU us, last program / two kernels / Inductor: 2^20 at 256 partials 3.35 /
+    # 3.29 / 3.32, at 128 3.15 / 3.23; 2^28 346.3 / 345.4 / 348.5; reports/gpu/2026-11-27-session19; session 11
+    # measured the same and dropped it for that).  Off: a second kernel.
     split_last_program_final: bool = True
     split_last_program_max_numel: int = 4096
     # Let Triton / LLVM contract a * b + c into one FMA (Triton's enable_fp_fusion, True by
