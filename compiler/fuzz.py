@@ -266,7 +266,8 @@ def reduction_knobs(draw) -> dict:
     """``compiler.config`` knobs forcing the reduction strategy (``{}`` is the automatic choice).
 
     Looped and split may also get a small forced RBLOCK, so that the short axes of fuzzed
-    programs take several loop iterations / partials instead of one.
+    programs take several loop iterations / partials instead of one; a split, its final pass as a
+    kernel of its own (``split_last_program_final`` off) instead of in its last partial program.
     """
     strategy = draw(st.sampled_from(STRATEGIES))
     if strategy == "auto":
@@ -275,6 +276,8 @@ def reduction_knobs(draw) -> dict:
     rblock = draw(st.sampled_from(FORCED_RBLOCKS)) if strategy in ("looped", "split") else None
     if rblock:
         knobs["rblock"] = rblock
+    if strategy == "split" and not draw(st.booleans()):
+        knobs["split_last_program_final"] = False      # the final pass as its own kernel, not the last program
     return knobs
 
 

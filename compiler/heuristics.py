@@ -157,7 +157,7 @@ def split_count(xprograms: int, rnumel: int, rblock: int) -> int:
     chunks = _cdiv(rnumel, rblock)
     fill = max(1, target_programs() // max(1, xprograms))
     if chunks <= fill:
-        fill = max(1, min(fill, sm_count() * config.split_short_programs_per_sm // max(1, xprograms)))
+        fill = max(1, min(fill, _cdiv(sm_count() * config.split_short_programs_per_sm, max(1, xprograms))))
     long_enough = max(1, rnumel // config.split_min_chunk)
     # the partials run along grid axis 1: CUDA launches at most 65,535 there (a large sm_count x programs_per_sm)
     return _tiling_split(max(1, min(chunks, max(2, min(fill, long_enough)), GRID_LIMITS[1])), rnumel, rblock)
@@ -305,7 +305,7 @@ def split_last_program_final(xblock: int, splits: int) -> bool:
     """Does a split reduction of ``splits`` partials per ``xblock`` rows reduce them in its last partial program
     (``config.split_last_program_final``) rather than in a final kernel?"""
     return (config.split_last_program_final and splits > 1
-            and xblock * next_pow2(splits) <= config.split_last_program_max_numel)
+            and xblock * next_pow2(splits) <= min(config.split_last_program_max_numel, config.max_triton_tensor_numel))
 
 
 def loop_stages(strategy: str) -> Optional[int]:

@@ -189,6 +189,17 @@ class TritonKernel:
             self._scopes.pop()
             self._indent -= 1
 
+    @contextlib.contextmanager
+    def reads_once(self) -> Iterator[None]:
+        """Loads emitted inside run once per program, after the loops (a split's last program re-reading its
+        row block): they do not make a loop's read of the same buffer one that is read again, which
+        ``_eviction_policies`` would keep in L2."""
+        before = len(self._loads)
+        try:
+            yield
+        finally:
+            del self._loads[before:]
+
     # ---- the numel guard
     def guard(self, shape: Sequence[int], what: str) -> None:
         """Refuse any block tensor past ``config.max_triton_tensor_numel`` (seed 000)."""

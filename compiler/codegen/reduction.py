@@ -413,9 +413,10 @@ class SplitReduction(ReductionStrategy):
         k.emit("tl.debug_barrier()")
         arrived = k.fresh("arrived")
         k.emit(f"{arrived} = tl.atomic_add({sem} + tl.program_id(0), 1, sem='acq_rel')")
-        with k.branch(f"if {arrived} == {splits - 1}:"):
+        with k.branch(f"if {arrived} == {splits - 1}:"), k.reads_once():
             k.emit("tl.debug_barrier()")
             sblock = next_pow2(splits)
+            k.guard([choice.xblock, sblock], "the last program's partials")
             cast = ".to(tl.int64)" if k.int64 else ""
             k.emit(f"sbase = {k.arange(sblock, 'the split partials')}{cast}[None, :]")
             tile, k.tile = k.tile, [choice.xblock, sblock]

@@ -625,3 +625,25 @@ def test_each_stream_gets_its_own_counters():
     if torch.cuda.is_available() and not compiler.runtime._device.is_interpreter():
         with torch.cuda.stream(torch.cuda.Stream()):
             assert sems.get(("k", "arrivals"), 4, torch.cuda.current_device()) is not a
+
+
+def test_the_last_program_s_reads_leave_the_streamed_input_to_go_first():
+    """sum(t) * t[0]: the epilogue reads t once, in the last program, after the chunk loop; the loop's read of
+    t still lets it go (a read-again mark would keep all of t in L2 for one element), as in the two-kernel form."""
+    fn = lambda t: t.sum() * t[0]                                      # noqa: E731
+    x = seeded_randn(6000, seed=8)
+    exes, args = _split_executables(fn, x, rblock=64, split_count=8)
+    policies = {}
+    for last, exe in exes.items():
+        partial = next(src for src in kernel_sources(exe.generated.source) if "partial pass" in src)
+        policies[last] = [policy for ptr, policy in _loads(partial) if ptr == "p_arg0" and policy]
+        assert_same(exe(list(args)), fn(x), rtol=1e-4, atol=1e-4)
+    assert policies[True] == policies[False] == ["evict_first"]
+
+
+def test_the_last_program_s_tile_obeys_the_tensor_limit():
+    """XBLOCK x padded splits is a block tensor too: past max_triton_tensor_numel the final kernel stays."""
+    from compiler import heuristics
+    assert heuristics.split_last_program_final(4, 200)
+    with compiler.config.patch(max_triton_tensor_numel=512):
+        assert not heuristics.split_last_program_final(4, 200) and heuristics.split_last_program_final(2, 200)

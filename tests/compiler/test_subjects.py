@@ -214,3 +214,12 @@ def test_a_split_that_leaves_its_counters_set_is_caught_on_the_second_call(tmp_p
                       executor=in_process, budget_s=30, max_examples=3)
     assert res.status == "fail" and res.failure_class == "exception", res.line()
     assert "second call on the same inputs differs" in res.message, res.line()
+
+
+def test_the_second_call_is_compared_bit_for_bit():
+    """NaN matches NaN; an infinity does not match the largest finite value; dtypes and counts must agree."""
+    from compiler.subjects import _same_bits
+    inf, big = torch.tensor([float("inf"), float("nan")]), torch.tensor([torch.finfo(torch.float32).max, float("nan")])
+    assert _same_bits(inf, inf.clone()) and not _same_bits(inf, big)
+    assert not _same_bits(torch.tensor([1, 2]), torch.tensor([1.0, 2.0]))
+    assert _same_bits(torch.tensor([True]), torch.tensor([True])) and not _same_bits(torch.ones(2), torch.ones(3))
