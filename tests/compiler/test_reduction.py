@@ -194,9 +194,12 @@ def _row_iota_sum_and_column_sum(x):
 
 
 def test_loop_local_iota_counts_loops_over_the_reduced_axis_only():
-    x = torch.randn(341, 16)
+    # Seeded, and the column sums (341 terms, cancelling to ~0.1 here and there) compared at an absolute 1e-4:
+    # an unseeded draw once differed from eager by 1.5e-5 on an H100 (session 19), a summation order, not a bug.
+    x = seeded_randn(341, 16, seed=3)
+    tol = dict(rtol=1e-5, atol=1e-4)
     # Mixed order: the row loop is not a loop over the reduced axis; rindex there is the whole row.
-    assert_same(run_compiled(_row_iota_sum_and_column_sum, x), _row_iota_sum_and_column_sum(x))
+    assert_same(run_compiled(_row_iota_sum_and_column_sum, x), _row_iota_sum_and_column_sum(x), **tol)
     src = compiler.dump.last_artifacts().texts["triton"]
     assert compiler.counters["reduction_strategy.mixed_order"] == 2 and "for xstep in range(" in src
     assert "(rindex).to(tl.int64)" in src  # the iota is there, computed from the whole-row rindex
@@ -204,7 +207,7 @@ def test_loop_local_iota_counts_loops_over_the_reduced_axis_only():
     # Looped: the same iota inside the roffset loop, from the loop-local rindex.
     compiler.counters.clear()
     with compiler.config.patch(reduction_strategy="looped", rblock=4, mixed_order_reductions=False):
-        assert_same(run_compiled(_row_iota_sum_and_column_sum, x), _row_iota_sum_and_column_sum(x))
+        assert_same(run_compiled(_row_iota_sum_and_column_sum, x), _row_iota_sum_and_column_sum(x), **tol)
     assert "for roffset in range(" in compiler.dump.last_artifacts().texts["triton"]
     assert compiler.counters["loop_local_iota"] == 1
 
