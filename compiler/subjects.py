@@ -16,6 +16,8 @@ from typing import Any, Callable
 import torch
 
 from harness import subject, tensor
+from harness.oracle import flatten
+from harness.runner import bitwise_diff
 
 from . import fuzz, triage, workloads
 from .backend import compile_fresh
@@ -77,32 +79,19 @@ def _again_if_stateful(first: Any, run: Callable, args: tuple, stateful: int) ->
     if counters["semaphores_made"] == stateful:
         return first
     second = run(*triage.copies(args))
-    a, b = _tensors(first), _tensors(second)
-    if len(a) != len(b):
-        raise CompilerError(f"a second call on the same inputs returned {len(b)} tensors, the first {len(a)}")
-    for i, (x, y) in enumerate(zip(a, b)):
-        if not _same_bits(x, y):
-            raise CompilerError(f"output {i} of a second call on the same inputs differs from the first call's: "
-                                f"state left by the first call (a kernel's counters not reset?)")
+    if len(flatten(first)) != len(flatten(second)):
+        raise CompilerError(f"a second call on the same inputs returned {len(flatten(second))} outputs, "
+                            f"the first {len(flatten(first))}")
+    diff = bitwise_diff(first, second)
+    if diff:
+        raise CompilerError(f"a second call on the same inputs differs from the first call's: {diff[1]}: state "
+                            f"left by the first call (a kernel's counters not reset?)")
     return second
 
 
 def _same_bits(x: torch.Tensor, y: torch.Tensor) -> bool:
-    """Equal shape, dtype and values, NaN where the other is NaN (infinities compared as they are)."""
-    if x.shape != y.shape or x.dtype != y.dtype:
-        return False
-    if not (x.is_floating_point() or x.is_complex()):
-        return torch.equal(x, y)
-    nx, ny = x.isnan(), y.isnan()
-    return torch.equal(nx, ny) and torch.equal(x.masked_fill(nx, 0), y.masked_fill(ny, 0))
-
-
-def _tensors(value: Any) -> list:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (tuple, list)):
-        return [t for v in value for t in _tensors(v)]
-    return []
+    """Equal shape, dtype and values, NaN where the other is NaN (``harness.runner.bitwise_diff``)."""
+    return bitwise_diff(x, y) is None
 
 
 def _triage(got: Any, run: Callable[[], Any], reference: Callable, args: tuple, knobs: dict, before: int) -> None:

@@ -396,7 +396,7 @@ def _judge(subject: Subject, case: Case, hazards: frozenset, ref: Reference) -> 
             return _fail(klass, f"{label_b} diverged after a correct first call: {cmp_b.message}", label_b, b,
                          cmp_b.location, comparison=cmp_b.to_json())
         if subject.deterministic and "idempotence" in hazards:
-            diff = _bitwise_diff(a.output, b.output)
+            diff = bitwise_diff(a.output, b.output)
             if diff:
                 return _fail("nondeterministic", f"two calls on identical inputs differ bitwise: {diff[1]}",
                              label_b, b, diff[0])
@@ -529,7 +529,8 @@ def _has_new_nan(output: Any, truth: Any) -> bool:
     return False
 
 
-def _bitwise_diff(x: Any, y: Any) -> tuple[str, str] | None:
+def bitwise_diff(x: Any, y: Any) -> tuple[str, str] | None:
+    """(kind, message) of the first output where two calls' results differ bit for bit (NaN matches NaN), or None."""
     for i, (a, b) in enumerate(zip(flatten(x), flatten(y))):
         if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
             if a.shape != b.shape or a.dtype != b.dtype:

@@ -158,26 +158,20 @@ class TritonKernel:
         ``rindex = roffset + rbase`` is defined inside it), not the rows (a mixed-order kernel's
         row loop, where ``rindex`` is the whole row, defined once before the loop).
         """
-        self.emit(header)
-        self._indent += 1
-        self._scopes.append({})
-        self.registers.append({})
         was, was_loop = self.in_reduction_loop, self._loop
         self.in_reduction_loop = over_reduction or was
         self._loops += 1
         self._loop = self._loops
         try:
-            yield
+            with self.branch(header):
+                yield
         finally:
             self.in_reduction_loop, self._loop = was, was_loop
-            self.registers.pop()
-            self._scopes.pop()
-            self._indent -= 1
 
     @contextlib.contextmanager
     def branch(self, header: str) -> Iterator[None]:
-        """An ``if`` block: values computed inside it are forgotten at its end (a new CSE and register
-        scope), as in a loop's body; the reduction-loop state is the enclosing code's."""
+        """A block under ``header`` (an ``if``; ``loop``'s body too): values computed inside it are forgotten at
+        its end (a new CSE and register scope); the reduction-loop state is the enclosing code's."""
         self.emit(header)
         self._indent += 1
         self._scopes.append({})
