@@ -87,6 +87,15 @@ class CompilerConfig:
     persistent_wide_held_numel: int = 32_768
     persistent_wide_warps: int = 32
     persistent_wide_min_fill: float = 0.75
+    # Auto strategy, rows up to persistent_max_rnumel: a kernel of two passes whose row tiles kept from the first
+    # to the second are all plain loads of its inputs (an RMSNorm's x; codegen.reduction.held_tiles_are_loads)
+    # reads them again instead: a looped kernel of one RBLOCK step per pass, the first read hinted evict_last,
+    # the second evict_first beside the pass's other loads.  Kept values that took arithmetic (softmax's
+    # exp(x - max)) stay in registers, and so do kernels of three passes (a layer norm's forward; unmeasured).  H200, rms_norm 8192 x 8192 fp32, GPU us: persistent 129.7,
+    # read again 127.9, Inductor (the same form, autotuned) 127.8 (session 20 call 5,
+    # reports/gpu/2026-11-27-session20); hand-written, 135.1 / 130.9 / 131.5 (call 6), and read again without
+    # the hints 134.4.  Softmax read again: 153.8 against 131.3 persistent.
+    persistent_reread_loads: bool = True
     # Auto strategy: a looped kernel that makes looped_reread_min_held or more reads along the row again in a
     # later pass (codegen.reduction.reread_row_reads; a layer-norm backward's dx rereads x, dy and w) takes at
     # least looped_reread_warps warps (past max_num_warps): each row's passes end sooner, while the row is

@@ -191,8 +191,19 @@ def persistent_wide(rnumel: int, held: int) -> bool:
             and held * whole <= config.persistent_wide_held_numel)
 
 
+def _auto_split(xnumel: int, rnumel: int, split_ok: bool) -> bool:
+    return split_ok and xnumel <= config.split_max_xnumel and rnumel >= config.split_min_rnumel
+
+
+def auto_persistent(xnumel: int, rnumel: int, split_ok: bool) -> bool:
+    """Does the auto strategy run this row persistent (not split, and the padded row within
+    ``config.persistent_max_rnumel``)?  Rows past it may still, through ``persistent_wide``."""
+    return (not _auto_split(xnumel, rnumel, split_ok)
+            and next_pow2(rnumel) <= min(config.persistent_max_rnumel, config.max_triton_tensor_numel))
+
+
 def choose_reduction(xnumel: int, rnumel: int, split_ok: bool, outer: bool = False,
-                     held: int = 0, rereads: int = 0) -> ReductionChoice:
+                     held: int = 0, rereads: int = 0, reread: bool = False) -> ReductionChoice:
     """Pick persistent / looped / split and block sizes from the extents (``config`` may force).
 
     ``outer``: the loads are contiguous along the kept axis and strided along the reduced one
@@ -206,17 +217,22 @@ def choose_reduction(xnumel: int, rnumel: int, split_ok: bool, outer: bool = Fal
     ``config.persistent_wide_warps`` warps, where ``persistent_wide`` says they fit.  ``rereads``: reads
     along the row a looped kernel makes again in a later pass; one that rereads
     ``config.looped_reread_min_held`` or more takes at least ``config.looped_reread_warps`` warps
-    (``looped_warps``).
+    (``looped_warps``).  ``reread``: every row tile a persistent kernel would keep is a plain load; under
+    ``config.persistent_reread_loads`` such a row runs as a looped kernel of one whole-row step per pass,
+    which reads those tiles again (warps as the persistent kernel's).
 
     Forced values are returned as asked, even when too large: the code generator's numel
     guard then raises ``ReductionTooLarge`` with the fix, instead of a silent clamp.
     """
     strategy = config.reduction_strategy
+    one_step = False            # the persistent tile, its held loads read again pass by pass
     if strategy == "auto":
-        if split_ok and xnumel <= config.split_max_xnumel and rnumel >= config.split_min_rnumel:
+        if _auto_split(xnumel, rnumel, split_ok):
             strategy = "split"
-        elif next_pow2(rnumel) <= min(config.persistent_max_rnumel, config.max_triton_tensor_numel):
+        elif auto_persistent(xnumel, rnumel, split_ok):
             strategy = "persistent"
+            one_step = (reread and config.persistent_reread_loads and not outer and not config.rblock
+                        and not config.xblock)
         elif not outer and persistent_wide(rnumel, held):
             return ReductionChoice("persistent", 1, next_pow2(rnumel),
                                    warps=config.num_warps or config.persistent_wide_warps)
@@ -236,6 +252,8 @@ def choose_reduction(xnumel: int, rnumel: int, split_ok: bool, outer: bool = Fal
     else:
         rblock = config.rblock or min(next_pow2(rnumel), config.looped_rblock, budget)
     xblock = config.xblock or max(1, min(next_pow2(xnumel), budget // rblock if rblock <= budget else 1))
+    if one_step:
+        return ReductionChoice("looped", xblock, rblock, stages=loop_stages("looped"))
     splits = 1
     if strategy == "split":
         splits = split_count(_cdiv(max(xnumel, 1), xblock), rnumel, rblock)

@@ -22,8 +22,8 @@ from .. import indexing
 from ..config import config
 from ..counters import counters
 from ..exc import CodegenError
-from ..heuristics import (ReductionChoice, choose_reduction, mixed_order_warps, next_pow2, num_warps,
-                          persistent_wide, split_last_program_final, split_partial_warps)
+from ..heuristics import (ReductionChoice, auto_persistent, choose_reduction, mixed_order_warps, next_pow2,
+                          num_warps, persistent_wide, split_last_program_final, split_partial_warps)
 from ..ops import reduction_identity
 from ..scheduler import RSYM, XSYM, KernelGroup, Placed, _read_in_kernel
 from .kernel import CSEVar, KernelSpec, TritonKernel, cast_source
@@ -658,14 +658,57 @@ def live_row_tiles(ctx: GroupContext) -> int:
     largest count is returned.  Softmax keeps x into its sum's pass and exp(x - max) into its output's: 1.  An
     entropy, -(softmax(x) * log_softmax(x)).sum(-1), keeps both x - max and its exp into the last pass: 2.
     Values inside one pass (a max's NaN flags) are not counted: the compiler schedules them together."""
+    k = _persistent_trial(ctx)
+    return max(map(len, _live_across(k.lines, k.pass_starts)), default=0)
+
+
+def held_tiles_are_loads(ctx: GroupContext) -> bool:
+    """Is a persistent kernel of the group two passes, keeping row tiles from the first to the second, every one
+    of them a plain load of an input (cast or broadcast at most)?  An RMSNorm keeps x: reading it again costs a
+    cache hit and nothing else (``config.persistent_reread_loads``).  Softmax keeps exp(x - max): computing it
+    again costs more than holding it.  A layer norm's forward (three passes) would read x twice more and
+    subtract its mean twice: unmeasured, it stays persistent."""
+    k = _persistent_trial(ctx)
+    if len(k.pass_starts) != 2:
+        return False
+    held = set().union(*_live_across(k.lines, k.pass_starts))
+    if not held:
+        return False
+    exprs = {}
+    for _, line in k.lines:
+        m = _ASSIGN.match(line)
+        if m and "," not in m.group(1):
+            exprs.setdefault(m.group(1).strip(), m.group(2))
+    return all(_is_load(name, exprs) for name in held)
+
+
+_LOAD_OF = (re.compile(r"^(\w+)\.to\(tl\.\w+\)$"), re.compile(r"^_td_bf16_to_f32\((\w+)\)$"),
+            re.compile(r"^tl\.broadcast_to\((\w+), \[[\d, ]*\]\)$"))
+
+
+def _is_load(name: str, exprs: dict) -> bool:
+    """``name`` is a ``tl.load`` in ``exprs`` (name -> source), through casts and broadcasts."""
+    for _ in range(8):
+        src = exprs.get(name, "")
+        if src.startswith("tl.load("):
+            return True
+        inner = next((m.group(1) for m in (p.match(src) for p in _LOAD_OF) if m), None)
+        if inner is None:
+            return False
+        name = inner
+    return False
+
+
+def _persistent_trial(ctx: GroupContext) -> TritonKernel:
+    """The group emitted persistent, one row a program, on trial (the debug counters count real emissions only)."""
     choice = ReductionChoice("persistent", 1, next_pow2(ctx.group.rnumel))
     before = dict(counters)
     try:
         k, _ = STRATEGIES["persistent"].emit("live_row_tiles", ctx, choice)
-    finally:                                      # a trial: the debug counters count the real emission only
+    finally:
         counters.clear()
         counters.update(before)
-    return _live_across(k.lines, k.pass_starts)
+    return k
 
 
 _ASSIGN = re.compile(r"^([A-Za-z_][\w, ]*?) = (.*)$")
@@ -674,9 +717,9 @@ _BLOCK_REDUCE = re.compile(r"\btl\.(?:sum|max|min)\(.*, 1\)\[:, None\]")
 _ROW_AXIS = ("rbase", "rindex", "rmask")
 
 
-def _live_across(lines: list[tuple[int, str]], starts: list[int]) -> int:
-    """The largest number of row-shaped variables of ``lines`` (a kernel's (indent, line) pairs) defined before
-    one of ``starts`` (line counts) and used at or after it.  Row-shaped: computed from the reduced axis's
+def _live_across(lines: list[tuple[int, str]], starts: list[int]) -> list[set]:
+    """For each of ``starts`` (line counts) after the first, the row-shaped variables of ``lines`` (a kernel's
+    (indent, line) pairs) defined before it and used at or after it.  Row-shaped: computed from the reduced axis's
     ``rbase`` / ``rindex`` / ``rmask`` or from another row-shaped value, and not a block reduction's
     [XBLOCK, 1] result.  Index arithmetic (``idx``) is left out: it is recomputed from ``rindex`` at no memory
     cost."""
@@ -694,12 +737,11 @@ def _live_across(lines: list[tuple[int, str]], starts: list[int]) -> int:
                 if shaped:
                     row.add(t)
     tiles = row.difference(_ROW_AXIS)
-    best = 0
+    out = []
     for start in starts[1:]:
         later = set().union(*uses[start:]) if start < len(uses) else set()
-        live = {t for t in tiles if defined[t] < start and t in later and not t.startswith("idx")}
-        best = max(best, len(live))
-    return best
+        out.append({t for t in tiles if defined[t] < start and t in later and not t.startswith("idx")})
+    return out
 
 
 def choose(ctx: GroupContext) -> ReductionChoice:
@@ -709,11 +751,14 @@ def choose(ctx: GroupContext) -> ReductionChoice:
     count the row tiles it would keep (``live_row_tiles``); other groups pay nothing for it."""
     group = ctx.group
     outer = reads_along_kept_axis(group)
-    held = 0
+    held, reread = 0, False
     if not outer and group.rnumel > config.persistent_max_rnumel and persistent_wide(group.rnumel, 1):
         held = live_row_tiles(ctx)
+    elif (not outer and config.persistent_reread_loads and config.reduction_strategy == "auto"
+          and auto_persistent(group.xnumel, group.rnumel, group.split_ok())):
+        reread = held_tiles_are_loads(ctx)
     return choose_reduction(group.xnumel, group.rnumel, group.split_ok(), outer=outer, held=held,
-                            rereads=reread_row_reads(group))
+                            rereads=reread_row_reads(group), reread=reread)
 
 
 # ------------------------------------------------------------------------------- helpers

@@ -108,6 +108,37 @@ def test_a_wide_row_runs_persistent_while_the_tiles_it_keeps_fit_one_program(rnu
     assert (c.strategy, c.xblock, c.rblock, c.warps) == want
 
 
+@pytest.mark.parametrize("xnumel, rnumel, want", [
+    (8192, 8192, ("looped", 1, 8192)),    # rms_norm 8192 x 8192: one whole-row step per pass
+    (64, 1000, ("looped", 4, 1024)),      # the persistent tile: 4 rows of 1024
+])
+def test_a_persistent_row_that_keeps_loads_alone_reads_them_again_one_step_per_pass(xnumel, rnumel, want):
+    with compiler.config.patch(**WIDE):
+        c = heuristics.choose_reduction(xnumel, rnumel, split_ok=True, reread=True)
+        assert (c.strategy, c.xblock, c.rblock, c.warps, c.stages) == (*want, None, None)
+        held = heuristics.choose_reduction(xnumel, rnumel, split_ok=True, reread=False)
+        assert (held.strategy, held.xblock, held.rblock) == ("persistent", *want[1:])
+    with compiler.config.patch(**WIDE, persistent_reread_loads=False):
+        assert heuristics.choose_reduction(xnumel, rnumel, split_ok=True, reread=True).strategy == "persistent"
+
+
+def test_reading_again_yields_to_forced_knobs_splits_wide_rows_and_column_sums():
+    with compiler.config.patch(**WIDE, rblock=8192):                   # a forced block keeps the rows held
+        c = heuristics.choose_reduction(64, 8192, split_ok=False, reread=True)
+        assert (c.strategy, c.rblock) == ("persistent", 8192)
+    with compiler.config.patch(**WIDE, xblock=2):
+        c = heuristics.choose_reduction(64, 1000, split_ok=False, reread=True)
+        assert (c.strategy, c.xblock) == ("persistent", 2)
+    with compiler.config.patch(**WIDE, reduction_strategy="persistent"):
+        assert heuristics.choose_reduction(64, 1000, split_ok=False, reread=True).strategy == "persistent"
+    with compiler.config.patch(**WIDE):
+        assert heuristics.choose_reduction(1, 2**21, split_ok=True, reread=True).strategy == "split"
+        wide = heuristics.choose_reduction(64, 32768, split_ok=False, held=1, reread=True)
+        assert (wide.strategy, wide.warps) == ("persistent", 32)        # wide rows keep their rule
+        outer = heuristics.choose_reduction(1000, 64, split_ok=False, outer=True, reread=True)
+        assert outer == heuristics.choose_reduction(1000, 64, split_ok=False, outer=True)   # column sums: no rows
+
+
 def test_the_wide_rule_yields_to_forced_knobs_and_column_sums():
     with compiler.config.patch(**WIDE, rblock=1024):                  # a forced RBLOCK keeps the loop
         assert heuristics.choose_reduction(64, 32768, split_ok=False, held=1).strategy == "looped"

@@ -564,6 +564,44 @@ def test_a_wide_row_that_fills_too_little_of_its_block_stays_looped():
     assert_same(got, torch.softmax(x, -1), rtol=1e-5, atol=1e-6)
 
 
+# ----------------------------------------------- a persistent row that keeps loads alone reads them again
+
+def _rms_norm(t, w):
+    tf = t.float()
+    return (tf * torch.rsqrt((tf * tf).mean(-1, keepdim=True) + 1e-6)).to(t.dtype) * w
+
+
+@pytest.mark.parametrize("name, dtype, reread", [
+    ("rms_norm", torch.float32, True),      # keeps x: read again beside w
+    ("rms_norm", torch.float16, True),      # keeps x as loaded, cast to float32: read again
+    ("softmax", torch.float32, False),      # keeps exp(x - max): arithmetic, held
+    ("layer_norm", torch.float32, False),   # keeps x - mean: held
+])
+def test_a_persistent_row_that_keeps_loads_alone_reads_them_again_one_step_per_pass(name, dtype, reread):
+    """config.persistent_reread_loads: rows of 1000 (a persistent tile of 1024) whose kept row tiles are all
+    loads (codegen.reduction.held_tiles_are_loads) run as a looped kernel of one 1024-element step per pass:
+    the first read of x hinted evict_last, the second evict_first.  Off, or with arithmetic kept, persistent."""
+    x = seeded_randn(6, 1000, seed=31).to(dtype)
+    w = seeded_randn(1000, seed=32).to(dtype)
+    fns = {"rms_norm": (_rms_norm, (x, w)), "softmax": (lambda t: torch.softmax(t, -1), (x,)),
+           "layer_norm": (lambda t, w: torch.nn.functional.layer_norm(t, (1000,), w), (x, w))}
+    fn, args = fns[name]
+    for on in (True, False):
+        with compiler.config.patch(persistent_reread_loads=on, eviction_hints=True):
+            got = compiler.compile_fresh(fn)(*args)
+        art = compiler.dump.last_artifacts()
+        (src,) = kernel_sources(art.texts["triton"])
+        looped = on and reread
+        assert ("'strategy': 'looped'" in art.texts["plan"]) == looped, art.texts["plan"]
+        assert ("'strategy': 'persistent'" in art.texts["plan"]) == (not looped), art.texts["plan"]
+        if looped:
+            assert "RBLOCK=1024, 2 pass(es)" in src and src.count("for roffset in range(0, 1000, 1024)") == 2, src
+            x_loads = re.findall(r"tl\.load\(p_arg0 \+ \w+(?:, [^)]*?)?, eviction_policy='(\w+)'\)", src)
+            assert x_loads == ["evict_last", "evict_first"], src
+        tol = dict(rtol=1e-5, atol=1e-6) if dtype == torch.float32 else dict(rtol=1e-3, atol=1e-3)
+        assert_same(got, fn(*args), **tol)
+
+
 # ------------------------------------------- a split reduction's final pass in its last partial program
 
 def _split_fns(x):
