@@ -40,6 +40,16 @@ def bench(fn: Callable[[], object], *, warmup_ms: int = 25, rep_ms: int = 100) -
     return Timing(statistics.median(times), min(times), max(times))
 
 
+def interleaved_us(cases: dict[str, Callable[[], object]], rounds: int, *, rep_ms: int = 200) -> dict[str, list[float]]:
+    """Each case's median latency in microseconds, once per round, the cases taking turns within a round: a
+    machine that drifts (clocks, heat) moves every case alike instead of the last ones."""
+    times: dict[str, list[float]] = {k: [] for k in cases}
+    for _ in range(rounds):
+        for k, fn in cases.items():
+            times[k].append(bench(fn, rep_ms=rep_ms).median_ms * 1e3)
+    return times
+
+
 def copy_bandwidth_gbps(nbytes: int = 2 * 2**30) -> float:
     """Device copy bandwidth (read + write bytes / time) measured with a large ``copy_``."""
     n = nbytes // 4
