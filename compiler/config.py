@@ -260,6 +260,13 @@ class CompilerConfig:
     # instead of exactly 0 on an H100.  Passed as enable_fp_fusion= to every generated and GEMM
     # template launch (the interpreter accepts and ignores it).  TRITONDIFF_COMPILER_FP_FUSION=1.
     fp_fusion: bool = dataclasses.field(default_factory=lambda: _env_flag("TRITONDIFF_COMPILER_FP_FUSION"))
+    # bf16 conversions as Triton's own casts (.to(tl.float32), .to(tl.bfloat16): one cvt instruction, rounding to
+    # nearest even on a GPU) instead of the prelude's integer helpers (_td_bf16_to_f32, _td_to_bf16), which
+    # exist because Triton's interpreter truncates fp32 -> bf16 and loses bf16 subnormals.  Both give the same
+    # bits on a GPU; the helpers cost about ten integer operations an element, enough to bound a bf16 RMSNorm
+    # by arithmetic: H100, 65536 x 2560 bf16, 326.9 us (68% of copy bandwidth) against Inductor's 257.8
+    # (session 20 call 9, reports/gpu/2026-11-27-session20).  The interpreter keeps the helpers.
+    native_bf16_casts: bool = bool(_by_mode(False, True))
     # ATen ops (e.g. "aten.exp.default" or "aten.exp") lowered to ExternKernel regardless of
     # the registry.  TRITONDIFF_COMPILER_FALLBACK, comma separated.
     fallback_ops: frozenset = dataclasses.field(default_factory=lambda: frozenset(

@@ -467,15 +467,18 @@ def literal(value: Any, dtype: torch.dtype) -> str:
 def cast_source(value: CSEVar, dtype: torch.dtype) -> str:
     """Source of ``value`` converted to ``dtype`` with torch semantics.
 
-    bf16 goes through fp32 both ways and is rounded to nearest-even by ``_td_to_bf16``:
-    Triton's interpreter converts bf16 from other types bit-wise and truncates fp32 -> bf16,
-    while GPUs round; the helper gives one answer in both places.
+    bf16 goes through fp32 both ways.  In the interpreter it is rounded to nearest-even by ``_td_to_bf16``
+    and widened by ``_td_bf16_to_f32``: Triton's interpreter converts bf16 from other types bit-wise and
+    truncates fp32 -> bf16, while GPUs round; the helpers give one answer in both places.  On a GPU
+    (``config.native_bf16_casts``) Triton's own casts give that answer in one instruction.
     """
     if value.dtype == dtype:
         return value.name
+    native = config.native_bf16_casts
     src, src_dtype = value.name, value.dtype
     if src_dtype == torch.bfloat16:  # widened bit-exactly: the interpreter's .to() loses bf16 subnormals,
-        src, src_dtype = f"_td_bf16_to_f32({src})", torch.float32  # and its bf16 != 0 holds for -0.0
+        src = f"{src}.to(tl.float32)" if native else f"_td_bf16_to_f32({src})"  # and its bf16 != 0 holds for -0.0
+        src_dtype = torch.float32
         if dtype == torch.float32:
             return src
     if dtype == torch.bool:
@@ -483,5 +486,5 @@ def cast_source(value: CSEVar, dtype: torch.dtype) -> str:
     if dtype == torch.bfloat16:
         if src_dtype != torch.float32:
             src = f"{src}.to(tl.float32)"
-        return f"_td_to_bf16({src})"
+        return f"{src}.to(tl.bfloat16)" if native else f"_td_to_bf16({src})"
     return f"{src}.to({tl_dtype(dtype)})"

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import compiler
-from compiler.codegen.kernel import TritonKernel, hoist_loads
+from compiler.codegen.kernel import CSEVar, TritonKernel, cast_source, hoist_loads
 from harness import device
 from tests.compiler.util import check, run_compiled, seeded_randn
 
@@ -172,3 +172,42 @@ def test_no_row_element_from_a_looped_row_or_a_padded_one():
         check(lambda x: torch.var_mean(x, 1), x)
     assert "rindex == 0" not in compiler.dump.last_artifacts().texts["triton"]
     check(lambda x: torch.var_mean(torch.nn.functional.pad(x, (1, 0), value=7.0), 1), x)
+
+
+# ------------------------------------------------------------------------------------ bf16 casts
+
+@pytest.mark.parametrize("src, dst, helpers, native", [
+    (torch.bfloat16, torch.float32, "_td_bf16_to_f32(v)", "v.to(tl.float32)"),
+    (torch.float32, torch.bfloat16, "_td_to_bf16(v)", "v.to(tl.bfloat16)"),
+    (torch.float16, torch.bfloat16, "_td_to_bf16(v.to(tl.float32))", "v.to(tl.float32).to(tl.bfloat16)"),
+    (torch.bfloat16, torch.float16, "_td_bf16_to_f32(v).to(tl.float16)", "v.to(tl.float32).to(tl.float16)"),
+    (torch.bfloat16, torch.bool, "(_td_bf16_to_f32(v) != 0)", "(v.to(tl.float32) != 0)"),
+    (torch.int32, torch.bfloat16, "_td_to_bf16(v.to(tl.float32))", "v.to(tl.float32).to(tl.bfloat16)"),
+])
+def test_bf16_casts_are_tritons_own_on_a_gpu_and_the_prelude_helpers_in_the_interpreter(src, dst, helpers, native):
+    """config.native_bf16_casts (on for a GPU): one cvt instead of the interpreter-exact integer helpers."""
+    v = CSEVar("v", src)
+    for on, want in ((False, helpers), (True, native)):
+        with compiler.config.patch(native_bf16_casts=on):
+            assert cast_source(v, dst) == want
+
+
+def test_a_bf16_rms_norm_with_native_casts_rounds_as_the_helpers_do_within_the_interpreters_truncation():
+    """Native casts in the interpreter truncate fp32 -> bf16 (a GPU rounds to nearest even, as the helpers do):
+    two casts to bf16 (the product's and the output's), so the kernels agree to two bf16 ulps; the native one's
+    source has no helper call left."""
+    x = seeded_randn(5, 300, seed=41).bfloat16()
+    w = seeded_randn(300, seed=42).bfloat16()
+
+    def fn(t, w):
+        tf = t.float()
+        return (tf * torch.rsqrt((tf * tf).mean(-1, keepdim=True) + 1e-6)).to(t.dtype) * w
+    outs = {}
+    for on in (False, True):
+        with compiler.config.patch(native_bf16_casts=on):
+            outs[on] = compiler.compile_fresh(fn)(x, w)
+        text = compiler.dump.last_artifacts().texts["triton"].split("@triton.jit\ndef g")[-1]
+        assert ("_td_" in text) == (not on), text
+    assert outs[False].dtype == outs[True].dtype == torch.bfloat16
+    torch.testing.assert_close(outs[True].float(), outs[False].float(), rtol=2 ** -6, atol=0)
+    torch.testing.assert_close(outs[False], fn(x, w), rtol=2 ** -8, atol=1e-6)
