@@ -264,8 +264,9 @@ class CompilerConfig:
     # nearest even on a GPU) instead of the prelude's integer helpers (_td_bf16_to_f32, _td_to_bf16), which
     # exist because Triton's interpreter truncates fp32 -> bf16 and loses bf16 subnormals.  Both give the same
     # bits on a GPU; the helpers cost about ten integer operations an element, enough to bound a bf16 RMSNorm
-    # by arithmetic: H100, 65536 x 2560 bf16, 326.9 us (68% of copy bandwidth) against Inductor's 257.8
-    # (session 20 call 9, reports/gpu/2026-11-27-session20).  The interpreter keeps the helpers.
+    # by arithmetic: H100, 65536 x 2560 bf16, 326.9 us (68% of copy bandwidth) against Inductor's 257.8 with the
+    # helpers (session 20 call 9, reports/gpu/2026-11-27-session20), 224.9 against 257.0 with the casts (call 10).
+    # The interpreter keeps the helpers.
     native_bf16_casts: bool = bool(_by_mode(False, True))
     # ATen ops (e.g. "aten.exp.default" or "aten.exp") lowered to ExternKernel regardless of
     # the registry.  TRITONDIFF_COMPILER_FALLBACK, comma separated.
