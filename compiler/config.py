@@ -90,11 +90,12 @@ class CompilerConfig:
     # Auto strategy, rows up to persistent_max_rnumel: a kernel of two passes whose row tiles kept from the first
     # to the second are all plain loads of its inputs (an RMSNorm's x; codegen.reduction.held_tiles_are_loads)
     # reads them again instead: a looped kernel of one RBLOCK step per pass, the first read hinted evict_last,
-    # the second evict_first beside the pass's other loads.  Kept values that took arithmetic (softmax's
-    # exp(x - max)) stay in registers, and so do kernels of three passes (a layer norm's forward; unmeasured).  H200, rms_norm 8192 x 8192 fp32, GPU us: persistent 129.7,
-    # read again 127.9, Inductor (the same form, autotuned) 127.8 (session 20 call 5,
-    # reports/gpu/2026-11-27-session20); hand-written, 135.1 / 130.9 / 131.5 (call 6), and read again without
-    # the hints 134.4.  Softmax read again: 153.8 against 131.3 persistent.
+    # the second evict_first beside the pass's other loads (Inductor's form).  Kept values that took arithmetic
+    # (softmax's exp(x - max)) stay in registers, and so do kernels of three passes (a layer norm's forward;
+    # unmeasured).  rms_norm 8192 x 8192 fp32, GPU us read again / held / Inductor (session 20,
+    # reports/gpu/2026-11-27-session20): H200 127.9 / 129.7 / 127.8 (call 5), 127.5 / 128.5 / 127.3 (call 7);
+    # H100 179.8 / 178.9 / 179.5 (call 8), within noise.  Hand-written on the H200 (call 6): read again without
+    # the hints 134.4, held 135.1, read again 130.9.  Softmax read again: 153.8 against 131.3 held (call 5).
     persistent_reread_loads: bool = True
     # Auto strategy: a looped kernel that makes looped_reread_min_held or more reads along the row again in a
     # later pass (codegen.reduction.reread_row_reads; a layer-norm backward's dx rereads x, dy and w) takes at
