@@ -202,6 +202,13 @@ def auto_persistent(xnumel: int, rnumel: int, split_ok: bool) -> bool:
             and next_pow2(rnumel) <= min(config.persistent_max_rnumel, config.max_triton_tensor_numel))
 
 
+def may_read_again(xnumel: int, rnumel: int, split_ok: bool, outer: bool = False) -> bool:
+    """Would the auto strategy run this row as a one-step looped kernel if every row tile it keeps is a plain
+    load (``config.persistent_reread_loads``)?  The code generator asks before it emits the trial that says."""
+    return (config.persistent_reread_loads and config.reduction_strategy == "auto" and not outer
+            and not config.rblock and not config.xblock and auto_persistent(xnumel, rnumel, split_ok))
+
+
 def choose_reduction(xnumel: int, rnumel: int, split_ok: bool, outer: bool = False,
                      held: int = 0, rereads: int = 0, reread: bool = False) -> ReductionChoice:
     """Pick persistent / looped / split and block sizes from the extents (``config`` may force).
@@ -231,8 +238,7 @@ def choose_reduction(xnumel: int, rnumel: int, split_ok: bool, outer: bool = Fal
             strategy = "split"
         elif auto_persistent(xnumel, rnumel, split_ok):
             strategy = "persistent"
-            one_step = (reread and config.persistent_reread_loads and not outer and not config.rblock
-                        and not config.xblock)
+            one_step = reread and may_read_again(xnumel, rnumel, split_ok, outer)
         elif not outer and persistent_wide(rnumel, held):
             return ReductionChoice("persistent", 1, next_pow2(rnumel),
                                    warps=config.num_warps or config.persistent_wide_warps)

@@ -22,7 +22,7 @@ from .. import indexing
 from ..config import config
 from ..counters import counters
 from ..exc import CodegenError
-from ..heuristics import (ReductionChoice, auto_persistent, choose_reduction, mixed_order_warps, next_pow2,
+from ..heuristics import (ReductionChoice, choose_reduction, may_read_again, mixed_order_warps, next_pow2,
                           num_warps, persistent_wide, split_last_program_final, split_partial_warps)
 from ..ops import reduction_identity
 from ..scheduler import RSYM, XSYM, KernelGroup, Placed, _read_in_kernel
@@ -754,8 +754,7 @@ def choose(ctx: GroupContext) -> ReductionChoice:
     held, reread = 0, False
     if not outer and group.rnumel > config.persistent_max_rnumel and persistent_wide(group.rnumel, 1):
         held = live_row_tiles(ctx)
-    elif (not outer and config.persistent_reread_loads and config.reduction_strategy == "auto"
-          and auto_persistent(group.xnumel, group.rnumel, group.split_ok())):
+    elif may_read_again(group.xnumel, group.rnumel, group.split_ok(), outer):
         reread = held_tiles_are_loads(ctx)
     return choose_reduction(group.xnumel, group.rnumel, group.split_ok(), outer=outer, held=held,
                             rereads=reread_row_reads(group), reread=reread)
