@@ -9,6 +9,7 @@ loop, from the loop-local ``rindex = roffset + rbase``.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import re
 from typing import Any, Iterator, Optional, Sequence
@@ -464,6 +465,22 @@ def literal(value: Any, dtype: torch.dtype) -> str:
     return str(int(value))
 
 
+_HELPER_BF16_CASTS = contextvars.ContextVar("helper_bf16_casts", default=False)
+
+
+@contextlib.contextmanager
+def helper_bf16_casts() -> Iterator[None]:
+    """Within: ``cast_source`` converts bf16 through the prelude's helpers even where
+    ``config.native_bf16_casts`` is on.  The GEMM templates' kernels use it: their fp32 dot of bf16 operands
+    widened by ``.to()`` took 510.3 us against 468.6 with the helpers (mHC rmsnorm_project, H100, session 21
+    call 1, reports/gpu/2026-11-28-session21), the same bits either way."""
+    token = _HELPER_BF16_CASTS.set(True)
+    try:
+        yield
+    finally:
+        _HELPER_BF16_CASTS.reset(token)
+
+
 def cast_source(value: CSEVar, dtype: torch.dtype) -> str:
     """Source of ``value`` converted to ``dtype`` with torch semantics.
 
@@ -474,7 +491,7 @@ def cast_source(value: CSEVar, dtype: torch.dtype) -> str:
     """
     if value.dtype == dtype:
         return value.name
-    native = config.native_bf16_casts
+    native = config.native_bf16_casts and not _HELPER_BF16_CASTS.get()
     src, src_dtype = value.name, value.dtype
     if src_dtype == torch.bfloat16:  # widened bit-exactly: the interpreter's .to() loses bf16 subnormals,
         src = f"{src}.to(tl.float32)" if native else f"_td_bf16_to_f32({src})"  # and its bf16 != 0 holds for -0.0

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import compiler
-from compiler.codegen.kernel import CSEVar, TritonKernel, cast_source, hoist_loads
+from compiler.codegen.kernel import CSEVar, TritonKernel, cast_source, helper_bf16_casts, hoist_loads
 from harness import device
 from tests.compiler.util import check, run_compiled, seeded_randn
 
@@ -190,6 +190,15 @@ def test_bf16_casts_are_tritons_own_on_a_gpu_and_the_prelude_helpers_in_the_inte
     for on, want in ((False, helpers), (True, native)):
         with compiler.config.patch(native_bf16_casts=on):
             assert cast_source(v, dst) == want
+
+
+def test_helper_bf16_casts_overrides_native_casts_within_and_only_within():
+    v = CSEVar("v", torch.bfloat16)
+    with compiler.config.patch(native_bf16_casts=True):
+        with helper_bf16_casts():
+            assert cast_source(v, torch.float32) == "_td_bf16_to_f32(v)"
+            assert cast_source(CSEVar("w", torch.float32), torch.bfloat16) == "_td_to_bf16(w)"
+        assert cast_source(v, torch.float32) == "v.to(tl.float32)"
 
 
 def test_a_bf16_rms_norm_with_native_casts_rounds_as_the_helpers_do_within_the_interpreters_truncation():
