@@ -18,7 +18,12 @@ This probe writes the kernel in other shapes, checks each against PyTorch, and p
   program's own row of DWP / DBP in memory (L2-resident) instead of registers -- few registers, so
   several programs fit an SM and more loads are in flight;
 
-at several warps, programs per SM and pipeline stages of the row loop.  ``python -m kernels.benchmarks.mixed_order_probe [--rows M --cols N]``;
+- ``sliced S``: ``S`` programs share a band of rows, each owning ``1 / S`` of the columns: each reads the
+  whole row for its sums (the row's other readers find it in L2), then computes dx and the column terms of
+  its own columns only, so it holds ``1 / S`` of the column accumulators and several programs fit an SM
+  (``held``: its own columns' values kept in registers from the first sweep; ``reread``: loaded again);
+
+at several warps, programs per SM, register caps (``maxnreg``) and pipeline stages of the row loop.  ``python -m kernels.benchmarks.mixed_order_probe [--rows M --cols N]``;
 without a GPU it says so and exits 0.
 """
 from __future__ import annotations
@@ -145,6 +150,69 @@ def partial(X, DY, W, MEAN, RSTD, DX, DWP, DBP, M, ROWS: tl.constexpr, N: tl.con
 """
 
 
+def sliced_source(n: int, ch: int, slices: int, held: bool) -> str:
+    """The partial kernel with ``slices`` programs per band of rows (same arguments as ``source``'s kernel):
+    program ``pid`` takes band ``pid // slices`` and owns columns ``[s * n / slices, (s + 1) * n / slices)``
+    of it, ``s = pid % slices``; its partial row of DWP / DBP is the band's, in its own columns.  Needs
+    ``n`` a multiple of ``ch * slices``."""
+    if n % (ch * slices):
+        raise ValueError(f"sliced shape: {n} columns are not a multiple of {slices} slices of {ch}-column chunks")
+    own = n // ch // slices
+    lines = [
+        "import triton", "import triton.language as tl", "",
+        "@triton.jit",
+        "def partial(X, DY, W, MEAN, RSTD, DX, DWP, DBP, M, ROWS: tl.constexpr, N: tl.constexpr, CH: tl.constexpr):",
+        "    pid = tl.program_id(0)",
+        f"    band = pid // {slices}",
+        f"    sl = pid % {slices}",
+        "    r = tl.arange(0, CH)[None, :]",
+    ]
+    for j in range(own):
+        lines += [f"    dw{j} = tl.zeros([1, CH], tl.float32)", f"    db{j} = tl.zeros([1, CH], tl.float32)"]
+    lines += [
+        "    for step in range(0, ROWS):",
+        "        row = band * ROWS + step",
+        "        mean = tl.load(MEAN + row, row < M, other=0.0)",
+        "        rstd = tl.load(RSTD + row, row < M, other=0.0)",
+        "        s1 = tl.zeros([1, CH], tl.float32)",
+        "        s2 = tl.zeros([1, CH], tl.float32)",
+    ]
+
+    def loads(j: int, chunk: str, policy: str) -> list[str]:
+        return [
+            f"        cols{j} = ({chunk}) * CH + r",
+            f"        m{j} = row + 0 * cols{j} < M",
+            f"        x{j} = tl.load(X + row * N + cols{j}, m{j}, other=0.0, eviction_policy='{policy}').to(tl.float32)",
+            f"        dy{j} = tl.load(DY + row * N + cols{j}, m{j}, other=0.0, eviction_policy='{policy}').to(tl.float32)",
+            f"        w{j} = tl.load(W + cols{j}, eviction_policy='evict_last').to(tl.float32)",
+            f"        xh{j} = (x{j} - mean) * rstd",
+            f"        wdy{j} = w{j} * dy{j}",
+        ]
+
+    for j in range(own):                       # own columns first: held ones stay in registers
+        lines += loads(j, f"sl * {own} + {j}", "evict_last")
+        lines += [f"        s1 += xh{j} * wdy{j}", f"        s2 += wdy{j}"]
+    for o in range(1, slices):
+        for j in range(own):
+            lines += loads(own + j, f"((sl + {o}) % {slices}) * {own} + {j}", "evict_last")
+            lines += [f"        s1 += xh{own + j} * wdy{own + j}", f"        s2 += wdy{own + j}"]
+    lines += ["        c1 = tl.sum(s1, 1)[:, None] / N", "        c2 = tl.sum(s2, 1)[:, None] / N"]
+    for j in range(own):
+        if not held:
+            lines += loads(j, f"sl * {own} + {j}", "evict_first")
+        lines += [
+            f"        dx = (wdy{j} - (xh{j} * c1 + c2)) * rstd",
+            f"        tl.store(DX + row * N + cols{j}, dx.to(DX.dtype.element_ty), m{j})",
+            f"        dw{j} += tl.where(m{j}, dy{j} * xh{j}, 0.0)",
+            f"        db{j} += tl.where(m{j}, dy{j}, 0.0)",
+        ]
+    for j in range(own):
+        lines += [f"    cols = (sl * {own} + {j}) * CH + r",
+                  f"    tl.store(DWP + band * N + cols, dw{j})",
+                  f"    tl.store(DBP + band * N + cols, db{j})"]
+    return "\n".join(lines) + "\n"
+
+
 def load(src: str):
     """The probe kernel of ``src``, imported as the compiler imports its generated modules."""
     from compiler.runtime import load_module
@@ -158,6 +226,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kernels.benchmarks.mixed_order_probe")
     parser.add_argument("--rows", type=int, default=4096)
     parser.add_argument("--cols", type=int, default=10240)
+    parser.add_argument("--cases", choices=("session9", "session21"), default="session21",
+                        help="session 9's shapes (whole / chunked / grouped) or session 21's (register caps, sliced)")
     args = parser.parse_args(argv)
     if not _timing.require_gpu("kernels.benchmarks.mixed_order_probe"):
         return 0
@@ -180,29 +250,47 @@ def main(argv=None) -> int:
     print(f"copy bandwidth {copy:.0f} GB/s; minimal traffic {nbytes / 1e6:.0f} MB (x, dy read, dx written); "
           f"ideal {nbytes / copy / 1e3:.1f} us\n")
     whole_block = triton.next_power_of_2(n)
-    cases = [("whole", whole_block, w_, p, s) for w_ in (8, 16) for p in (1, 2) for s in (1, 2)]
-    cases += [("chunked", ch, w_, p, 1) for ch in (2048, 1024) for w_ in (8, 16) for p in (1, 2)]
-    cases += [(f"grouped G={g}", ch, w_, p, 1) for g in (2, 4, 8) for ch in (512, 1024, 2048) for w_ in (4, 8)
-              for p in (1, 2, 4) if g * ch <= 8192]
+    if args.cases == "session9":
+        cases = [("whole", whole_block, w_, p, s, None) for w_ in (8, 16) for p in (1, 2) for s in (1, 2)]
+        cases += [("chunked", ch, w_, p, 1, None) for ch in (2048, 1024) for w_ in (8, 16) for p in (1, 2)]
+        cases += [(f"grouped G={g}", ch, w_, p, 1, None) for g in (2, 4, 8) for ch in (512, 1024, 2048)
+                  for w_ in (4, 8) for p in (1, 2, 4) if g * ch <= 8192]
+    else:   # session 21: several programs per SM, by register caps or by slicing the columns
+        cases = [("whole", whole_block, 8, 1, 1, None)]
+        cases += [("chunked", ch, w_, p, 1, cap) for ch in (2048, 1024) for w_, p, cap in
+                  ((8, 2, 128), (4, 2, 255), (4, 4, 128), (16, 1, None))]
+        cases += [(f"sliced {sl} {mode}", ch, w_, p, 1, cap)
+                  for sl, ch in ((2, 1024), (2, 512), (5, 2048), (5, 1024))
+                  for mode in ("held", "reread")
+                  for w_, p, cap in ((8, 1, None), (8, 2, None), (8, 2, 128), (4, 2, None), (4, 4, 128), (16, 1, None))
+                  if n % (ch * sl) == 0]
     rows = []
-    for shape, ch, warps, per_sm, stages in cases:
-        kernel = load(grouped_source(int(shape.split("=")[1])) if shape.startswith("grouped")
-                      else source(n, ch, shape == "whole", stages))
-        programs = min(m, sms * per_sm)
-        rows_per = -(-m // programs)
-        programs = -(-m // rows_per)
+    for shape, ch, warps, per_sm, stages, cap in cases:
+        slices = int(shape.split()[1]) if shape.startswith("sliced") else 1
+        if shape.startswith("grouped"):
+            kernel = load(grouped_source(int(shape.split("=")[1])))
+        elif slices > 1:
+            kernel = load(sliced_source(n, ch, slices, shape.endswith("held")))
+        else:
+            kernel = load(source(n, ch, shape == "whole", stages))
+        bands = max(1, min(m, sms * per_sm // slices))
+        rows_per = -(-m // bands)
+        bands = -(-m // rows_per)
+        programs = bands * slices
         dx = torch.empty_like(x)
-        dwp = torch.empty(programs, n, device="cuda")
-        dbp = torch.empty(programs, n, device="cuda")
+        dwp = torch.empty(bands, n, device="cuda")
+        dbp = torch.empty(bands, n, device="cuda")
+        extra = {} if cap is None else {"maxnreg": cap}
 
         def run():
-            kernel[(programs,)](x, dy, w, mean, rstd, dx, dwp, dbp, m, ROWS=rows_per, N=n, CH=ch, num_warps=warps)
+            kernel[(programs,)](x, dy, w, mean, rstd, dx, dwp, dbp, m, ROWS=rows_per, N=n, CH=ch, num_warps=warps,
+                                **extra)
         known = {id(c) for c in _timing.compiled_of(kernel)}     # a module loaded again keeps its variants
         try:
             run()
             torch.cuda.synchronize()
         except Exception as e:    # out of resources: say so, go on
-            rows.append((shape, ch, warps, per_sm, stages, "-", "-", "-", f"failed: {type(e).__name__}"))
+            rows.append((shape, ch, warps, per_sm, stages, cap or "-", "-", "-", "-", f"failed: {type(e).__name__}"))
             continue
         err = max((dx.float() - ref_dx).abs().max().item() / 8,
                   (dwp.sum(0) - ref_dw).abs().max().item() / m ** 0.5,
@@ -210,9 +298,10 @@ def main(argv=None) -> int:
         ms = _timing.bench(run).median_ms
         info = "; ".join(f"{c.n_regs} regs, {c.n_spills} spilled" for c in _timing.compiled_of(kernel)
                          if id(c) not in known) or "?"
-        rows.append((shape, ch, warps, per_sm, stages, f"{ms * 1e3:.1f}", f"{nbytes / (ms * 1e-3) / 1e9 / copy:.0%}",
-                     info, "ok" if err < 0.05 else f"WRONG ({err:.3g})"))
-    print(_timing.markdown_table(["shape", "CH", "warps", "programs/SM", "stages", "us", "% copy BW", "registers", "check"],
+        rows.append((shape, ch, warps, per_sm, stages, cap or "-", f"{ms * 1e3:.1f}",
+                     f"{nbytes / (ms * 1e-3) / 1e9 / copy:.0%}", info, "ok" if err < 0.05 else f"WRONG ({err:.3g})"))
+    print(_timing.markdown_table(["shape", "CH", "warps", "programs/SM", "stages", "maxnreg", "us", "% copy BW", "registers",
+                                  "check"],
                                  rows))
     return 0
 
