@@ -209,6 +209,11 @@ class CompilerConfig:
     # reduction.  Layer norm 4096 x 10240's mixed-order backward loaded dy, reduced (a barrier), then
     # loaded x: 128.3 us, hoisted 121.3 us (H100, reports/gpu/2026-11-24-h100-session9, call 6).
     hoist_loads: bool = True
+    # Move a load (and an index) that does not change inside a loop above the loop (codegen.kernel.
+    # lift_invariant_loads): a mixed-order kernel's row loop read its weight vector again on every row; layer
+    # norm 4096 x 10240 fp16's backward partial took 131.3 us so, 123.3 with the load above the loop (H100,
+    # reports/gpu/2026-11-28-session21, call 3).
+    lift_invariant_loads: bool = True
     # Where a whole row is in one block (persistent and mixed-order kernels), take a load of each row's first
     # element -- the shift of layer norm's two-pass variance -- from the row already in registers (its lane 0,
     # bit-exact) instead of a second, strided load (codegen.kernel.TritonKernel.row_element).

@@ -1,10 +1,13 @@
 """codegen.kernel: the load hoisting of a kernel's straight-line blocks, loop headers, and a row's first element
 taken from its registers."""
+import textwrap
+
 import pytest
 import torch
 
 import compiler
-from compiler.codegen.kernel import CSEVar, TritonKernel, cast_source, helper_bf16_casts, hoist_loads
+from compiler.codegen.kernel import (CSEVar, TritonKernel, cast_source, helper_bf16_casts, hoist_loads,
+                                     lift_invariant_loads)
 from harness import device
 from tests.compiler.util import check, run_compiled, seeded_randn
 
@@ -87,6 +90,86 @@ def test_a_load_rises_through_a_long_block():
     lines.append((2, "tmp40000 = tl.load(p_a + xindex)"))
     order = hoist_loads(lines)
     assert order[:2] == [0, 40_000] and sorted(order) == list(range(len(lines)))
+
+
+def _lifted(src: str) -> list[str]:
+    """``src`` (indent: 4 spaces a level) as ``lift_invariant_loads`` writes it, indents kept."""
+    src = textwrap.dedent(src)
+    lines = [((len(line) - len(line.lstrip(" "))) // 4, line.strip()) for line in src.splitlines() if line.strip()]
+    return ["    " * indent + text for _, (indent, text) in lift_invariant_loads(lines)]
+
+
+def test_a_row_vector_load_leaves_the_row_loop_and_a_row_load_stays():
+    """A mixed-order kernel's weight (rindex alone) is read once, not once per row; x and dy move with the row."""
+    got = _lifted("""
+        rindex = tl.arange(0, 16)[None, :]
+        for xstep in range(0, 32, 1):
+            xindex = pid * 32 + xstep
+            idx2 = rindex + 16 * xindex
+            tmp3 = tl.load(p_arg4 + idx2, rmask, other=0)
+            tmp5 = tl.load(p_arg1 + rindex, rmask, other=0)
+            tmp7 = tmp3 * tmp5
+            tl.store(p_buf18 + idx2, tmp7, rmask)
+    """)
+    assert got == [
+        "rindex = tl.arange(0, 16)[None, :]",
+        "tmp5 = tl.load(p_arg1 + rindex, rmask, other=0)",
+        "for xstep in range(0, 32, 1):",
+        "    xindex = pid * 32 + xstep",
+        "    idx2 = rindex + 16 * xindex",
+        "    tmp3 = tl.load(p_arg4 + idx2, rmask, other=0)",
+        "    tmp7 = tmp3 * tmp5",
+        "    tl.store(p_buf18 + idx2, tmp7, rmask)",
+    ]
+
+
+def test_an_invariant_index_leaves_with_its_load_and_nested_loops_are_left_one_by_one():
+    got = _lifted("""
+        for xstep in range(0, 4, 1):
+            for roffset in range(0, 64, 16):
+                idx4 = 64 * xbase
+                tmp5 = tl.load(p_arg0 + idx4)
+                tmp6 = tmp5 + roffset
+    """)
+    assert got == ["idx4 = 64 * xbase", "tmp5 = tl.load(p_arg0 + idx4)", "for xstep in range(0, 4, 1):",
+                   "    for roffset in range(0, 64, 16):", "        tmp6 = tmp5 + roffset"]
+
+
+@pytest.mark.parametrize("body, why", [
+    ("tmp5 = tl.load(p_arg1 + rindex)\n    tl.store(p_arg1 + rindex, tmp5 + 1)", "the loop writes through its pointer"),
+    ("tmp5 = tl.load(p_arg1 + rindex)\n    tl.store(p_arg0 + rindex, tmp5 + 1)", "another input may alias it"),
+    ("tmp5 = tl.load(p_arg1 + rindex + xstep)", "it reads the loop variable"),
+    ("tmp4 = xstep * 2\n    tmp5 = tl.load(p_arg1 + tmp4)", "it reads a name the loop defines"),
+    ("tmp5 = tl.load(p_arg1 + rindex)\n    tmp5 = tmp5 * 2", "its name is defined twice in the loop"),
+    ("if c:\n        tmp5 = tl.load(p_arg1 + rindex)", "it runs only on some trips"),
+])
+def test_a_load_that_may_change_or_may_not_run_stays_in_its_loop(body, why):
+    src = "for xstep in range(0, 4, 1):\n    " + body + "\n"
+    assert _lifted(src) == [line for line in src.splitlines() if line.strip()], why
+
+
+def test_a_generated_mixed_order_kernel_reads_its_weight_above_the_row_loop_and_stays_right():
+    """Layer norm backward as a mixed-order kernel: w is loaded before the row loop (knob on), inside it (off),
+    and both kernels give eager's gradients."""
+    x = seeded_randn(64, 48, seed=51).requires_grad_()
+    w = seeded_randn(48, seed=52).requires_grad_()
+    b = seeded_randn(48, seed=53).requires_grad_()
+    dy = seeded_randn(64, 48, seed=54)
+
+    def fn(x, w, b):
+        return torch.nn.functional.layer_norm(x, (48,), w, b)
+    want = torch.autograd.grad(fn(x, w, b), (x, w, b), dy)
+    for on in (True, False):
+        with compiler.config.patch(lift_invariant_loads=on, reduction_strategy="auto"):
+            got = torch.autograd.grad(compiler.compile_fresh(fn)(x, w, b), (x, w, b), dy)
+            text = compiler.dump.last_artifacts().texts["triton"]
+        partial = text.split("_partial(")[1].split("@triton.jit")[0]
+        head, loop = partial.split("for xstep in ")
+        assert ("tl.load(p_arg1 + rindex" in head) == on, partial
+        # the row's streaming loads are hinted evict_first only while w, read again, is in the loop
+        assert ("evict_first" in loop) == (not on) and loop.count("tl.load(") == (2 if on else 3), partial
+        for g, r in zip(got, want):
+            torch.testing.assert_close(g, r, rtol=1e-4, atol=1e-5)
 
 
 def test_a_load_does_not_pass_a_use_of_a_name_it_defines():

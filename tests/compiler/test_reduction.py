@@ -253,16 +253,20 @@ def _loads(source: str, *, streaming: bool = False) -> list[tuple[str, str]]:
             if not streaming or "rmask" in m.group(0)]
 
 
-def test_a_split_reduction_of_one_row_streams_its_input_once():
+@pytest.mark.parametrize("lift", [False, True])
+def test_a_split_reduction_of_one_row_streams_its_input_once(lift):
     """sqrt(sum(x * x)) split over programs: each reads its own chunk once, so the load lets it go (it was
     marked evict_last because the row axis is not in its index, though there is only one row block); a
-    value every chunk reads is still kept."""
+    value every chunk reads is still kept.  Lifted above the chunk loop (lift_invariant_loads), that value is
+    read once, nothing is left to keep in L2, and the chunk's load has no hint."""
     (g,) = capture_graphs(lambda t, s: (t * t * s).sum().sqrt(), torch.randn(5000), torch.randn(1))
-    with compiler.config.patch(reduction_strategy="split", rblock=64, split_count=8):
+    with compiler.config.patch(reduction_strategy="split", rblock=64, split_count=8, lift_invariant_loads=lift):
         exe = compile_graph(g.gm, g.args, "ev_split")
     partial = next(src for src in kernel_sources(exe.generated.source) if "partial pass" in src)
     policies = {ptr: policy for ptr, policy in _loads(partial) if not ptr.endswith("_partials")}  # its own final's
-    assert policies == {"p_arg0": "evict_first", "p_arg1": "evict_last"}
+    assert policies == {"p_arg0": "" if lift else "evict_first", "p_arg1": "evict_last"}
+    loop = partial.split("for roffset")[1]
+    assert ("tl.load(p_arg1" in loop) == (not lift)
 
 
 @pytest.mark.parametrize("chunk_steps, warps", [(8, 32), (7, 16), (1, 16)])
@@ -359,8 +363,9 @@ GPU_LIKE = dict(sm_count=4, programs_per_sm=2, max_reduction_block_numel=4096, p
 
 def test_a_wide_mixed_order_kernel_loads_its_row_before_reducing_hints_l2_and_runs_one_program_per_sm():
     """Layer norm 4096 x 10240's backward loaded dy, reduced (a barrier), then loaded x: two memory trips
-    per row.  Hoisted, the row's loads come first; x, dy and the row's mean and rstd are read once
-    (evict_first), w by every row (evict_last).
+    per row.  Hoisted, the row's loads come first.  w, the same on every row, is read once above the row loop
+    (evict_last); x, dy and the row's mean and rstd are read once each, unhinted: with w out of the loop nothing
+    is read from L2 again for an evict_first to protect.
     Its column accumulators (2 x 16384 fp32 lanes) make it wide: one program per SM (4 here, not 8), 8 warps."""
     bwd = _ln_backward(10240, **GPU_LIKE)
     src, plan = bwd.texts["triton"], bwd.texts["plan"]
@@ -371,8 +376,9 @@ def test_a_wide_mixed_order_kernel_loads_its_row_before_reducing_hints_l2_and_ru
     loads = [m.start() for m in re.finditer(r"tl\.load\(", body)]
     assert len(loads) >= 4 and max(loads) < body.index("tl.sum(")
     policies = dict(_loads(body + "\n"))
-    assert set(policies.values()) == {"evict_first", "evict_last"} and len(policies) == 5
-    assert [ptr for ptr, pol in policies.items() if pol == "evict_last"] == ["p_arg1"]     # w, read by every row
+    assert set(policies.values()) == {""} and len(policies) == 4
+    head = src[src.index("_partial("):src.index("for xstep in range(")]
+    assert dict(_loads(head)) == {"p_arg1": "evict_last"}      # w, above the row loop
     plain = _ln_backward(10240, hoist_loads=False, **GPU_LIKE).texts["triton"]
     body = plain[plain.index("for xstep in range("):]
     assert max(m.start() for m in re.finditer(r"tl\.load\(", body[:body.index("tl.store(")])) > body.index("tl.sum(")
