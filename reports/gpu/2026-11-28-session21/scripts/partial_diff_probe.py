@@ -33,7 +33,7 @@ from kernels.benchmarks import _timing, mixed_order_probe
 
 def edits(src: str) -> dict:
     lines = src.split("\n")
-    w_load = [ln for ln in lines if "tl.load(" in ln and "+ rindex," in ln]
+    w_load = [ln for ln in lines if "tl.load(" in ln and "+ rindex," in ln and ln.startswith(" " * 8)]   # in the loop
     out = {"generated": src}
     out["no acc mask"] = "\n".join(ln for ln in lines if not re.match(r"^\s+acc\d+ = tl\.where\(rmask, acc\d+, tmp\d+\)$", ln))
     if len(w_load) == 1:
