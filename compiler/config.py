@@ -210,9 +210,12 @@ class CompilerConfig:
     # loaded x: 128.3 us, hoisted 121.3 us (H100, reports/gpu/2026-11-24-h100-session9, call 6).
     hoist_loads: bool = True
     # Move a load (and an index) that does not change inside a loop above the loop (codegen.kernel.
-    # lift_invariant_loads): a mixed-order kernel's row loop read its weight vector again on every row; layer
-    # norm 4096 x 10240 fp16's backward partial took 131.3 us so, 123.3 with the load above the loop (H100,
-    # reports/gpu/2026-11-28-session21, call 3).
+    # lift_invariant_loads): a mixed-order kernel's row loop read its weight vector again on every row.  Layer
+    # norm 4096 x 10240 fp16's backward partial, H100 (reports/gpu/2026-11-28-session21): 131.3 us so, 123.3 with
+    # the load above the loop (call 3, the kernel edited by hand); compiled, with the streaming loads then left
+    # unhinted (TritonKernel._eviction_policies), 120.5 -> 108.4 us and fwd+bwd 183.8 -> 170.3 us (call 5);
+    # H200 fwd+bwd 137.7 us (call 7; 153 in session 20).  Of both benchmark suites' kernels only layer norms'
+    # change (their weights, and per-row scalars read in a chunk loop).
     lift_invariant_loads: bool = True
     # Where a whole row is in one block (persistent and mixed-order kernels), take a load of each row's first
     # element -- the shift of layer norm's two-pass variance -- from the row already in registers (its lane 0,

@@ -31,33 +31,27 @@ from compiler.runtime import compile_options, load_module
 from kernels.benchmarks import _timing, mixed_order_probe
 
 
+def _w_above_loop(text: str, w_line: str) -> str:
+    """``text`` with the weight's load ``w_line`` moved from the row loop to just above its header."""
+    out = []
+    for ln in text.split("\n"):
+        if ln == w_line:
+            continue
+        if ln.lstrip().startswith("for xstep"):
+            out.append(w_line[4:])
+        out.append(ln)
+    return "\n".join(out)
+
+
 def edits(src: str) -> dict:
     lines = src.split("\n")
     w_load = [ln for ln in lines if "tl.load(" in ln and "+ rindex," in ln and ln.startswith(" " * 8)]   # in the loop
     out = {"generated": src}
     out["no acc mask"] = "\n".join(ln for ln in lines if not re.match(r"^\s+acc\d+ = tl\.where\(rmask, acc\d+, tmp\d+\)$", ln))
     if len(w_load) == 1:
-        hoisted = []
-        for ln in lines:
-            if ln == w_load[0]:
-                continue
-            if ln.lstrip().startswith("for xstep"):
-                hoisted.append(w_load[0][4:])
-            hoisted.append(ln)
-        out["w hoisted"] = "\n".join(hoisted)
+        out["w hoisted"] = _w_above_loop(src, w_load[0])
     out["no hints"] = re.sub(r", eviction_policy='evict_first'", "", src)
-    both = out["no acc mask"]
-    if "w hoisted" in out:
-        lines = both.split("\n")
-        hoisted = []
-        for ln in lines:
-            if ln == w_load[0]:
-                continue
-            if ln.lstrip().startswith("for xstep"):
-                hoisted.append(w_load[0][4:])
-            hoisted.append(ln)
-        both = "\n".join(hoisted)
-    out["all"] = both
+    out["all"] = _w_above_loop(out["no acc mask"], w_load[0]) if len(w_load) == 1 else out["no acc mask"]
     return out
 
 
