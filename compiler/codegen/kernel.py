@@ -358,10 +358,10 @@ class TritonKernel:
         let the last streaming read go first.
 
         The streaming reads go first to keep the others' lines in L2.  Where every load kept so was lifted out
-        of its loop (``lifted``: lines ``lift_invariant_loads`` moved; a mixed-order kernel's weight) nothing is
-        read from L2 again, and the streaming reads get no hint: layer norm 4096 x 10240 fp16's backward partial
-        took 113.9 us with them hinted evict_first, 110.7 without (H100, session 21 call 4,
-        reports/gpu/2026-11-28-session21)."""
+        of every loop (``lifted``: lines ``lift_invariant_loads`` moved to the kernel's top level: a mixed-order
+        kernel's weight, a looped kernel's per-row scalar) nothing is read from L2 again, and the streaming reads
+        get no hint: layer norm 4096 x 10240 fp16's backward partial took 113.9 us with them hinted evict_first,
+        110.7 without (H100, session 21 call 4, reports/gpu/2026-11-28-session21)."""
         if not config.eviction_hints:
             return {}
         policies = {}
@@ -394,7 +394,8 @@ class TritonKernel:
         for comment in self.meta.get("comments", []):
             out.append(f"    # {comment}")
         placed = lift_invariant_loads(self.lines) if config.lift_invariant_loads else list(enumerate(self.lines))
-        policies = self._eviction_policies({i for i, (indent, _) in placed if indent < self.lines[i][0]})
+        top = min((indent for indent, _ in self.lines), default=0)        # lifted out of every loop:
+        policies = self._eviction_policies({i for i, (indent, _) in placed if top == indent < self.lines[i][0]})
         lines = [line for _, line in placed]
         order = hoist_loads(lines) if config.hoist_loads else range(len(lines))
         for j in order:
@@ -459,7 +460,9 @@ def hoist_loads(lines: Sequence[tuple[int, str]]) -> list[int]:
 
 
 _FOR = re.compile(r"^for\s+(.+?)\s+in\s")
+_AUGMENTED = re.compile(r"^([A-Za-z_]\w*)\s*[-+*/%&|^@]=|^([A-Za-z_]\w*)\s*(?://|\*\*|<<|>>)=")
 _WRITES = ("tl.store(", "tl.atomic_")
+_ORDERED = ("tl.debug_barrier", "tl.atomic_", "volatile=True")   # no load moves across these
 
 
 def lift_invariant_loads(lines: Sequence[tuple[int, str]]) -> list[tuple[int, tuple[int, str]]]:
@@ -468,12 +471,15 @@ def lift_invariant_loads(lines: Sequence[tuple[int, str]]) -> list[tuple[int, tu
     write them.
 
     A line of a loop's body (at the body's own indent, so executed on every trip) moves out when it is a load
-    (``tmpN = tl.load(...)``) or an index (``idxN = ...``) whose names are all defined outside the loop and whose
-    name is defined once in it; a load also needs the loop to write nothing through its pointer, nor through
-    any input pointer (``p_arg*``, which could alias it) when it reads an input.  A mixed-order kernel's row
-    loop read its weight vector (indexed by rindex alone) again on every row: layer norm 4096 x 10240 fp16's
-    backward partial took 131.3 us so, 123.3 with the load above the loop (H100, session 21 call 3,
-    reports/gpu/2026-11-28-session21).  Repeated until nothing moves, so a load leaves nested loops too.
+    (``tmpN = tl.load(...)``) or an index (``idxN = ...``), its names are all defined outside the loop, its own
+    name is assigned once in the loop and not read there before that, and the loop writes nothing through any
+    pointer it names, nor through any input pointer (``p_arg*``, which could alias it) when it reads an input.
+    A loop with a store through anything but a kernel argument, a barrier, an atomic or a volatile load keeps
+    all its loads, and a loop keeps at least one line.  A mixed-order kernel's row loop read its weight vector
+    (indexed by rindex alone) again on every row: layer norm 4096 x 10240 fp16's backward partial took 131.3 us
+    so, 123.3 with the load above the loop (H100, session 21 call 3, reports/gpu/2026-11-28-session21).
+    Repeated until nothing moves, so a load leaves nested loops too.  The runtime's loops have static trip counts
+    of at least one, so a lifted load reads nothing the loop would not have.
     """
     placed = list(enumerate(lines))
     moved = True
@@ -487,7 +493,7 @@ def lift_invariant_loads(lines: Sequence[tuple[int, str]]) -> list[tuple[int, tu
             while end < len(placed) and placed[end][1][0] > hindent:
                 end += 1
             lift = _invariant_lines(placed[h + 1:end], hindent + 1, set(_NAME.findall(header.group(1))))
-            if lift:
+            if lift and len(lift) < end - h - 1:
                 body = [e for j, e in enumerate(placed[h + 1:end]) if j not in lift]
                 out = [(i, (hindent, text)) for j, (i, (_, text)) in enumerate(placed[h + 1:end]) if j in lift]
                 placed = placed[:h] + out + [placed[h]] + body + placed[end:]
@@ -502,35 +508,44 @@ def _invariant_lines(body: Sequence[tuple[int, tuple[int, str]]], indent: int, l
     defined: dict[str, int] = {}
     written: set[str] = set()
     for _, (_, text) in body:
+        if any(mark in text for mark in _ORDERED):
+            return set()
         header = _FOR.match(text)
-        if header is not None:
-            for name in _NAME.findall(header.group(1)):
-                defined[name] = defined.get(name, 0) + 1
-        m = _ASSIGN.match(text)
-        if m is not None and not text.rstrip().endswith(":"):
-            for name in _NAME.findall(m.group(1)):
-                defined[name] = defined.get(name, 0) + 1
+        names = set(_NAME.findall(header.group(1))) if header is not None else set()
+        m, aug = _ASSIGN.match(text), _AUGMENTED.match(text)
+        if aug is not None:
+            names |= {aug.group(1) or aug.group(2)}
+        elif m is not None and not text.rstrip().endswith(":"):
+            names |= set(_NAME.findall(m.group(1)))
+        for name in names:
+            defined[name] = defined.get(name, 0) + 1 + (aug is not None)    # an update is a second definition
         if any(w in text for w in _WRITES):
+            pointer = re.search(r"tl\.(?:store|atomic_\w+)\(\s*(\w+)", text)
+            if pointer is None or not pointer.group(1).startswith("p_"):
+                return set()                      # a write through a pointer variable: it could be anything
             written |= set(re.findall(r"\bp_\w+", text))
     inside = set(defined) | loop_vars
     lift: set[int] = set()
+    seen: set[str] = set()                        # names read by the body's lines so far
     for j, (_, (ind, text)) in enumerate(body):
         m = _ASSIGN.match(text)
-        if ind != indent or m is None or text.rstrip().endswith(":"):
+        used = set(_NAME.findall(_strip_strings(text)))
+        if ind != indent or m is None or text.rstrip().endswith(":") or _AUGMENTED.match(text):
+            seen |= used
             continue
         target, expr = m.group(1).strip(), m.group(2)
         is_load, is_index = expr.startswith("tl.load("), target.startswith("idx")
-        if not (is_load or is_index) or defined.get(target) != 1 or any(w in expr for w in _WRITES):
-            continue
-        if set(_NAME.findall(_strip_strings(expr))) & inside:
-            continue
-        if is_load:
-            base = re.match(r"tl\.load\((p_\w+)", expr)
-            if base is None or base.group(1) in written or (
-                    base.group(1).startswith("p_arg") and any(w.startswith("p_arg") for w in written)):
-                continue
-        lift.add(j)
-        inside.discard(target)          # an index that leaves makes the loads using it invariant too
+        reads = set(_NAME.findall(_strip_strings(expr)))
+        pointers = set(re.findall(r"\bp_\w+", expr))
+        ok = ((is_load or is_index) and defined.get(target) == 1 and target not in seen
+              and not reads & inside and not any(w in expr for w in _WRITES))
+        if ok and is_load:
+            ok = bool(pointers) and not pointers & written and not (
+                any(p.startswith("p_arg") for p in pointers) and any(w.startswith("p_arg") for w in written))
+        seen |= reads
+        if ok:
+            lift.add(j)
+            inside.discard(target)          # an index that leaves makes the loads using it invariant too
     return lift
 
 

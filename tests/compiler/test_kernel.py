@@ -142,6 +142,15 @@ def test_an_invariant_index_leaves_with_its_load_and_nested_loops_are_left_one_b
     ("tmp4 = xstep * 2\n    tmp5 = tl.load(p_arg1 + tmp4)", "it reads a name the loop defines"),
     ("tmp5 = tl.load(p_arg1 + rindex)\n    tmp5 = tmp5 * 2", "its name is defined twice in the loop"),
     ("if c:\n        tmp5 = tl.load(p_arg1 + rindex)", "it runs only on some trips"),
+    ("tmp6 = tmp5 + 1\n    tl.store(p_buf0 + xstep, tmp6)\n    tmp5 = tl.load(p_arg1 + rindex)",
+     "the loop reads the name before the load assigns it (a value carried from the trip before)"),
+    ("tmp5 = tl.load(p_arg1 + idx1)\n    idx1 += 8", "an augmented assignment moves its index"),
+    ("tmp5 = tl.load(p_arg0 + rindex) + tl.load(p_buf3 + rindex)\n    tl.store(p_buf3 + rindex, tmp5)",
+     "its second pointer is written in the loop"),
+    ("tmp5 = tl.load(p_arg1 + rindex)\n    tl.store(ptrs, tmp5)", "a store through a pointer variable"),
+    ("tl.debug_barrier()\n    tmp5 = tl.load(p_buf7 + rindex)\n    tmp6 = tmp5 + xstep", "a barrier orders the loop"),
+    ("tmp5 = tl.load(p_sem + 0, volatile=True)\n    tmp6 = tl.atomic_add(p_other + 0, 1)", "a volatile poll"),
+    ("tmp5 = tl.load(p_arg1 + rindex)", "the loop would be left empty"),
 ])
 def test_a_load_that_may_change_or_may_not_run_stays_in_its_loop(body, why):
     src = "for xstep in range(0, 4, 1):\n    " + body + "\n"
