@@ -1,5 +1,5 @@
-"""codegen.kernel: the load hoisting of a kernel's straight-line blocks, loop headers, and a row's first element
-taken from its registers."""
+"""codegen.kernel: the load hoisting of a kernel's straight-line blocks, loop-invariant loads lifted out of their
+loops, loop headers, a row's first element taken from its registers, and the bf16 cast forms."""
 import textwrap
 
 import pytest
