@@ -165,6 +165,11 @@ class CompilerConfig:
     # Triton pipelines a loop without tl.dot only when the loop itself asks; a launch's num_stages does
     # not reach it.  None: no directive (plain range); 1: none either.
     loop_stages: Optional[int] = None
+    # The same for mixed-order kernels' row loops alone (None: loop_stages), so their pipelining can be measured
+    # without the forward's loops.  Session 9 measured loop_stages=2 on layer norm 4096 x 10240's backward partial
+    # while its weight was still read in the row loop: 159.9 us, 30 registers spilled, against 141.0 (H100,
+    # reports/gpu/2026-11-24-h100-session9).  Unmeasured since the weight left the loop (lift_invariant_loads).
+    mixed_order_loop_stages: Optional[int] = None
 
     # --- pointwise -------------------------------------------------------------------------
     # Elements per program of a 1-D pointwise kernel (a power of two).

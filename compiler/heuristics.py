@@ -333,10 +333,14 @@ def split_last_program_final(xblock: int, splits: int) -> bool:
 
 
 def loop_stages(strategy: str) -> Optional[int]:
-    """Pipelining depth of a ``strategy`` kernel's loop (None: none asked; a persistent kernel has no loop)."""
-    if strategy == "persistent" or config.loop_stages == 1:
+    """Pipelining depth of a ``strategy`` kernel's loop (None: none asked; a persistent kernel has no loop);
+    a mixed-order kernel's row loop takes ``config.mixed_order_loop_stages`` where that is set."""
+    stages = config.loop_stages
+    if strategy == "mixed_order" and config.mixed_order_loop_stages is not None:
+        stages = config.mixed_order_loop_stages
+    if strategy == "persistent" or stages == 1:
         return None
-    return config.loop_stages
+    return stages
 
 
 # ----------------------------------------------------------------------------- pointwise

@@ -49,6 +49,7 @@ def test_patch_restores_after_an_exception():
     ({"persistent_reread_loads": "yes"}, "True or False"),
     ({"native_bf16_casts": 1}, "True or False"),
     ({"loop_stages": 0}, "positive int"),
+    ({"mixed_order_loop_stages": 0}, "positive int"),
     ({"mixed_order_wide_bytes": -1}, "positive int"),
     ({"hoist_loads": 1}, "True or False"),
     ({"lean_runtime": "yes"}, "True or False"),

@@ -273,3 +273,13 @@ def test_a_wide_mixed_order_kernel_runs_one_program_per_sm_with_at_most_8_warps(
 def test_loop_stages_reach_every_loop_but_a_persistent_kernel_has_none(strategy, stages, want):
     with compiler.config.patch(loop_stages=stages):
         assert heuristics.loop_stages(strategy) == want
+
+
+@pytest.mark.parametrize("loop, mixed, want", [(None, 2, {"mixed_order": 2, "looped": None, "split": None}),
+                                               (3, 2, {"mixed_order": 2, "looped": 3, "split": 3}),
+                                               (3, 1, {"mixed_order": None, "looped": 3, "split": 3}),
+                                               (3, None, {"mixed_order": 3, "looped": 3, "split": 3})])
+def test_mixed_order_loop_stages_pipeline_the_row_loop_alone(loop, mixed, want):
+    with compiler.config.patch(loop_stages=loop, mixed_order_loop_stages=mixed):
+        assert {s: heuristics.loop_stages(s) for s in want} == want
+        assert heuristics.loop_stages("persistent") is None

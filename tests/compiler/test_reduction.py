@@ -399,6 +399,22 @@ def test_pipelined_loops_are_asked_of_triton_and_compute_the_same(strategy):
     assert_same(got, fn(x), rtol=1e-4, atol=1e-4)
 
 
+def test_mixed_order_loop_stages_pipeline_the_row_loop_and_leave_chunk_loops_alone():
+    """config.mixed_order_loop_stages: the mixed-order kernel's row loop asks Triton to pipeline it; a looped
+    kernel compiled under the same knobs keeps its plain chunk loop; both compute as before."""
+    x = seeded_randn(41, 341, seed=12)
+    with compiler.config.patch(mixed_order_loop_stages=2):
+        got = run_compiled(_row_iota_sum_and_column_sum, x)
+        mixed = compiler.dump.last_artifacts().texts["triton"]
+        with compiler.config.patch(reduction_strategy="looped", rblock=64):
+            looped_got = run_compiled(many_reductions, x)
+            looped = compiler.dump.last_artifacts().texts["triton"]
+    assert re.search(r"for xstep in tl\.range\(0, \d+, \d+, num_stages=2\):", mixed), mixed
+    assert re.search(r"for roffset in range\(", looped) and "num_stages" not in looped
+    assert_same(got, _row_iota_sum_and_column_sum(x), rtol=1e-4, atol=1e-4)
+    assert_same(looped_got, many_reductions(x), rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_a_reduction_with_no_load_along_its_axis_loads_over_the_whole_tile(strategy):
     """x expanded along the reduced axis (stride 0) makes every load one value per row.  Loaded as [XBLOCK, 1]
