@@ -461,7 +461,7 @@ def hoist_loads(lines: Sequence[tuple[int, str]]) -> list[int]:
 
 _FOR = re.compile(r"^for\s+(.+?)\s+in\s")
 _AUGMENTED = re.compile(r"^([A-Za-z_]\w*)\s*[-+*/%&|^@]=|^([A-Za-z_]\w*)\s*(?://|\*\*|<<|>>)=")
-_WRITES = ("tl.store(", "tl.atomic_")
+_POINTER = re.compile(r"\bp_\w+")                                 # a kernel argument's pointer
 _ORDERED = ("tl.debug_barrier", "tl.atomic_", "volatile=True")   # no load moves across these
 
 
@@ -519,26 +519,24 @@ def _invariant_lines(body: Sequence[tuple[int, tuple[int, str]]], indent: int, l
             names |= set(_NAME.findall(m.group(1)))
         for name in names:
             defined[name] = defined.get(name, 0) + 1 + (aug is not None)    # an update is a second definition
-        if any(w in text for w in _WRITES):
-            pointer = re.search(r"tl\.(?:store|atomic_\w+)\(\s*(\w+)", text)
+        if "tl.store(" in text:                   # (atomics returned above)
+            pointer = re.search(r"tl\.store\(\s*(\w+)", text)
             if pointer is None or not pointer.group(1).startswith("p_"):
                 return set()                      # a write through a pointer variable: it could be anything
-            written |= set(re.findall(r"\bp_\w+", text))
+            written |= set(_POINTER.findall(text))
     inside = set(defined) | loop_vars
     lift: set[int] = set()
     seen: set[str] = set()                        # names read by the body's lines so far
     for j, (_, (ind, text)) in enumerate(body):
         m = _ASSIGN.match(text)
-        used = set(_NAME.findall(_strip_strings(text)))
         if ind != indent or m is None or text.rstrip().endswith(":") or _AUGMENTED.match(text):
-            seen |= used
+            seen |= set(_NAME.findall(_strip_strings(text)))
             continue
         target, expr = m.group(1).strip(), m.group(2)
         is_load, is_index = expr.startswith("tl.load("), target.startswith("idx")
         reads = set(_NAME.findall(_strip_strings(expr)))
-        pointers = set(re.findall(r"\bp_\w+", expr))
-        ok = ((is_load or is_index) and defined.get(target) == 1 and target not in seen
-              and not reads & inside and not any(w in expr for w in _WRITES))
+        pointers = set(_POINTER.findall(expr))
+        ok = (is_load or is_index) and defined.get(target) == 1 and target not in seen and not reads & inside
         if ok and is_load:
             ok = bool(pointers) and not pointers & written and not (
                 any(p.startswith("p_arg") for p in pointers) and any(w.startswith("p_arg") for w in written))

@@ -50,6 +50,27 @@ def interleaved_us(cases: dict[str, Callable[[], object]], rounds: int, *, rep_m
     return times
 
 
+def interleaved_report(times: dict[str, list[float]], *, base: str, nbytes: int, copy_gbps: float,
+                       checks: dict[str, str], digits: int = 2, check_header: str = "check") -> str:
+    """The table of an ``interleaved_us`` run: each case's median of its rounds' medians, their range, its speed
+    against case ``base``, its share of ``copy_gbps`` at ``nbytes`` moved, and ``checks[case]`` (or nothing)."""
+    ref = statistics.median(times[base])
+    rows = []
+    for k, ts in times.items():
+        med = statistics.median(ts)
+        rows.append((k, f"{med:.{digits}f}", f"{min(ts):.{digits}f}-{max(ts):.{digits}f}", f"{ref / med:.4f}",
+                     f"{nbytes / (med * 1e-6) / 1e9 / copy_gbps:.1%}", checks.get(k, "")))
+    rounds = len(times[base])
+    return (f"copy bandwidth {copy_gbps:.0f} GB/s; {rounds} interleaved rounds, median of the rounds' medians\n\n"
+            + markdown_table(["kernel", "us", "range", f"vs {base}", "% copy BW", check_header], rows))
+
+
+def registers(fn, skip: set = frozenset()) -> str:
+    """Registers and spills of each compiled variant of ``fn`` (a ``triton.jit`` function) whose id is not in
+    ``skip``, as "N regs, M spilled; ..."."""
+    return "; ".join(f"{c.n_regs} regs, {c.n_spills} spilled" for c in compiled_of(fn) if id(c) not in skip)
+
+
 def copy_bandwidth_gbps(nbytes: int = 2 * 2**30) -> float:
     """Device copy bandwidth (read + write bytes / time) measured with a large ``copy_``."""
     n = nbytes // 4

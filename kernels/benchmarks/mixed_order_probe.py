@@ -296,8 +296,7 @@ def main(argv=None) -> int:
                   (dwp.sum(0) - ref_dw).abs().max().item() / m ** 0.5,
                   (dbp.sum(0) - ref_db).abs().max().item() / m ** 0.5)
         ms = _timing.bench(run).median_ms
-        info = "; ".join(f"{c.n_regs} regs, {c.n_spills} spilled" for c in _timing.compiled_of(kernel)
-                         if id(c) not in known) or "?"
+        info = _timing.registers(kernel, known) or "?"
         rows.append((shape, ch, warps, per_sm, stages, cap or "-", f"{ms * 1e3:.1f}",
                      f"{nbytes / (ms * 1e-3) / 1e9 / copy:.0%}", info, "ok" if err < 0.05 else f"WRONG ({err:.3g})"))
     print(_timing.markdown_table(["shape", "CH", "warps", "programs/SM", "stages", "maxnreg", "us", "% copy BW", "registers",

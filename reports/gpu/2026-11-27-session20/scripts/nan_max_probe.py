@@ -15,7 +15,6 @@ against torch.softmax on rows holding NaN, +-inf and -0.0 first.
 
     PYTHONPATH=. python reports/gpu/2026-11-27-session20/scripts/nan_max_probe.py [ROUNDS]
 """
-import statistics
 import sys
 
 import torch
@@ -104,17 +103,10 @@ def main(rounds: int) -> None:
     _timing.print_header("softmax 8192x8192 fp32: the float max's NaN handling")
     times = _timing.interleaved_us(cases, rounds)
     nbytes = 2 * m * n * 4
-    base = statistics.median(times["inductor"])
-    rows = []
-    for k, ts in times.items():
-        med = statistics.median(ts)
-        rows.append((k, f"{med:.2f}", f"{min(ts):.2f}-{max(ts):.2f}", f"{base / med:.4f}",
-                     f"{nbytes / (med * 1e-6) / 1e9 / copy:.1%}", verdict.get(k.split(" ")[-1], "") if k.startswith("hand") else ""))
-    print(f"copy bandwidth {copy:.0f} GB/s; {rounds} interleaved rounds, median of the rounds' medians\n")
-    print(_timing.markdown_table(["kernel", "us", "range", "vs inductor", "% copy BW", "check"], rows))
+    checks = {f"hand {k}": v for k, v in verdict.items()}
+    print(_timing.interleaved_report(times, base="inductor", nbytes=nbytes, copy_gbps=copy, checks=checks))
     for k, f in fns.items():
-        info = "; ".join(f"{c.n_regs} regs, {c.n_spills} spilled" for c in _timing.compiled_of(f))
-        print(f"{k}: {info}")
+        print(f"{k}: {_timing.registers(f)}")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ the compiler's and Inductor's compiled pre_map:
 
     PYTHONPATH=. python reports/gpu/2026-11-27-session20/scripts/premap_probe.py [ROUNDS]
 """
-import statistics
 import sys
 
 import torch
@@ -87,14 +86,8 @@ def main(rounds: int) -> None:
     _timing.print_header("mHC pre_map T=65536 C=2560 bf16: kernel forms")
     times = _timing.interleaved_us(cases, rounds)
     nbytes = T * 4 * C * 2 + T * 4 * 4 + T * C * 2
-    base = statistics.median(times["inductor"])
-    rows = []
-    for k, ts in times.items():
-        med = statistics.median(ts)
-        rows.append((k, f"{med:.1f}", f"{min(ts):.1f}-{max(ts):.1f}", f"{base / med:.4f}",
-                     f"{nbytes / (med * 1e-6) / 1e9 / copy:.1%}", verdict[k]))
-    print(f"copy bandwidth {copy:.0f} GB/s; {rounds} interleaved rounds, median of the rounds' medians\n")
-    print(_timing.markdown_table(["kernel", "us", "range", "vs inductor", "% copy BW", "bit-equal to eager"], rows))
+    print(_timing.interleaved_report(times, base="inductor", nbytes=nbytes, copy_gbps=copy, checks=verdict, digits=1,
+                                     check_header="bit-equal to eager"))
 
 
 if __name__ == "__main__":

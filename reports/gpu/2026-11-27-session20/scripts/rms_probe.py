@@ -9,7 +9,6 @@ part matters?  Hand-written forms, 16 warps, interleaved rounds beside the compi
 
     PYTHONPATH=. python reports/gpu/2026-11-27-session20/scripts/rms_probe.py [ROUNDS]
 """
-import statistics
 import sys
 
 import torch
@@ -96,17 +95,9 @@ def main(rounds: int) -> None:
     _timing.print_header("rms_norm 8192x8192 fp32: where the weight load goes")
     times = _timing.interleaved_us(cases, rounds)
     nbytes = 2 * m * n * 4 + n * 4
-    base = statistics.median(times["inductor"])
-    rows = []
-    for k, ts in times.items():
-        med = statistics.median(ts)
-        rows.append((k, f"{med:.2f}", f"{min(ts):.2f}-{max(ts):.2f}", f"{base / med:.4f}",
-                     f"{nbytes / (med * 1e-6) / 1e9 / copy:.1%}", verdict[k]))
-    print(f"copy bandwidth {copy:.0f} GB/s; {rounds} interleaved rounds, median of the rounds' medians\n")
-    print(_timing.markdown_table(["kernel", "us", "range", "vs inductor", "% copy BW", "check"], rows))
+    print(_timing.interleaved_report(times, base="inductor", nbytes=nbytes, copy_gbps=copy, checks=verdict))
     for name in NAMES:
-        info = "; ".join(f"{c.n_regs} regs, {c.n_spills} spilled" for c in _timing.compiled_of(getattr(mod, name)))
-        print(f"{name}: {info}")
+        print(f"{name}: {_timing.registers(getattr(mod, name))}")
 
 
 if __name__ == "__main__":

@@ -114,7 +114,7 @@ def main(rounds: int) -> None:
     print(f"{rounds} interleaved rounds; grid {spec.grid}, {spec.num_warps} warps\n")
     print(_timing.markdown_table(["variant", "us", "range", "saved us", "max |diff| vs generated"], rows))
     for k, f in list(kernels.items()) + [("hand", hand)]:
-        print(k, "; ".join(f"{c.n_regs} regs, {c.n_spills} spilled" for c in _timing.compiled_of(f)))
+        print(k, _timing.registers(f))
     print("\n" + src)
 
 

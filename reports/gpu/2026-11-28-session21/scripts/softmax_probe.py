@@ -14,7 +14,6 @@ torch.softmax first (rows with NaN, +-inf included).
 
     PYTHONPATH=. python reports/gpu/2026-11-28-session21/scripts/softmax_probe.py [ROUNDS]
 """
-import statistics
 import sys
 
 import torch
@@ -101,15 +100,9 @@ def main(rounds: int) -> None:
     _timing.print_header("softmax 8192x8192 fp32: hand-written forms of the compiler's kernel")
     times = _timing.interleaved_us(cases, rounds)
     nbytes = 2 * m * n * 4
-    base = statistics.median(times["inductor"])
-    rows = []
-    for k, ts in times.items():
-        med = statistics.median(ts)
-        rows.append((k, f"{med:.2f}", f"{min(ts):.2f}-{max(ts):.2f}", f"{base / med:.4f}",
-                     f"{nbytes / (med * 1e-6) / 1e9 / copy:.1%}", verdict.get(k[5:], "") if k.startswith("hand") else ""))
-    print(f"copy bandwidth {copy:.0f} GB/s; {rounds} interleaved rounds, median of the rounds' medians\n")
-    print(_timing.markdown_table(["kernel", "us", "range", "vs inductor", "% copy BW", "check"], rows))
-    print("registers:", "; ".join(f"{c.n_regs} regs, {c.n_spills} spilled" for c in _timing.compiled_of(fn)))
+    checks = {f"hand {k}": v for k, v in verdict.items()}
+    print(_timing.interleaved_report(times, base="inductor", nbytes=nbytes, copy_gbps=copy, checks=checks))
+    print("registers:", _timing.registers(fn))
 
 
 if __name__ == "__main__":
