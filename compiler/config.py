@@ -170,6 +170,19 @@ class CompilerConfig:
     # while its weight was still read in the row loop: 159.9 us, 30 registers spilled, against 141.0 (H100,
     # reports/gpu/2026-11-24-h100-session9).  Unmeasured since the weight left the loop (lift_invariant_loads).
     mixed_order_loop_stages: Optional[int] = None
+    # A mixed-order kernel's row held as static chunks instead of one padded block: at most mixed_order_row_chunks
+    # chunks of a power of two columns, each at least mixed_order_min_chunk, where they cover the row in fewer lanes
+    # than the padded block (heuristics.mixed_order_row_chunk; 1: always the padded block).  Layer norm 4096 x 10240
+    # fp16's backward, hand-written (H200, session 22 call 1, reports/gpu/2026-11-28-session22): one 16384-lane
+    # block 91.4 us, 5 chunks of 2048 89.2 us -- and room for the next row's loads (mixed_order_prefetch) in the
+    # registers the padding took: 75.0 us, against 100.5 (34 registers spilled) prefetching in the padded block.
+    mixed_order_row_chunks: int = 8
+    mixed_order_min_chunk: int = _by_mode(64, 1024)
+    # Load the next row block's inputs at the top of each step of a mixed-order kernel's row loop, so they are in
+    # flight through the current block's reductions and stores (codegen.kernel.prefetch_next_rows): "wide"
+    # kernels only (one program per SM, which has no other program to overlap: mixed_order_wide_bytes), "all",
+    # or "off".  Not with mixed_order_loop_stages (Triton's own pipelining of the loop).
+    mixed_order_prefetch: str = "wide"
 
     # --- pointwise -------------------------------------------------------------------------
     # Elements per program of a 1-D pointwise kernel (a power of two).
@@ -437,11 +450,12 @@ _CHOICES = {
     "execution": ("triton", "ir", "ir_unfused"),
     "matmul": ("template", "extern", "autotune"),
     "partitioner": ("min_cut", "default"),
+    "mixed_order_prefetch": ("wide", "all", "off"),
 }
 _POWERS_OF_TWO = ("outer_reduction_xblock", "elements_per_warp", "one_wave_elements_per_warp", "max_num_warps",
                   "mixed_order_wide_warps", "split_streaming_warps", "num_warps", "persistent_max_rnumel",
                   "persistent_wide_max_rnumel", "persistent_wide_warps", "looped_reread_warps",
-                  "mixed_order_max_rnumel", "mixed_order_max_xblock", "looped_rblock", "pointwise_block",
+                  "mixed_order_max_rnumel", "mixed_order_max_xblock", "mixed_order_min_chunk", "looped_rblock", "pointwise_block",
                   "pointwise_tile_numel", "xblock", "rblock", "max_reduction_block_numel")
 
 #: Knobs that are a launch's warps, and the most a CUDA block takes (1024 threads).

@@ -298,6 +298,24 @@ def choose_mixed_order(xnumel: int, rnumel: int, accumulator_bytes: int = 4) -> 
     return ReductionChoice("mixed_order", xblock, rblock, programs, loop_stages("mixed_order"))
 
 
+def mixed_order_row_chunk(rnumel: int, rblock: int) -> int:
+    """Columns per static chunk of a mixed-order kernel's ``rnumel``-column row, whose padded block is ``rblock``:
+    ``rblock`` itself (one block) unless at most ``config.mixed_order_row_chunks`` chunks of a power of two
+    columns, each at least ``config.mixed_order_min_chunk``, cover the row in fewer lanes (10240 columns: 5 x 2048
+    lanes instead of 16384).  Only the last chunk can be partial."""
+    if config.mixed_order_row_chunks <= 1 or rnumel >= rblock:
+        return rblock
+    chunk = max(config.mixed_order_min_chunk, next_pow2(_cdiv(rnumel, config.mixed_order_row_chunks)))
+    return chunk if _cdiv(rnumel, chunk) * chunk < rblock else rblock
+
+
+def mixed_order_prefetch(tile: int, accumulator_bytes: int) -> bool:
+    """Does a mixed-order kernel load its next row block ahead (``config.mixed_order_prefetch``)?"""
+    if config.mixed_order_prefetch == "off" or loop_stages("mixed_order") is not None:
+        return False
+    return config.mixed_order_prefetch == "all" or mixed_order_wide(tile, accumulator_bytes)
+
+
 def mixed_order_wide(tile: int, accumulator_bytes: int) -> bool:
     """Do a mixed-order kernel's column accumulators (``tile`` lanes of ``accumulator_bytes``) take more than
     ``config.mixed_order_wide_bytes`` per program?  Such a kernel keeps most of an SM's registers for one

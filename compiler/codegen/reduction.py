@@ -10,6 +10,7 @@ per-chunk reduce + combine moved the shared-memory tree into every step).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 from typing import Optional
@@ -22,8 +23,9 @@ from .. import indexing
 from ..config import config
 from ..counters import counters
 from ..exc import CodegenError
-from ..heuristics import (ReductionChoice, choose_reduction, may_read_again, mixed_order_warps, next_pow2,
-                          num_warps, persistent_wide, split_last_program_final, split_partial_warps)
+from ..heuristics import (ReductionChoice, choose_reduction, may_read_again, mixed_order_prefetch, mixed_order_row_chunk,
+                          mixed_order_warps, next_pow2, num_warps, persistent_wide, split_last_program_final,
+                          split_partial_warps)
 from ..ops import reduction_identity
 from ..scheduler import RSYM, XSYM, KernelGroup, Placed, _read_in_kernel
 from .kernel import CSEVar, KernelSpec, TritonKernel, cast_source
@@ -246,6 +248,8 @@ class PersistentReduction(ReductionStrategy):
     name = "persistent"
 
     def emit_pass(self, k, ctx, choice, nodes, paired):
+        if k.row_chunks:
+            return _chunked_pass(k, ctx, nodes)
         k.whole_row = RSYM
         if "rindex = rbase" not in [line for _, line in k.lines]:
             k.emit("rindex = rbase")
@@ -263,6 +267,67 @@ class PersistentReduction(ReductionStrategy):
             results[p.name] = op.finish(k, op.block(k, v, idx))
         k.active = [XSYM]
         return results
+
+
+@dataclasses.dataclass
+class RowChunk:
+    """One static chunk of a mixed-order kernel's row (``MixedOrderReduction``): its column index variable
+    ``symbol`` ([1, CHUNK] lanes), ``mask`` where it runs past the row's end, and the registers of the values
+    computed on it (each chunk holds its own values of the row's nodes)."""
+
+    symbol: sympy.Symbol
+    mask: Optional[str]
+    registers: dict = dataclasses.field(default_factory=dict)
+
+    @contextlib.contextmanager
+    def entered(self, k: TritonKernel):
+        """Within: the kernel's reduced axis is this chunk (its index, mask and registers)."""
+        axis = k.axes[RSYM]
+        saved = axis.mask, k.row_chunk, k.active
+        axis.mask, k.row_chunk, k.active = self.mask, (RSYM, self.symbol), [XSYM, RSYM]
+        k.registers.append(self.registers)
+        try:
+            yield
+        finally:
+            k.registers.pop()
+            axis.mask, k.row_chunk, k.active = saved
+
+
+def _chunked_pass(k: TritonKernel, ctx: GroupContext, nodes: list[Placed]) -> dict[str, CSEVar]:
+    """A persistent pass over a row held as static chunks (``k.row_chunks``): every node on each chunk, then
+    each reduction's chunk lanes combined element-wise (in chunk order, as a loop would) and reduced once."""
+    ops_ = {p.name: reduction_op(p) for p in nodes if p.kind == "reduction"}
+    lanes: dict[str, list[list[CSEVar]]] = {name: [] for name in ops_}
+    for c, chunk in enumerate(k.row_chunks):
+        with chunk.entered(k):
+            for p in nodes:
+                if p.kind == "xr":
+                    emit_pointwise(k, ctx, p)
+                    continue
+                op = ops_[p.name]
+                v = op.prepare(k, evaluate(k, ctx, p))
+                if op.is_arg:
+                    index = k.newvar(f"tl.broadcast_to({chunk.symbol.name}.to(tl.int64), {k.tile})", torch.int64)
+                    lanes[p.name].append([v, index])
+                else:
+                    lanes[p.name].append([v])
+            if k.row_chunk_hook is not None:
+                k.row_chunk_hook(c, nodes[0].phase)
+    k.active = [XSYM, RSYM]
+    results = {}
+    for name, op in ops_.items():
+        first, *rest = lanes[name]
+        values = first
+        if rest:
+            accs = [k.fresh("acc")] + ([k.fresh("acc_idx")] if op.is_arg else [])
+            for acc, v in zip(accs, first):
+                k.emit(f"{acc} = {v.name}")
+            for chunk_values in rest:
+                op.combine(k, accs, chunk_values)
+            values = [CSEVar(acc, v.dtype) for acc, v in zip(accs, first)]
+        results[name] = op.finish(k, op.block(k, values[0], values[1].name if op.is_arg else None))
+    k.active = [XSYM]
+    return results
 
 
 class LoopedReduction(ReductionStrategy):
@@ -502,52 +567,81 @@ class MixedOrderReduction(ReductionStrategy):
         group, cols = ctx.group, ctx.group.columns
         xnumel, rnumel, xblock, rblock = group.xnumel, group.rnumel, choice.xblock, choice.rblock
         k = _new_kernel(name, ctx, "mixed_order", choice)
-        k.meta.update(programs=programs, rows_per_program=rows_per_program)
-        k.guard([xblock, rblock], "tile")
-        k.tile = [xblock, rblock]
+        width = mixed_order_row_chunk(rnumel, rblock)       # lanes of a row chunk (rblock: the whole padded row)
+        prefetch = mixed_order_prefetch(xblock * rblock, cols.accumulator_bytes())
+        k.meta.update(programs=programs, rows_per_program=rows_per_program, row_chunk=width, prefetch_next_rows=prefetch)
+        k.guard([xblock, width], "tile")
+        k.tile = [xblock, width]
         k.add_axis(XSYM, xnumel, xblock, mask=xnumel % rows_per_program != 0)
-        k.add_axis(RSYM, rnumel, rblock, mask=rnumel % rblock != 0)
+        k.add_axis(RSYM, rnumel, width, mask=rnumel % width != 0)
         pid = "tl.program_id(0).to(tl.int64)" if k.int64 else "tl.program_id(0)"
         cast = ".to(tl.int64)" if k.int64 else ""
-        k.emit(f"rbase = {k.arange(rblock, 'the row')}{cast}[None, :]")
-        k.emit("rindex = rbase")
-        k.whole_row = RSYM
-        if k.axes[RSYM].mask:
-            k.emit(f"rmask = rindex < {rnumel}")
+        if width < rblock:
+            k.emit(f"rbase = {k.arange(width, 'a row chunk')}{cast}[None, :]")
+            k.row_chunks = chunks = []
+            for c in range(triton.cdiv(rnumel, width)):
+                symbol = indexing.index_symbol(f"rindex{c}")
+                k.emit(f"{symbol.name} = {c * width} + rbase" if c else f"{symbol.name} = rbase")
+                mask = f"rmask{c}" if (c + 1) * width > rnumel else None
+                if mask:
+                    k.emit(f"{mask} = {symbol.name} < {rnumel}")
+                chunks.append(RowChunk(symbol, mask))
+        else:
+            k.emit(f"rbase = {k.arange(rblock, 'the row')}{cast}[None, :]")
+            k.emit("rindex = rbase")
+            k.whole_row = RSYM
+            if k.axes[RSYM].mask:
+                k.emit(f"rmask = rindex < {rnumel}")
+            chunks = [RowChunk(RSYM, k.axes[RSYM].mask)]      # the whole row, its registers the loop's
         ops_ = {p.name: reduction_op(p) for p in cols.placed if p.kind == "reduction"}
-        accs = {}
-        for pname, op in ops_.items():
-            accs[pname], = op.init(k, [xblock, rblock], rnumel)
+        accs = {pname: [op.init(k, [xblock, width], rnumel)[0] for _ in chunks] for pname, op in ops_.items()}
         rows = GroupContext(group.rows(), ctx.inlined, ctx.stored, ctx.buffers)
         transposed = GroupContext(cols, ctx.inlined, ctx.stored, ctx.buffers, subst={XSYM: RSYM, RSYM: XSYM},
                                   held=frozenset(rows.group.names))
+        pending = {(p.name, c) for p in cols.placed if p.kind == "reduction" for c in range(len(chunks))}
+
+        def column_terms(c: int, phase: Optional[int] = None) -> None:
+            """Chunk ``c``'s terms of the column reductions (all those left, or those whose row values pass
+            ``phase`` has by now: ``_column_pass``), combined into their accumulators."""
+            for p in cols.placed:
+                if (p.name, c) not in pending or (phase is not None and _column_pass(p, rows.group) != phase):
+                    continue
+                pending.discard((p.name, c))
+                op = ops_[p.name]
+                v = op.prepare(k, evaluate(k, transposed, p), axis=0)
+                op.combine(k, [accs[p.name][c]], [v])    # element-wise: one lane per (row slot, column)
+                if chunks[c].mask:
+                    # lanes past the last column stay at the identity: a padded row's mask is known per lane
+                    # at compile time, so their accumulation is dead code LLVM drops (16384 lanes for 10240
+                    # columns: 49 of ~700 FADDs a row, sm_90)
+                    ident = k.newvar(k.full(k.scalar_shape, op.identity(), op.repr_dtype), op.repr_dtype)
+                    k.emit(f"{accs[p.name][c]} = tl.where({chunks[c].mask}, {accs[p.name][c]}, {ident.name})")
+
+        if k.row_chunks:
+            # a chunk's column terms as soon as the row pass has their inputs, before the pass's reductions:
+            # the row's values they read (layer norm's dy and xhat) need not stay live through the barriers
+            k.row_chunk_hook = column_terms
         with k.loop(k.for_range("xstep", 0, rows_per_program, xblock, choice.stages), over_reduction=False):
             k.emit(f"xindex = {pid} * {rows_per_program} + xstep + {k.arange(xblock, 'rows')}{cast}[:, None]")
             if k.axes[XSYM].mask:
                 k.emit(f"xmask = xindex < {xnumel}")
             k.active = [XSYM]
             PersistentReduction().run_passes(k, rows, choice)
-            k.active = [XSYM, RSYM]
-            for p in cols.placed:
-                if p.kind == "reduction":
-                    op = ops_[p.name]
-                    v = op.prepare(k, evaluate(k, transposed, p), axis=0)
-                    op.combine(k, [accs[p.name]], [v])      # element-wise: one lane per (row slot, column)
-                    if k.axes[RSYM].mask:
-                        # lanes past the last column stay at the identity: a padded row's mask is known per
-                        # lane at compile time, so their accumulation is dead code LLVM drops (16384 lanes for
-                        # 10240 columns: 49 of ~700 FADDs a row, sm_90)
-                        ident = k.newvar(k.full(k.scalar_shape, op.identity(), op.repr_dtype), op.repr_dtype)
-                        k.emit(f"{accs[p.name]} = tl.where(rmask, {accs[p.name]}, {ident.name})")
+            k.row_chunk_hook = None
+            for c, chunk in enumerate(chunks):
+                with chunk.entered(k):
+                    column_terms(c)
             k.active = [XSYM]
         workspaces = {}
-        mask = f", {k.axes[RSYM].mask}" if k.axes[RSYM].mask else ""
-        k.active = [XSYM, RSYM]
         for pname, op in ops_.items():
-            folded = self._fold_rows(k, op, CSEVar(accs[pname], op.repr_dtype), xblock, rblock)
             ws = k.workspace(f"{pname}_partials", programs * rnumel, op.repr_dtype)
-            k.emit(f"tl.store({ws} + ({pid} * {rnumel} + rindex), {folded.name}{mask})")
+            for c, chunk in enumerate(chunks):
+                with chunk.entered(k):
+                    folded = self._fold_rows(k, op, CSEVar(accs[pname][c], op.repr_dtype), xblock, width)
+                    mask = f", {chunk.mask}" if chunk.mask else ""
+                    k.emit(f"tl.store({ws} + ({pid} * {rnumel} + {chunk.symbol.name}), {folded.name}{mask})")
             workspaces[pname] = [(f"{pname}_partials", op.repr_dtype)]
+        k.active = [XSYM, RSYM]
         k.meta["workspaces"] = workspaces
         k.meta["comments"] = [f"mixed-order reduction: {xnumel} rows x {rnumel}, rows reduced in registers, "
                               f"{len(ops_)} column reduction(s) into {programs} partials of {rows_per_program} rows, "
@@ -570,6 +664,14 @@ class MixedOrderReduction(ReductionStrategy):
         b = 1 << ((xblock.bit_length() - 1) // 2)
         return k.newvar(f"tl.sum(tl.sum(tl.reshape({acc.name}, [{xblock // b}, {b}, {rblock}]), 1), 0)[None, :]",
                         op.repr_dtype)
+
+
+def _column_pass(p: Placed, rows: KernelGroup) -> int:
+    """The row pass during which a mixed-order column reduction ``p`` can take its terms: its row-group inputs
+    (per-row values, ``scheduler._column_reads_of_rows``) are a pass's per-row nodes, held from that pass's
+    start, or a pass's reductions, held once the pass is over."""
+    phases = {q.name: q.phase + (q.kind == "reduction") for q in rows.placed}
+    return max((phases[r.buffer.name] for r in p.node.info.reads if r.buffer.name in phases), default=0)
 
 
 STRATEGIES = {s.name: s for s in (PersistentReduction(), LoopedReduction(), SplitReduction(),

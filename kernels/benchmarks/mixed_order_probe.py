@@ -213,6 +213,66 @@ def sliced_source(n: int, ch: int, slices: int, held: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
+def held_source(n: int, ch: int, prefetch: bool, w_outside: bool) -> str:
+    """The partial kernel with the row in ceil(n / ch) static chunks whose values stay in registers (one sweep,
+    no padding when ``ch`` divides ``n``; same arguments as ``source``'s kernel).  ``prefetch``: each step
+    loads the next row's x and dy before it reduces the current one (kept in registers across the step, so the
+    loads are in flight through the row's reductions and stores); ``w_outside``: w loaded once above the row
+    loop, else once per row."""
+    nch = -(-n // ch)
+    lines = [
+        "import triton", "import triton.language as tl", "",
+        "@triton.jit",
+        "def partial(X, DY, W, MEAN, RSTD, DX, DWP, DBP, M, ROWS: tl.constexpr, N: tl.constexpr, CH: tl.constexpr):",
+        "    pid = tl.program_id(0)",
+        "    r = tl.arange(0, CH)[None, :]",
+        "    first = pid * ROWS",
+        "    end = tl.minimum(first + ROWS, M)",
+    ]
+    for c in range(nch):
+        lines += [f"    cols{c} = {c * ch} + r", f"    cm{c} = cols{c} < N",
+                  f"    dw{c} = tl.zeros([1, CH], tl.float32)", f"    db{c} = tl.zeros([1, CH], tl.float32)"]
+        if w_outside:
+            lines.append(f"    w{c} = tl.load(W + cols{c}, cm{c}, other=0.0).to(tl.float32)")
+
+    def row_loads(prefix: str, row: str, indent: str) -> list[str]:     # rows at or past ``end`` read nothing
+        return [ln for c in range(nch) for ln in (
+            f"{indent}{prefix}x{c} = tl.load(X + {row} * N + cols{c}, cm{c} & ({row} + 0 * cols{c} < end), other=0.0)",
+            f"{indent}{prefix}dy{c} = tl.load(DY + {row} * N + cols{c}, cm{c} & ({row} + 0 * cols{c} < end), other=0.0)")]
+
+    if prefetch:
+        lines += row_loads("n", "first", "    ")
+    lines += ["    for step in range(0, ROWS):",
+              "        row = first + step",
+              "        ok = row < M"]
+    if prefetch:
+        lines += [f"        x{c}, dy{c} = nx{c}, ndy{c}" for c in range(nch)]
+        lines += row_loads("n", "(row + 1)", "        ")
+    else:
+        lines += row_loads("", "row", "        ")
+    lines += ["        mean = tl.load(MEAN + row, ok, other=0.0)",
+              "        rstd = tl.load(RSTD + row, ok, other=0.0)"]
+    lines += [f"        m{c} = cm{c} & (row + 0 * cols{c} < M)" for c in range(nch)]
+    for c in range(nch):
+        if not w_outside:
+            lines.append(f"        w{c} = tl.load(W + cols{c}, cm{c}, other=0.0).to(tl.float32)")
+        lines += [f"        xh{c} = (x{c}.to(tl.float32) - mean) * rstd",
+                  f"        wdy{c} = w{c} * dy{c}.to(tl.float32)"]
+    lines += ["        s1 = " + " + ".join(f"tl.where(cm{c}, xh{c} * wdy{c}, 0.0)" for c in range(nch)),
+              "        s2 = " + " + ".join(f"tl.where(cm{c}, wdy{c}, 0.0)" for c in range(nch)),
+              "        c1 = tl.sum(s1, 1)[:, None] / N",
+              "        c2 = tl.sum(s2, 1)[:, None] / N"]
+    for c in range(nch):
+        lines += [f"        dx = (wdy{c} - (xh{c} * c1 + c2)) * rstd",
+                  f"        tl.store(DX + row * N + cols{c}, dx.to(DX.dtype.element_ty), m{c})",
+                  f"        dw{c} += tl.where(m{c}, dy{c}.to(tl.float32) * xh{c}, 0.0)",
+                  f"        db{c} += tl.where(m{c}, dy{c}.to(tl.float32), 0.0)"]
+    for c in range(nch):
+        lines += [f"    tl.store(DWP + pid * N + cols{c}, dw{c}, cm{c})",
+                  f"    tl.store(DBP + pid * N + cols{c}, db{c}, cm{c})"]
+    return "\n".join(lines) + "\n"
+
+
 def load(src: str):
     """The probe kernel of ``src``, imported as the compiler imports its generated modules."""
     from compiler.runtime import load_module
@@ -226,8 +286,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kernels.benchmarks.mixed_order_probe")
     parser.add_argument("--rows", type=int, default=4096)
     parser.add_argument("--cols", type=int, default=10240)
-    parser.add_argument("--cases", choices=("session9", "session21"), default="session21",
-                        help="session 9's shapes (whole / chunked / grouped) or session 21's (register caps, sliced)")
+    parser.add_argument("--cases", choices=("session9", "session21", "session22"), default="session22",
+                        help="session 9's shapes (whole / chunked / grouped), session 21's (register caps, sliced) or "
+                             "session 22's (held chunks, next-row prefetch)")
     args = parser.parse_args(argv)
     if not _timing.require_gpu("kernels.benchmarks.mixed_order_probe"):
         return 0
@@ -255,6 +316,12 @@ def main(argv=None) -> int:
         cases += [("chunked", ch, w_, p, 1, None) for ch in (2048, 1024) for w_ in (8, 16) for p in (1, 2)]
         cases += [(f"grouped G={g}", ch, w_, p, 1, None) for g in (2, 4, 8) for ch in (512, 1024, 2048)
                   for w_ in (4, 8) for p in (1, 2, 4) if g * ch <= 8192]
+    elif args.cases == "session22":   # chunks held in registers, the next row prefetched
+        cases = [("whole", whole_block, 8, 1, 1, None), ("whole", whole_block, 8, 1, 2, None)]
+        cases += [(f"held{' prefetch' if pf else ''}{' w-out' if wo else ''}", ch, w_, 1, 1, None)
+                  for ch in (2048, 1024) for w_ in (8, 16) for pf in (False, True) for wo in (False, True)
+                  if ch == 2048 or pf]
+        cases += [("held prefetch w-out", whole_block, 8, 1, 1, None)]      # the compiler's shape, prefetching
     else:   # session 21: several programs per SM, by register caps or by slicing the columns
         cases = [("whole", whole_block, 8, 1, 1, None)]
         cases += [("chunked", ch, w_, p, 1, cap) for ch in (2048, 1024) for w_, p, cap in
@@ -267,7 +334,9 @@ def main(argv=None) -> int:
     rows = []
     for shape, ch, warps, per_sm, stages, cap in cases:
         slices = int(shape.split()[1]) if shape.startswith("sliced") else 1
-        if shape.startswith("grouped"):
+        if shape.startswith("held"):
+            kernel = load(held_source(n, ch, "prefetch" in shape, "w-out" in shape))
+        elif shape.startswith("grouped"):
             kernel = load(grouped_source(int(shape.split("=")[1])))
         elif slices > 1:
             kernel = load(sliced_source(n, ch, slices, shape.endswith("held")))

@@ -249,6 +249,38 @@ def test_a_split_partial_streaming_its_chunk_takes_the_streaming_warps():
             assert heuristics.split_partial_warps(4096, steps=256) == 2       # forced
 
 
+@pytest.mark.parametrize("cols, rblock, knobs, want", [
+    (10240, 16384, {}, 2048),                                  # 5 x 2048 lanes, not 16384
+    (9000, 16384, {}, 2048),                                   # 5 x 2048, the last chunk partial
+    (12288, 16384, {}, 2048),                                  # 6 x 2048
+    (16000, 16384, {}, 16384),                                 # 8 x 2048 = 16384: nothing saved
+    (8192, 8192, {}, 8192),                                    # a power of two: one block
+    (1500, 2048, {}, 2048),                                    # chunks of at least 1024: 2 x 1024 saves nothing
+    (1500, 2048, {"mixed_order_min_chunk": 256}, 256),        # 6 x 256
+    (10240, 16384, {"mixed_order_row_chunks": 4}, 4096),      # 3 x 4096
+    (10240, 16384, {"mixed_order_row_chunks": 1}, 16384),     # off
+])
+def test_a_mixed_order_row_is_held_in_chunks_where_they_take_fewer_lanes_than_its_padded_block(cols, rblock,
+                                                                                                knobs, want):
+    with compiler.config.patch(**H100, **{"mixed_order_min_chunk": 1024, **knobs}):
+        assert heuristics.mixed_order_row_chunk(cols, rblock) == want
+
+
+def test_only_a_wide_mixed_order_kernel_prefetches_its_rows_unless_asked_and_never_beside_triton_pipelining():
+    with compiler.config.patch(**H100):
+        assert heuristics.mixed_order_prefetch(16384, 8) and not heuristics.mixed_order_prefetch(4096, 8)
+        with compiler.config.patch(mixed_order_prefetch="all"):
+            assert heuristics.mixed_order_prefetch(4096, 8)
+        with compiler.config.patch(mixed_order_prefetch="off"):
+            assert not heuristics.mixed_order_prefetch(16384, 8)
+        with compiler.config.patch(mixed_order_loop_stages=2):
+            assert not heuristics.mixed_order_prefetch(16384, 8)
+    with pytest.raises(compiler.exc.ConfigError, match="mixed_order_prefetch"):
+        compiler.config.mixed_order_prefetch = "yes"
+    with pytest.raises(compiler.exc.ConfigError, match="power of two"):
+        compiler.config.mixed_order_min_chunk = 1000
+
+
 def test_a_wide_mixed_order_kernel_runs_one_program_per_sm_with_at_most_8_warps():
     """Layer norm 4096 x 10240's backward: two fp32 column accumulators over a 16384-lane row are 128 KiB,
     half an SM's registers.  H100 (session 9): 113 us at 8 warps and one program per SM, 127 us at 16

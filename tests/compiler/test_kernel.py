@@ -7,7 +7,7 @@ import torch
 
 import compiler
 from compiler.codegen.kernel import (CSEVar, TritonKernel, cast_source, helper_bf16_casts, hoist_loads,
-                                     lift_invariant_loads)
+                                     lift_invariant_loads, prefetch_next_rows)
 from harness import device
 from tests.compiler.util import check, run_compiled, seeded_randn
 
@@ -179,6 +179,77 @@ def test_a_generated_mixed_order_kernel_reads_its_weight_above_the_row_loop_and_
         assert ("evict_first" in loop) == (not on) and loop.count("tl.load(") == (2 if on else 3), partial
         for g, r in zip(got, want):
             torch.testing.assert_close(g, r, rtol=1e-4, atol=1e-5)
+
+
+def _prefetched(src: str) -> list[str]:
+    """``src`` (indent: 4 spaces a level) as ``prefetch_next_rows`` writes it, indents kept."""
+    src = textwrap.dedent(src)
+    lines = [((len(line) - len(line.lstrip(" "))) // 4, line.strip()) for line in src.splitlines() if line.strip()]
+    return ["    " * indent + text for indent, text in prefetch_next_rows(lines)]
+
+
+_ROW_LOOP = """
+    w = tl.load(p_arg1 + rindex)
+    for xstep in range(0, 8, 2):
+        xindex = pid * 8 + xstep + tl.arange(0, 2)[:, None]
+        idx2 = rindex + 16 * xindex
+        tmp3 = tl.load(p_arg4 + idx2, rmask, other=0)
+        tmp4 = tl.load(p_arg0 + idx2, rmask, other=0)
+        tmp5 = tl.load(p_arg1 + rindex)
+        tmp6 = tl.sum(tmp3 * tmp5, 1)[:, None]
+        tmp7 = tmp4 * tmp6
+        tl.store(p_buf18 + idx2, tmp7, rmask)
+"""
+
+
+def test_a_row_loop_loads_its_next_rows_while_it_works_on_its_own():
+    """The first rows are loaded above the loop; each step takes them and loads the next step's (the last step
+    its own again), with its own index lines kept for its stores; a load the same on every step stays."""
+    assert _prefetched(_ROW_LOOP) == [
+        "w = tl.load(p_arg1 + rindex)",
+        "xindex_nx = pid * 8 + 0 + tl.arange(0, 2)[:, None]",
+        "idx2_nx = rindex + 16 * xindex_nx",
+        "tmp3_nx = tl.load(p_arg4 + idx2_nx, rmask, other=0)",
+        "tmp4_nx = tl.load(p_arg0 + idx2_nx, rmask, other=0)",
+        "for xstep in range(0, 8, 2):",
+        "    tmp3 = tmp3_nx",
+        "    tmp4 = tmp4_nx",
+        "    xindex_nx = pid * 8 + tl.minimum(xstep + 2, 6) + tl.arange(0, 2)[:, None]",
+        "    idx2_nx = rindex + 16 * xindex_nx",
+        "    tmp3_nx = tl.load(p_arg4 + idx2_nx, rmask, other=0)",
+        "    tmp4_nx = tl.load(p_arg0 + idx2_nx, rmask, other=0)",
+        "    xindex = pid * 8 + xstep + tl.arange(0, 2)[:, None]",
+        "    idx2 = rindex + 16 * xindex",
+        "    tmp5 = tl.load(p_arg1 + rindex)",
+        "    tmp6 = tl.sum(tmp3 * tmp5, 1)[:, None]",
+        "    tmp7 = tmp4 * tmp6",
+        "    tl.store(p_buf18 + idx2, tmp7, rmask)",
+    ]
+
+
+@pytest.mark.parametrize("change, why", [
+    (("tl.store(p_buf18 + idx2", "tl.store(p_arg0 + idx2"), "the loop writes an input the next rows may read"),
+    (("tl.store(p_buf18 + idx2, tmp7, rmask)", "tl.store(ptrs, tmp7)"), "a store through a pointer variable"),
+    (("tmp7 = tmp4 * tmp6", "tl.debug_barrier()\n        tmp7 = tmp4 * tmp6"), "a barrier orders the loop"),
+    (("tmp7 = tmp4 * tmp6", "tmp7 = tl.atomic_add(p_buf3 + xindex, tmp6)"), "an atomic"),
+    (("tmp7 = tmp4 * tmp6", "if c:\n            tmp7 = tmp4 * tmp6"), "a nested block"),
+    (("range(0, 8, 2)", "range(0, 2, 2)"), "one step: no next rows"),
+    (("range(0, 8, 2)", "range(0, n, 2)"), "a trip count not known here"),
+])
+def test_a_row_loop_that_may_not_be_rotated_is_left_as_it_is(change, why):
+    src = _ROW_LOOP.replace(*change)
+    assert _prefetched(src) == [line for line in textwrap.dedent(src).splitlines() if line.strip()], why
+
+
+def test_a_row_load_that_the_loop_writes_stays_and_an_indirect_one_comes_ahead_from_the_next_index():
+    """x's load stays where the loop stores through its pointer; a load whose index is another load's value
+    comes ahead with it, from the next rows' value; dy still comes ahead."""
+    got = _prefetched(_ROW_LOOP.replace("tl.store(p_buf18 + idx2", "tl.store(p_buf4 + idx2")
+                      .replace("p_arg4 + idx2, rmask", "p_buf4 + idx2, rmask")
+                      .replace("tmp5 = tl.load(p_arg1 + rindex)", "tmp5 = tl.load(p_arg1 + tmp4)"))
+    body = got[got.index("for xstep in range(0, 8, 2):") + 1:]
+    assert body[:2] == ["    tmp4 = tmp4_nx", "    tmp5 = tmp5_nx"] and "    tmp5_nx = tl.load(p_arg1 + tmp4_nx)" in body
+    assert "    tmp3 = tl.load(p_buf4 + idx2, rmask, other=0)" in body and not any("tmp3_nx" in line for line in got)
 
 
 def test_a_load_does_not_pass_a_use_of_a_name_it_defines():

@@ -361,27 +361,84 @@ GPU_LIKE = dict(sm_count=4, programs_per_sm=2, max_reduction_block_numel=4096, p
                 looped_rblock=4096, mixed_order_max_xblock=256)
 
 
-def test_a_wide_mixed_order_kernel_loads_its_row_before_reducing_hints_l2_and_runs_one_program_per_sm():
-    """Layer norm 4096 x 10240's backward loaded dy, reduced (a barrier), then loaded x: two memory trips
-    per row.  Hoisted, the row's loads come first.  w, the same on every row, is read once above the row loop
-    (evict_last); x, dy and the row's mean and rstd are read once each, unhinted: with w out of the loop nothing
-    is read from L2 again for an evict_first to protect.
+def test_a_wide_mixed_order_kernel_holds_its_row_in_chunks_prefetches_the_next_row_and_runs_one_program_per_sm():
+    """Layer norm 4096 x 10240's backward: its row is 5 chunks of 2048 columns (not one block of 16384 lanes);
+    each step of the row loop starts by taking the row loaded ahead (``_nx``) and loading the next one, unhinted,
+    with the weight read in the loop; each chunk's column terms are taken before the row's first reduction.
     Its column accumulators (2 x 16384 fp32 lanes) make it wide: one program per SM (4 here, not 8), 8 warps."""
     bwd = _ln_backward(10240, **GPU_LIKE)
     src, plan = bwd.texts["triton"], bwd.texts["plan"]
     assert re.search(r"launch \w+_partial grid=\(4,\) warps=8 .*'strategy': 'mixed_order', 'xblock': 1, "
                      r"'rblock': 16384", plan), plan
-    body = src[src.index("for xstep in range("):]
-    body = body[:body.index("tl.store(")]
-    loads = [m.start() for m in re.finditer(r"tl\.load\(", body)]
-    assert len(loads) >= 4 and max(loads) < body.index("tl.sum(")
-    policies = dict(_loads(body + "\n"))
-    assert set(policies.values()) == {""} and len(policies) == 4
-    head = src[src.index("_partial("):src.index("for xstep in range(")]
-    assert dict(_loads(head)) == {"p_arg1": "evict_last"}      # w, above the row loop
-    plain = _ln_backward(10240, hoist_loads=False, **GPU_LIKE).texts["triton"]
-    body = plain[plain.index("for xstep in range("):]
-    assert max(m.start() for m in re.finditer(r"tl\.load\(", body[:body.index("tl.store(")])) > body.index("tl.sum(")
+    partial = src[src.index("_partial("):]
+    partial = partial[:partial.index("@triton.jit")] if "@triton.jit" in partial else partial
+    assert "rbase = tl.arange(0, 2048)[None, :]" in partial and "rindex4 = 8192 + rbase" in partial
+    assert "16384" not in partial.split("\n", 2)[2] and "rindex5" not in partial and "rmask" not in partial
+    head, body = partial.split("    for xstep in range(0, 16, 1):\n")
+    body = body[:re.search(r"^    \S", body, re.M).start()]                       # the loop alone
+    ahead = dict(_loads(head))
+    assert set(ahead) == {"p_arg0", "p_arg2", "p_arg3", "p_arg4"} and set(ahead.values()) == {""}
+    assert len(re.findall(r"^    tmp\d+_nx = tl\.load\(", head, re.M)) == 12      # x and dy of 5 chunks, mean, rstd
+    first = body.split("\n")[:12]
+    assert all(re.fullmatch(r"        (tmp\d+) = \1_nx", line) for line in first), first
+    assert "tl.minimum(xstep + 1, 15)" in body
+    assert dict(_loads(body)).get("p_arg1") == ""                                 # w: read in the loop, unhinted
+    columns = re.findall(r"^    (acc\d+) = tl\.full\(\[1, 2048\]", head, re.M)
+    assert len(columns) == 10                                                    # dW and dB of 5 chunks
+    assert max(body.index(f"{a} = {a} + ") for a in columns) < body.index("tl.sum(")
+    old = _ln_backward(10240, mixed_order_row_chunks=1, mixed_order_prefetch="off", **GPU_LIKE).texts["triton"]
+    assert "tl.arange(0, 16384)" in old and "_nx" not in old
+
+
+@pytest.mark.parametrize("cols, chunks, masked", [(320, 5, False), (300, 5, True), (10240, 5, False),
+                                                  (256, 0, False), (1000, 0, False)])
+@pytest.mark.parametrize("prefetch", ["wide", "all", "off"])
+def test_chunked_and_prefetched_mixed_order_kernels_agree_with_eager(cols, chunks, masked, prefetch):
+    """Layer norm forward + backward with its backward's row in static chunks (the last one masked where the
+    chunks pass the row's end; none where a power of two or no fewer lanes than the padded block) and the
+    next row loaded ahead; against eager, and against the single padded block without prefetching."""
+    torch.manual_seed(cols)
+    rows = 48 if cols > 1000 else 97
+    x = torch.randn(rows, cols, requires_grad=True)
+    w, b = torch.randn(cols, requires_grad=True), torch.randn(cols, requires_grad=True)
+    dy = torch.randn(rows, cols)
+    knobs = dict(GPU_LIKE, mixed_order_min_chunk=64, mixed_order_prefetch=prefetch)
+    with compiler.config.patch(**knobs):
+        got = compiler.compile_fresh(_ln_fwd_bwd)(x, w, b, dy)
+    src = "\n".join(a.texts["triton"] for a in compiler.dump.recent_artifacts() if "backward" in a.graph)
+    assert compiler.counters["reduction_strategy.mixed_order"] >= 1
+    assert (f"rindex{chunks - 1} = " in src and f"rindex{chunks} = " not in src) if chunks else "rindex0" not in src
+    assert (f"rmask{chunks - 1} = rindex{chunks - 1} < {cols}" in src) == masked
+    steps = re.search(r"for xstep in range\(0, (\d+), (\d+)\):", src)         # one step: nothing to load ahead
+    ahead = prefetch == "all" or prefetch == "wide" and cols == 10240
+    assert ("_nx = tl.load(" in src) == (ahead and int(steps.group(1)) > int(steps.group(2)))
+    with compiler.config.patch(**dict(knobs, mixed_order_row_chunks=1, mixed_order_prefetch="off")):
+        whole = compiler.compile_fresh(_ln_fwd_bwd)(x, w, b, dy)
+    want = _ln_fwd_bwd(x, w, b, dy)
+    for g, h, e in zip(got, whole, want):
+        assert_same(g, e, rtol=1e-4, atol=1e-4)
+        assert_same(g, h, rtol=1e-5, atol=1e-5)
+
+
+def _row_extremes_and_column_sum(x):
+    return x.amax(1), x.argmax(1), x.amin(1), x.argmin(1), (x * x).sum(1), (x * 2).sum(0), x.amax(0)
+
+
+def test_row_extremes_over_chunks_keep_nan_and_the_first_index_of_ties():
+    """Max / argmax / min / argmin of rows held in 5 chunks (the last masked) combine chunk lanes before the
+    block reduction: a NaN in any chunk wins, a tie between chunks returns the first index, and the column
+    sums and maxima taken beside them are eager's."""
+    x = seeded_randn(33, 300, seed=5)
+    x[2, 250] = float("nan")                  # in the last, masked chunk
+    x[3, 10] = float("nan")
+    x[4, :] = 0.5                             # a tie across every chunk
+    x[5, 70], x[5, 200] = 9.0, 9.0            # a tie between chunks 1 and 3
+    x[6, 299] = -9.0                          # the row's last element
+    with compiler.config.patch(**GPU_LIKE, mixed_order_min_chunk=64, mixed_order_prefetch="all"):
+        got = run_compiled(_row_extremes_and_column_sum, x)
+    src = compiler.dump.last_artifacts().texts["triton"]
+    assert compiler.counters["reduction_strategy.mixed_order"] >= 1 and "rmask4 = rindex4 < 300" in src
+    assert_same(got, _row_extremes_and_column_sum(x), rtol=1e-5, atol=1e-4)
 
 
 @pytest.mark.parametrize("strategy", ["looped", "split", "mixed_order"])
