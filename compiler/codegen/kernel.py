@@ -422,7 +422,9 @@ class TritonKernel:
                 line = f"{line[:-1]}, eviction_policy='{policies[i]}')"
             final.append((indent, line))
         if prefetch:
-            final = prefetch_next_rows(final)
+            rotated = prefetch_next_rows(final)
+            counters["mixed_order_prefetch"] += rotated != final
+            final = rotated
         out += ["    " * indent + line for indent, line in final]
         if not self.lines:
             out.append("    pass")

@@ -577,6 +577,7 @@ class MixedOrderReduction(ReductionStrategy):
         pid = "tl.program_id(0).to(tl.int64)" if k.int64 else "tl.program_id(0)"
         cast = ".to(tl.int64)" if k.int64 else ""
         if width < rblock:
+            counters["mixed_order_row_chunks"] += 1
             k.emit(f"rbase = {k.arange(width, 'a row chunk')}{cast}[None, :]")
             k.row_chunks = chunks = []
             for c in range(triton.cdiv(rnumel, width)):

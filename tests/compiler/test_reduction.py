@@ -412,6 +412,8 @@ def test_chunked_and_prefetched_mixed_order_kernels_agree_with_eager(cols, chunk
     steps = re.search(r"for xstep in range\(0, (\d+), (\d+)\):", src)         # one step: nothing to load ahead
     ahead = prefetch == "all" or prefetch == "wide" and cols == 10240
     assert ("_nx = tl.load(" in src) == (ahead and int(steps.group(1)) > int(steps.group(2)))
+    assert bool(compiler.counters["mixed_order_row_chunks"]) == bool(chunks)
+    assert bool(compiler.counters["mixed_order_prefetch"]) == ("_nx = tl.load(" in src)
     with compiler.config.patch(**dict(knobs, mixed_order_row_chunks=1, mixed_order_prefetch="off")):
         whole = compiler.compile_fresh(_ln_fwd_bwd)(x, w, b, dy)
     want = _ln_fwd_bwd(x, w, b, dy)
