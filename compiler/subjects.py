@@ -193,6 +193,22 @@ def layer_norm_fwd_bwd_compiled(x, weight, bias, dy):
     return _ln_compiled(x, weight, bias, dy)
 
 
+def chunked_row_and_column_reductions(x):
+    """Row reductions of each kind beside column reductions of the same rows, for rows a mixed-order kernel holds
+    in chunks: the row's chunk lanes combine before the block reduction (NaN, first index of a tie)."""
+    return x.sum(-1), x.amax(-1), x.argmin(-1), (x * x).sum(0), x.amax(0)
+
+
+@subject(name="compiler.mixed_order_chunked", reference=chunked_row_and_column_reductions,
+         inputs={"x": tensor(("M", "N"), dtypes=FLOATS, values=NO_NEAR_MAX)}, dims={"M": (2, 4096), "N": (65, 1500)})
+def mixed_order_chunked(x):
+    # Rows of 65-1500 columns in chunks of at least 64 (on a GPU: 1024, so rows past 2048), the next rows loaded
+    # ahead in every mixed-order kernel, not only wide ones (config.mixed_order_prefetch), in blocks of at most 32 rows
+    # so that programs take several steps (the interpreter takes 4096).
+    return run_compiled(chunked_row_and_column_reductions, x, mixed_order_min_chunk=64, mixed_order_prefetch="all",
+                        mixed_order_max_xblock=32)
+
+
 @subject(name="compiler.softmax", reference=workloads.softmax,
          inputs={"x": tensor(("M", "N"), dtypes=FLOATS)}, dims={"M": (1, 4096), "N": (1, 65_536)})
 def softmax(x):

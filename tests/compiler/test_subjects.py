@@ -2,6 +2,7 @@
 import glob
 import json
 import os
+import re
 from unittest import mock
 
 import pytest
@@ -10,6 +11,7 @@ import torch
 import compiler
 import compiler.subjects  # noqa: F401  (registers the subjects)
 from compiler import lowering
+from compiler.codegen import kernel as kernel_module
 from compiler.codegen.triton_ops import TritonOps
 from compiler.fuzz import Program, Step
 from compiler.subjects import graph_fuzz, graph_fuzz_backward, program_grads, run_compiled
@@ -226,3 +228,20 @@ def test_the_second_call_is_compared_bit_for_bit():
     assert _same_bits(inf, inf.clone()) and not _same_bits(inf, big)
     assert not _same_bits(torch.tensor([1, 2]), torch.tensor([1.0, 2.0]))
     assert _same_bits(torch.tensor([True]), torch.tensor([True])) and not _same_bits(torch.ones(2), torch.ones(3))
+
+
+def _prefetching_the_current_rows_again(lines, _rotate=kernel_module.prefetch_next_rows):
+    """``prefetch_next_rows`` with a planted bug: each step 'prefetches' its own rows, not the next step's."""
+    return [(indent, re.sub(r"tl\.minimum\((\w+) \+ \d+,", r"tl.minimum(\1 + 0,", text))
+            for indent, text in _rotate(lines)]
+
+
+def test_the_chunked_mixed_order_subject_catches_rows_loaded_ahead_from_the_wrong_step(tmp_path, in_process):
+    """compiler.mixed_order_chunked passes as it is, and fails with the rotated row loop loading the wrong rows
+    (every step after the first then works on the rows of the step before)."""
+    args = dict(seed=4, out_dir=str(tmp_path), database=False, executor=in_process, max_examples=6)
+    res = explore(registry()["compiler.mixed_order_chunked"], budget_s=60, **args)
+    assert res.status == "pass", res.line()
+    with mock.patch("compiler.codegen.kernel.prefetch_next_rows", _prefetching_the_current_rows_again):
+        res = explore(registry()["compiler.mixed_order_chunked"], budget_s=10, **args)     # (the budget bounds shrinking)
+    assert res.status == "fail" and res.failure_class in ("mismatch", "nonfinite"), res.line()   # (NaN rows move)
