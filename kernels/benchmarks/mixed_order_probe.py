@@ -34,16 +34,20 @@ import torch
 
 from kernels.benchmarks import _timing
 
+# Every shape's kernel takes the same arguments (``main`` launches them alike).
+_HEADER = [
+    "import triton", "import triton.language as tl", "",
+    "@triton.jit",
+    "def partial(X, DY, W, MEAN, RSTD, DX, DWP, DBP, M, ROWS: tl.constexpr, N: tl.constexpr, CH: tl.constexpr):",
+    "    pid = tl.program_id(0)",
+]
+
 
 def source(n: int, ch: int, whole: bool, stages: int = 1) -> str:
     """The partial kernel's Triton source: ``whole`` one padded block per row, else ceil(n / ch) chunks;
     ``stages`` > 1 software-pipelines the row loop (``tl.range(..., num_stages=stages)``)."""
     nch = 1 if whole else -(-n // ch)
-    lines = [
-        "import triton", "import triton.language as tl", "",
-        "@triton.jit",
-        "def partial(X, DY, W, MEAN, RSTD, DX, DWP, DBP, M, ROWS: tl.constexpr, N: tl.constexpr, CH: tl.constexpr):",
-        "    pid = tl.program_id(0)",
+    lines = _HEADER + [
         "    r = tl.arange(0, CH)[None, :]",
     ]
     for c in range(nch):
@@ -158,11 +162,7 @@ def sliced_source(n: int, ch: int, slices: int, held: bool) -> str:
     if n % (ch * slices):
         raise ValueError(f"sliced shape: {n} columns are not a multiple of {slices} slices of {ch}-column chunks")
     own = n // ch // slices
-    lines = [
-        "import triton", "import triton.language as tl", "",
-        "@triton.jit",
-        "def partial(X, DY, W, MEAN, RSTD, DX, DWP, DBP, M, ROWS: tl.constexpr, N: tl.constexpr, CH: tl.constexpr):",
-        "    pid = tl.program_id(0)",
+    lines = _HEADER + [
         f"    band = pid // {slices}",
         f"    sl = pid % {slices}",
         "    r = tl.arange(0, CH)[None, :]",
@@ -220,11 +220,7 @@ def held_source(n: int, ch: int, prefetch: bool, w_outside: bool) -> str:
     loads are in flight through the row's reductions and stores); ``w_outside``: w loaded once above the row
     loop, else once per row."""
     nch = -(-n // ch)
-    lines = [
-        "import triton", "import triton.language as tl", "",
-        "@triton.jit",
-        "def partial(X, DY, W, MEAN, RSTD, DX, DWP, DBP, M, ROWS: tl.constexpr, N: tl.constexpr, CH: tl.constexpr):",
-        "    pid = tl.program_id(0)",
+    lines = _HEADER + [
         "    r = tl.arange(0, CH)[None, :]",
         "    first = pid * ROWS",
         "    end = tl.minimum(first + ROWS, M)",
