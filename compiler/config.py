@@ -176,6 +176,8 @@ class CompilerConfig:
     # fp16's backward, hand-written (H200, session 22 call 1, reports/gpu/2026-11-28-session22): one 16384-lane
     # block 91.4 us, 5 chunks of 2048 89.2 us -- and room for the next row's loads (mixed_order_prefetch) in the
     # registers the padding took: 75.0 us, against 100.5 (34 registers spilled) prefetching in the padded block.
+    # Generated, chunked and prefetching: 67.2 us on the H200 (104.9 without prefetch), 96.2 on the H100 (121.1);
+    # the padded block took 87.6 / 108.4 (calls 4-5).
     mixed_order_row_chunks: int = 8
     mixed_order_min_chunk: int = _by_mode(64, 1024)
     # Load the next row block's inputs at the top of each step of a mixed-order kernel's row loop, so they are in
