@@ -262,6 +262,12 @@ class TritonKernel:
             simplified = simplified.xreplace(dict([self.row_chunk]))
         return indexing.to_source(simplified), symbols
 
+    def axis_name(self, symbol: sympy.Symbol) -> str:
+        """The variable that holds ``symbol``'s index here (a row chunk's own, while one is emitted)."""
+        if self.row_chunk is not None and symbol == self.row_chunk[0]:
+            return self.row_chunk[1].name
+        return symbol.name
+
     def mask_for(self, symbols: set, *, all_active: bool = False) -> Optional[str]:
         parts = []
         for sym in self.active:
@@ -301,7 +307,7 @@ class TritonKernel:
             # pointer, never the pointer to the mask, so the pointer must cover the whole tile.
             for sym in self.active:
                 if sym not in symbols:
-                    src = f"{src} + 0 * {sym.name}"
+                    src = f"{src} + 0 * {self.axis_name(sym)}"
         elif self.spread_loads is not None and self.spread_loads[0] in self.active:
             src = f"{src} + 0 * {self.spread_loads[1]}"     # the same address along the reduced axis
         elif not symbols:  # one element for every lane: load it as a [1] block, never a 0-d scalar
@@ -392,7 +398,7 @@ class TritonKernel:
         value_src = value.name if value.dtype == buf.get_dtype() else cast_source(value, buf.get_dtype())
         for sym in self.active:  # a block value needs a block pointer, even when every lane hits one element
             if sym not in symbols:
-                src = f"{src} + 0 * {sym.name}"
+                src = f"{src} + 0 * {self.axis_name(sym)}"
         src = self._index_var(src)
         ptr = self.arg(name)
         self.emit(f"tl.store({ptr} + {src}, {value_src}, {mask})" if mask else f"tl.store({ptr} + {src}, {value_src})")

@@ -422,6 +422,24 @@ def test_chunked_and_prefetched_mixed_order_kernels_agree_with_eager(cols, chunk
         assert_same(g, h, rtol=1e-5, atol=1e-5)
 
 
+def _padded_row_variance_and_column_sum(x, w):
+    y = torch.nn.functional.pad(x[:, 3:], (0, 3), value=0.5)
+    return y.var(1), (y * w).sum(0)
+
+
+def test_a_chunk_s_load_under_a_pad_mask_spans_the_chunk_not_the_whole_row_index():
+    """A load under a pad's mask whose index leaves out the reduced axis spans the tile by adding 0 * the axis's
+    index: in a chunk that is the chunk's own (rindexN); the whole row's name is not defined there (a review
+    found the variance shift of padded rows failing to compile: NameError 'rindex')."""
+    x, w = seeded_randn(637, 300, seed=8), seeded_randn(300, seed=9)
+    with compiler.config.patch(**GPU_LIKE, mixed_order_min_chunk=64, mixed_order_prefetch="all"):
+        got = run_compiled(_padded_row_variance_and_column_sum, x, w)
+    src = compiler.dump.last_artifacts().texts["triton"]
+    assert compiler.counters["mixed_order_row_chunks"] >= 1 and re.search(r"\+ 0 \* rindex[0-4]\b", src)
+    assert not re.search(r"\brindex\b", src)
+    assert_same(got, _padded_row_variance_and_column_sum(x, w), rtol=1e-4, atol=1e-4)
+
+
 def _row_extremes_and_column_sum(x):
     return x.amax(1), x.argmax(1), x.amin(1), x.argmin(1), (x * x).sum(1), (x * 2).sum(0), x.amax(0)
 
