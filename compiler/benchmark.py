@@ -3,6 +3,7 @@
     python -m compiler.benchmark [--out FILE.md] [--json FILE] [--suite seed|wide|all] [--only NAME ...]
                                  [--budget-s S] [--dry-run]
                                  [--backends inductor tritondiff] [--variant NAME:KNOB=VALUE,... ...]
+    python -m compiler.benchmark --summary FILE.json
 
 Per workload and backend: time (CUDA-event timings after warm-up, ``_timing.bench``: the median of
 ``ROUNDS`` rounds that each time every backend once, interleaved, so host drift on a VM hits all alike),
@@ -17,7 +18,8 @@ left when ``--budget-s`` is spent are reported as skipped, so the command fits t
 defaults are chosen from such sweeps on a GPU (reports/gpu/).
 
 On a machine without a CUDA GPU it exits 2 with one line; ``--dry-run`` lists the workloads
-and their byte counts anywhere.
+and their byte counts anywhere, and ``--summary`` prints an earlier run's ``--json`` file one line per
+tritondiff row (GPU time against Inductor's, % of copy bandwidth, the oracle).
 """
 from __future__ import annotations
 
@@ -454,6 +456,24 @@ def _isolate_caches() -> None:
         pass
 
 
+def summary(results: dict) -> str:
+    """One line per workload and tritondiff backend of a ``--json`` file's ``results``: GPU time against
+    Inductor's, the ratio, % of copy bandwidth from GPU time, and the oracle's verdict (what every GPU call
+    script printed after its table)."""
+    lines = []
+    for r in results["rows"]:
+        ind = r["results"].get("inductor", {}).get("gpu_ms")
+        for backend, v in r["results"].items():
+            if not backend.startswith("tritondiff") or not v.get("gpu_ms"):
+                continue
+            bw = r["bytes"] / (v["gpu_ms"] * 1e-3) / 1e9 / results["copy_gbps"]
+            ratio = f"{ind / v['gpu_ms']:.4f}x" if ind else "-"
+            vs = f"{ind * 1000:9.2f}" if ind else "        -"
+            lines.append(f"{r['workload'][:36]:36s} {backend:24s} GPU {v['gpu_ms'] * 1000:9.2f} us vs {vs}  {ratio}  "
+                         f"{bw:.1%} CBW  oracle {v.get('matches_eager')}")
+    return "\n".join(lines) + "\n"
+
+
 def _replace(path: str, text: str) -> None:
     """Write ``path`` whole or not at all (a run killed mid-write keeps the previous version)."""
     tmp = f"{path}.{os.getpid()}.tmp"
@@ -478,7 +498,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--variant", action="append", default=[], metavar="NAME:KNOB=VALUE[,KNOB=VALUE]",
                         help="also run tritondiff with these compiler.config knobs, as backend tritondiff[NAME] "
                              "(a heuristics sweep; repeatable)")
+    parser.add_argument("--summary", metavar="JSON",
+                        help="print each row of an earlier run's --json file (GPU time vs Inductor, % of copy "
+                             "bandwidth, oracle) and exit")
     args = parser.parse_args(argv)
+    if args.summary:
+        with open(args.summary) as f:
+            print(summary(json.load(f)), end="")
+        return 0
     try:
         variants = [parse_variant(v) for v in args.variant]
     except Exception as e:  # noqa: BLE001  (ValueError or compiler.exc.ConfigError: one line, exit 2)

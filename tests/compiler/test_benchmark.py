@@ -235,3 +235,23 @@ def test_dynamo_is_reset_once_per_workload_not_per_backend(monkeypatch):
     selected = [w for w in benchmark.all_workloads() if w.name.startswith("nrm2")]
     benchmark.run(selected, 1e9)
     assert len(resets) == len(selected)
+
+
+def test_summary_prints_each_tritondiff_backend_against_inductor_from_a_json_file(capsys, tmp_path):
+    """--summary reads an earlier run's --json file: GPU time, Inductor's, the ratio, % of copy bandwidth from
+    GPU time (bytes / time / copy bandwidth) and the oracle; eager and Inductor rows are context, not lines."""
+    results = {"copy_gbps": 1000.0, "rows": [
+        {"workload": "w1", "bytes": 2_000_000, "results": {
+            "eager": {"gpu_ms": 0.01}, "inductor": {"gpu_ms": 0.004},
+            "tritondiff": {"gpu_ms": 0.002, "matches_eager": True},
+            "tritondiff[v]": {"gpu_ms": 0.008, "matches_eager": False}}},
+        {"workload": "w2", "bytes": 1000, "results": {"tritondiff": {"gpu_ms": 0.001, "matches_eager": None},
+                                                      "tritondiff[x]": {}}}]}
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(results))
+    assert benchmark.main(["--summary", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 3
+    assert lines[0].split()[:2] == ["w1", "tritondiff"] and "GPU      2.00 us vs      4.00  2.0000x  100.0% CBW" in lines[0]
+    assert lines[0].endswith("oracle True") and "0.5000x  25.0% CBW  oracle False" in lines[1]
+    assert lines[2].split()[:2] == ["w2", "tritondiff"] and "vs         -  -  0.1% CBW  oracle None" in lines[2]
