@@ -531,14 +531,15 @@ def lift_invariant_loads(lines: Sequence[tuple[int, str]]) -> list[tuple[int, tu
     return placed
 
 
-def _invariant_lines(body: Sequence[tuple[int, tuple[int, str]]], indent: int, loop_vars: set) -> set[int]:
-    """Positions in ``body`` (a loop's lines) of the loads and indices that may move above it
-    (``lift_invariant_loads``)."""
+def _loop_effects(texts: Sequence[str]) -> Optional[tuple[dict[str, int], set[str]]]:
+    """(times each name is assigned, the kernel pointers written) over a loop's lines, or None where no load may
+    move across them: a barrier, an atomic, a volatile load, or a store through a pointer variable (it could be
+    anything)."""
     defined: dict[str, int] = {}
     written: set[str] = set()
-    for _, (_, text) in body:
+    for text in texts:
         if any(mark in text for mark in _ORDERED):
-            return set()
+            return None
         header = _FOR.match(text)
         names = set(_NAME.findall(header.group(1))) if header is not None else set()
         m, aug = _ASSIGN.match(text), _AUGMENTED.match(text)
@@ -551,8 +552,26 @@ def _invariant_lines(body: Sequence[tuple[int, tuple[int, str]]], indent: int, l
         if "tl.store(" in text:                   # (atomics returned above)
             pointer = re.search(r"tl\.store\(\s*(\w+)", text)
             if pointer is None or not pointer.group(1).startswith("p_"):
-                return set()                      # a write through a pointer variable: it could be anything
+                return None
             written |= set(_POINTER.findall(text))
+    return defined, written
+
+
+def _load_may_move(expr: str, written: set[str]) -> bool:
+    """May the load ``expr`` leave its place in a loop that writes the pointers ``written``?  Not where the loop
+    writes any pointer it names, nor any input pointer when it reads an input (two inputs may alias)."""
+    pointers = set(_POINTER.findall(expr))
+    return bool(pointers) and not pointers & written and not (
+        any(p.startswith("p_arg") for p in pointers) and any(w.startswith("p_arg") for w in written))
+
+
+def _invariant_lines(body: Sequence[tuple[int, tuple[int, str]]], indent: int, loop_vars: set) -> set[int]:
+    """Positions in ``body`` (a loop's lines) of the loads and indices that may move above it
+    (``lift_invariant_loads``)."""
+    effects = _loop_effects([text for _, (_, text) in body])
+    if effects is None:
+        return set()
+    defined, written = effects
     inside = set(defined) | loop_vars
     lift: set[int] = set()
     seen: set[str] = set()                        # names read by the body's lines so far
@@ -564,11 +583,9 @@ def _invariant_lines(body: Sequence[tuple[int, tuple[int, str]]], indent: int, l
         target, expr = m.group(1).strip(), m.group(2)
         is_load, is_index = expr.startswith("tl.load("), target.startswith("idx")
         reads = set(_NAME.findall(_strip_strings(expr)))
-        pointers = set(_POINTER.findall(expr))
         ok = (is_load or is_index) and defined.get(target) == 1 and target not in seen and not reads & inside
         if ok and is_load:
-            ok = bool(pointers) and not pointers & written and not (
-                any(p.startswith("p_arg") for p in pointers) and any(w.startswith("p_arg") for w in written))
+            ok = _load_may_move(expr, written)
         seen |= reads
         if ok:
             lift.add(j)
@@ -612,21 +629,12 @@ def prefetch_next_rows(lines: Sequence[tuple[int, str]]) -> list[tuple[int, str]
 def _rotated_body(body: Sequence[tuple[int, str]], indent: int, var: str, start: int, stop: int,
                   step: int) -> Optional[tuple[list, list]]:
     """(lines above the loop, the loop's new body) of ``prefetch_next_rows``, or None: nothing rotates."""
-    if stop - start <= step or any(ind != indent for ind, _ in body):
+    if stop - start <= step or any(ind != indent or text.rstrip().endswith(":") for ind, text in body):
+        return None                               # one step, or a nested block
+    effects = _loop_effects([text for _, text in body])
+    if effects is None:
         return None
-    defined: dict[str, int] = {}
-    written: set[str] = set()
-    for _, text in body:
-        if any(mark in text for mark in _ORDERED) or text.rstrip().endswith(":"):
-            return None
-        m, aug = _ASSIGN.match(text), _AUGMENTED.match(text)
-        for name in ({aug.group(1) or aug.group(2)} if aug else set(_NAME.findall(m.group(1))) if m else set()):
-            defined[name] = defined.get(name, 0) + 1 + (aug is not None)
-        if "tl.store(" in text:
-            pointer = re.search(r"tl\.store\(\s*(\w+)", text)
-            if pointer is None or not pointer.group(1).startswith("p_"):
-                return None
-            written |= set(_POINTER.findall(text))
+    defined, written = effects
     fetch: dict[str, int] = {}                    # target -> position: loads and the indices they may use
     varying = {var}                               # names that change from step to step
     seen: set[str] = set()
@@ -642,9 +650,7 @@ def _rotated_body(body: Sequence[tuple[int, str]], indent: int, var: str, start:
             and defined.get(target) == 1 and target not in seen \
             and all(r == var or r not in defined or r in fetch for r in reads)
         if ok and is_load:
-            pointers = set(_POINTER.findall(expr))
-            ok = bool(pointers) and not pointers & written and not (
-                any(p.startswith("p_arg") for p in pointers) and any(w.startswith("p_arg") for w in written))
+            ok = _load_may_move(expr, written)
         if reads & varying:
             varying.add(target)
         if ok and reads & varying:               # a load the same on every step stays (lift_invariant_loads)

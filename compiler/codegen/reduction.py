@@ -263,7 +263,7 @@ class PersistentReduction(ReductionStrategy):
                 continue
             op = reduction_op(p)
             v = op.prepare(k, evaluate(k, ctx, p))
-            idx = _rindex_block(k, choice) if op.is_arg else None
+            idx = _rindex_block(k) if op.is_arg else None
             results[p.name] = op.finish(k, op.block(k, v, idx))
         k.active = [XSYM]
         return results
@@ -306,11 +306,7 @@ def _chunked_pass(k: TritonKernel, ctx: GroupContext, nodes: list[Placed]) -> di
                     continue
                 op = ops_[p.name]
                 v = op.prepare(k, evaluate(k, ctx, p))
-                if op.is_arg:
-                    index = k.newvar(f"tl.broadcast_to({chunk.symbol.name}.to(tl.int64), {k.tile})", torch.int64)
-                    lanes[p.name].append([v, index])
-                else:
-                    lanes[p.name].append([v])
+                lanes[p.name].append([v, CSEVar(_rindex_block(k), torch.int64)] if op.is_arg else [v])
             if k.row_chunk_hook is not None:
                 k.row_chunk_hook(c, nodes[0].phase)
     k.active = [XSYM, RSYM]
@@ -385,7 +381,7 @@ class LoopedReduction(ReductionStrategy):
                     term = ops_[s.name].prepare(k, evaluate(k, ctx, s))
                     online.combine(k, accs[p.name][0], accs[s.name][0], lane_max, term)
                     continue
-                chunk = [v, CSEVar(_rindex_block(k, choice), torch.int64)] if op.is_arg else [v]
+                chunk = [v, CSEVar(_rindex_block(k), torch.int64)] if op.is_arg else [v]
                 op.combine(k, accs[p.name], chunk)
             k.active = [XSYM]
         k.active = [XSYM, RSYM]
@@ -600,12 +596,13 @@ class MixedOrderReduction(ReductionStrategy):
         transposed = GroupContext(cols, ctx.inlined, ctx.stored, ctx.buffers, subst={XSYM: RSYM, RSYM: XSYM},
                                   held=frozenset(rows.group.names))
         pending = {(p.name, c) for p in cols.placed if p.kind == "reduction" for c in range(len(chunks))}
+        passes = _column_passes(cols, rows.group)
 
         def column_terms(c: int, phase: Optional[int] = None) -> None:
             """Chunk ``c``'s terms of the column reductions (all those left, or those whose row values pass
-            ``phase`` has by now: ``_column_pass``), combined into their accumulators."""
+            ``phase`` has by now: ``_column_passes``), combined into their accumulators."""
             for p in cols.placed:
-                if (p.name, c) not in pending or (phase is not None and _column_pass(p, rows.group) != phase):
+                if (p.name, c) not in pending or (phase is not None and passes[p.name] != phase):
                     continue
                 pending.discard((p.name, c))
                 op = ops_[p.name]
@@ -667,12 +664,13 @@ class MixedOrderReduction(ReductionStrategy):
                         op.repr_dtype)
 
 
-def _column_pass(p: Placed, rows: KernelGroup) -> int:
-    """The row pass during which a mixed-order column reduction ``p`` can take its terms: its row-group inputs
-    (per-row values, ``scheduler._column_reads_of_rows``) are a pass's per-row nodes, held from that pass's
-    start, or a pass's reductions, held once the pass is over."""
-    phases = {q.name: q.phase + (q.kind == "reduction") for q in rows.placed}
-    return max((phases[r.buffer.name] for r in p.node.info.reads if r.buffer.name in phases), default=0)
+def _column_passes(cols: KernelGroup, rows: KernelGroup) -> dict[str, int]:
+    """Column reduction -> the row pass during which a mixed-order kernel can take its terms: its row-group
+    inputs (per-row values, ``scheduler._column_reads_of_rows``) are a pass's per-row nodes, held from that
+    pass's start, or a pass's reductions, held once the pass is over."""
+    held = {q.name: q.phase + (q.kind == "reduction") for q in rows.placed}
+    return {p.name: max((held[r.buffer.name] for r in p.node.info.reads if r.buffer.name in held), default=0)
+            for p in cols.placed if p.kind == "reduction"}
 
 
 STRATEGIES = {s.name: s for s in (PersistentReduction(), LoopedReduction(), SplitReduction(),
@@ -897,9 +895,10 @@ def _spread_loads(k: TritonKernel, group: KernelGroup, nodes: list[Placed]) -> N
     k.spread_loads = (RSYM, "rbase") if spread else None
 
 
-def _rindex_block(k: TritonKernel, choice: ReductionChoice) -> str:
-    k.guard([choice.xblock, choice.rblock], "argmax index block")
-    return k.newvar(f"tl.broadcast_to(rindex.to(tl.int64), [{choice.xblock}, {choice.rblock}])", torch.int64).name
+def _rindex_block(k: TritonKernel) -> str:
+    """Each tile lane's index along the reduced axis (the current row chunk's, in a chunked kernel), int64."""
+    k.guard(k.tile, "argmax index block")
+    return k.newvar(f"tl.broadcast_to({k.axis_name(RSYM)}.to(tl.int64), {k.tile})", torch.int64).name
 
 
 def _xmask(k: TritonKernel) -> Optional[str]:
