@@ -98,6 +98,8 @@ BOOL_REDUCTIONS = ("any", "all")
 #: Integer results must match eager exactly, so argmax / argmin only see values every
 #: execution computes bit-identically: inputs, their views, and these ops of them.
 ARG_REDUCTIONS = ("argmax", "argmin")
+#: The ops that round their value to another dtype: in a float64 run they round, and the value stays float64.
+ROUNDING_OPS = frozenset({"cast", "to_float"})
 EXACT_OPS = frozenset({"neg", "abs", "relu", "transpose", "flatten", "unsqueeze_expand", "slice", "permute",
                        "contiguous_t", "cast"})  # a cast rounds to nearest-even everywhere
 
@@ -111,9 +113,18 @@ class Program:
     outputs: tuple[int, ...]
 
     def __call__(self, *inputs: torch.Tensor):
+        """The program's outputs.  With float64 inputs (the oracle's truth run) it computes the program's
+        exact value: a cast rounds its value to the cast's dtype, and the arithmetic after it goes on in
+        float64.  Computing on in the cast's dtype instead would make the truth one rounding of CPU eager's
+        (fp16 sigmoid_backward rounds each step to half), and a candidate that computes in float32 after the
+        cast, as CUDA eager and Inductor do, would fail where eager's error is 0 by construction."""
+        exact = bool(inputs) and all(x.dtype == torch.float64 for x in inputs if x.dtype.is_floating_point)
         values = list(inputs)
         for step in self.steps:
-            values.append(OPS[step.op](*[values[i] for i in step.args], **step.kwargs()))
+            value = OPS[step.op](*[values[i] for i in step.args], **step.kwargs())
+            if exact and step.op in ROUNDING_OPS:
+                value = value.to(torch.float64)
+            values.append(value)
         return tuple(values[i] for i in self.outputs)
 
     def __repr__(self) -> str:

@@ -245,3 +245,64 @@ def test_the_chunked_mixed_order_subject_catches_rows_loaded_ahead_from_the_wron
     with mock.patch("compiler.codegen.kernel.prefetch_next_rows", _prefetching_the_current_rows_again):
         res = explore(registry()["compiler.mixed_order_chunked"], budget_s=10, **args)     # (the budget bounds shrinking)
     assert res.status == "fail" and res.failure_class in ("mismatch", "nonfinite"), res.line()   # (NaN rows move)
+
+
+# ------------------------------------------- a cast inside a program: the truth rounds there and computes on
+
+def _fuzz_case(program: Program, seed: int, dtype: str = "float32"):
+    from harness.case import Case, TensorCase
+    n = compiler.subjects.FUZZ_NUMEL
+    return Case({"N": n}, {"x": TensorCase((n,), dtype, "contiguous", 0, "normal", seed, "")},
+                {"program": program.to_json(), "knobs": []})
+
+
+_HALF_SIGMOID = Program(((41,),), (Step("cast", (0,), (("dtype", "float16"),)), Step("sigmoid", (1,)),
+                                   Step("to_float", (2,))), (3,))
+_HALF_ROUND_TRIP = Program(((41,),), (Step("cast", (0,), (("dtype", "float16"),)), Step("to_float", (1,))), (2,))
+
+
+def _triton_downcasts_without_rounding():
+    """Planted: a cast to a narrower float keeps the register as it is (no rounding), as a pass that folds
+    x.to(float16).to(float32) into x would."""
+    real = TritonOps.to_dtype
+
+    def planted(self, x, dtype):
+        if x.dtype == torch.float32 and dtype in (torch.float16, torch.bfloat16):
+            return self._var(x.name, dtype)
+        return real(self, x, dtype)
+    return mock.patch.object(TritonOps, "to_dtype", planted)
+
+
+def test_a_gradient_computed_in_float32_after_a_cast_to_half_passes():
+    """A campaign's graph_fuzz_backward finding (session 22): float32 x cast to float16, sigmoid, widened
+    back.  CPU eager's fp16 sigmoid_backward rounds each step to half; the compiled gradient computes in
+    float32 and rounds once, as CUDA eager does.  The truth run used to cast its float64 inputs to half as
+    well and repeat eager's roundings, so eager's error was 0 and the better gradient failed at 12-21 of 41
+    elements, 1-2 fp16 ulp off, on every seed.  It now rounds at the cast and computes on in float64."""
+    from harness.runner import run_case
+    subj = registry()["compiler.graph_fuzz_backward"]
+    for seed in range(4):
+        verdict = run_case(subj, _fuzz_case(_HALF_SIGMOID, seed))
+        assert verdict.status == "pass", (seed, verdict.message)
+
+
+def test_the_truth_rounds_where_the_program_casts():
+    x = torch.randn(41, dtype=torch.float64)
+    (out,) = _HALF_SIGMOID(x)
+    assert out.dtype == torch.float64               # rounded to half, then float64 arithmetic, then to float32
+    assert torch.equal(out, torch.sigmoid(x.half().double()).float().double())
+    (trip,) = _HALF_ROUND_TRIP(x)
+    assert torch.equal(trip, x.half().double()) and not torch.equal(trip, x)
+    assert _HALF_SIGMOID(x.float())[0].dtype == torch.float32  # eager keeps the program's dtypes
+
+
+def test_a_cast_folded_away_is_still_caught():
+    """The new truth keeps the cast's rounding: a compiled x.to(float16).to(float32) that skips the rounding
+    errs by up to half an fp16 ulp where eager is exact, and fails."""
+    from harness.runner import run_case
+    subj = registry()["compiler.graph_fuzz"]
+    case = _fuzz_case(_HALF_ROUND_TRIP, 0)
+    assert run_case(subj, case).status == "pass"
+    with _triton_downcasts_without_rounding():
+        verdict = run_case(subj, case)
+    assert verdict.status == "fail" and "output 0" in verdict.message, verdict.message
