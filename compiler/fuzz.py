@@ -253,6 +253,10 @@ def programs(draw, max_steps: int = 6, max_numel: int = 20_000) -> Program:
         steps.append(step)
         values.append(out)
         exact.append(_exact(step, exact))
+    if not steps:      # every drawn step grew past max_numel: one pointwise op, so the program has a graph to compile
+        step = Step(draw(st.sampled_from(("exp", "tanh", "sigmoid", "neg", "sqrt"))), (0,))
+        steps.append(step)
+        values.append(OPS[step.op](values[0]))
     n = len(shapes)
     outputs = (len(values) - 1,)
     if len(values) - n > 1 and draw(st.booleans()):

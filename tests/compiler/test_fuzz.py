@@ -68,3 +68,18 @@ def test_programs_draw_every_strategy_large_sizes_and_inputs_that_fit():
     assert ("looped", 16) in knobs_seen and ("split", 128) in knobs_seen and ("persistent", None) in knobs_seen
     assert max(sizes_seen) > 41
     assert {torch.int64, torch.bool, torch.float16} <= kinds  # argmax, any, casts reach the outputs
+
+
+def test_every_program_has_a_step_even_when_its_drawn_steps_grow_too_large():
+    """A step whose value would pass max_numel is dropped; with all dropped, the program returned its input
+    and dynamo had no graph for the compiler (a campaign's graph_fuzz_backward finding, session 23)."""
+    drawn = []
+
+    @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+    @given(programs(max_steps=1, max_numel=9))
+    def collect(p):
+        drawn.append(len(p.steps))
+        outs = p(*[torch.randn(s) for s in p.input_shapes])
+        assert p.steps and all(o is not None for o in outs)
+    collect()
+    assert min(drawn) == 1
