@@ -165,6 +165,7 @@ class Result:
     skipped: Optional[str] = None           # not run (the time budget was spent)
     ms_rounds: Optional[list] = None        # the latency of each round (ms is their median)
     gpu_ms: Optional[float] = None          # the kernels' summed durations per call (torch.profiler)
+    gpu_ms_rounds: Optional[list] = None    # the GPU time of each round (gpu_ms is their median)
     host_ms: Optional[float] = None         # wall time to enqueue one call, the GPU never waited on
     compile_s: Optional[float] = None
     error: Optional[str] = None
@@ -271,12 +272,13 @@ def prepare(w: Workload, backend: str, wrap: Callable,
 
 
 def measure(timed: dict[str, tuple[Result, Callable[[], Any]]], rounds: int = ROUNDS) -> None:
-    """Fill each result's latency and host time, then its GPU time.
+    """Fill each result's latency, host time and GPU time.
 
-    Latency and host time are taken in ``rounds`` rounds; each round measures every backend once, in an
-    order rotated from round to round, and the median of the rounds is kept.  On a VM the host's speed
-    drifts over seconds: backends measured one after the other would each see another machine.  GPU
-    time (torch.profiler) is steady, so it is taken once.
+    Each is taken in ``rounds`` rounds; each round measures every backend once, in an order rotated from
+    round to round, and the median of the rounds is kept.  On a VM the host's speed drifts over seconds, and
+    a GPU's clocks move with its temperature: backends measured one after the other would each see another
+    machine.  The rounds' values are kept (``ms_rounds``, ``gpu_ms_rounds``): the spread of the per-round
+    ratios says whether two backends differ or tie (``gpu_ratio_range``).
     """
     from kernels.benchmarks._timing import bench, host_ms, kernel_times
     names = list(timed)
@@ -284,6 +286,7 @@ def measure(timed: dict[str, tuple[Result, Callable[[], Any]]], rounds: int = RO
         return
     lat: dict[str, list[float]] = {n: [] for n in names}
     host: dict[str, list[float]] = {n: [] for n in names}
+    gpu: dict[str, list[float]] = {n: [] for n in names}
     for r in range(rounds):
         for name in names[r % len(names):] + names[:r % len(names)]:
             res, call = timed[name]
@@ -298,21 +301,36 @@ def measure(timed: dict[str, tuple[Result, Callable[[], Any]]], rounds: int = RO
                 host[name].append(host_ms(call, iters=20))
             except Exception as e:  # noqa: BLE001
                 print(f"  [{name}]: host time not measured: {_one_line(e)}", file=sys.stderr)
+            try:      # a profiler failure costs the GPU column, never the measured latency
+                kernels = kernel_times(call, iters=20)
+                if kernels:                            # no kernel seen: unknown, not 0
+                    gpu[name].append(sum(k[2] for k in kernels))
+            except Exception as e:  # noqa: BLE001
+                print(f"  [{name}]: GPU time not measured: {_one_line(e)}", file=sys.stderr)
     for name in names:
         res, call = timed[name]
         if lat[name] and not res.error:
             res.ms = statistics.median(lat[name])
             res.ms_rounds = lat[name]
-        if res.error:             # failed in a later round: no latency, so no host time beside it either
+        if res.error:             # failed in a later round: no latency, so no host or GPU time beside it either
             continue
         if host[name]:
             res.host_ms = statistics.median(host[name])
-        try:      # a profiler failure costs the GPU column, never the measured latency
-            kernels = kernel_times(call, iters=20)
-            res.gpu_ms = sum(k[2] for k in kernels) if kernels else None     # no kernel seen: unknown, not 0
-        except Exception as e:  # noqa: BLE001
-            print(f"  [{name}]: GPU time not measured: {_one_line(e)}", file=sys.stderr)
+        if gpu[name]:
+            res.gpu_ms = statistics.median(gpu[name])
+            res.gpu_ms_rounds = gpu[name]
     torch.cuda.empty_cache()
+
+
+def gpu_ratio_range(result: dict, inductor: dict) -> Optional[tuple[float, float]]:
+    """The lowest and highest per-round ratio of Inductor's GPU time to ``result``'s (rounds are interleaved,
+    so round r of each was measured moments apart): a range that holds 1.0 is a tie at this run's noise.
+    None where either lacks per-round GPU times (results written before they were kept)."""
+    ours, theirs = result.get("gpu_ms_rounds"), inductor.get("gpu_ms_rounds")
+    if not ours or not theirs or len(ours) != len(theirs):
+        return None
+    ratios = [t / o for o, t in zip(ours, theirs) if o]
+    return (min(ratios), max(ratios)) if ratios else None
 
 
 def _one_line(e: BaseException) -> str:
@@ -405,10 +423,12 @@ def report(rows: list[dict], copy_gbps: float, env: dict) -> str:
                 if gpu_speed:
                     gpu_speedups.setdefault(backend, []).append(gpu_speed)
             match = {None: "-", True: "pass", False: "FAIL"}[r["matches_eager"]]
+            spread = gpu_ratio_range(r, ind) if backend != "inductor" else None
+            spread = f" ({spread[0]:.3f}-{spread[1]:.3f})" if spread else ""
             lines.append(f"| {row['workload']} | {row['shape']} | {mb} | {backend} | {r['ms']:.3f} | {gbs:.0f} | "
                          f"{100 * gbs / copy_gbps:.0f}% | {_fmt(r['compile_s'], '.1f')} | {match} | "
                          f"{_fmt(speed, '.2f')}x | {_fmt(gpu, '.3f')} | {_fmt(r.get('host_ms'), '.3f')} | "
-                         f"{_fmt(gpu_speed, '.2f')}x |")
+                         f"{_fmt(gpu_speed, '.2f')}x{spread} |")
     lines.append("")
     for backend, values in speedups.items():
         lines.append(f"geometric mean speedup of {backend} over Inductor ({len(values)} workloads): "
@@ -422,8 +442,10 @@ def report(rows: list[dict], copy_gbps: float, env: dict) -> str:
               f"Time (ms): CUDA-event timings after warm-up (triton.testing.do_bench, L2 flushed), the median of "
               f"{ROUNDS} rounds that each measure every backend once, in turn: what a "
               "caller waits for, host time included where the host is slower than the GPU. GPU ms: the call's "
-              "kernels' summed durations (torch.profiler); host ms: wall time to enqueue one call without waiting "
-              "on the GPU (median of the rounds). A row whose host ms exceeds its GPU ms is bound by the host path (dynamo guards, "
+              "kernels' summed durations (torch.profiler, 20 calls back to back, L2 not flushed; median of the "
+              "rounds), and in brackets the lowest and highest of the rounds' GPU-time ratios to Inductor: a "
+              "range that holds 1 is a tie at this run's noise; host ms: wall time to enqueue one call without "
+              "waiting on the GPU (median of the rounds). A row whose host ms exceeds its GPU ms is bound by the host path (dynamo guards, "
               "AOTAutograd, launches), which moves between runs on a VM. GB/s: minimal traffic / time. Compile s: "
               "wall time of the first call with empty Triton/Inductor caches. Oracle: the harness's verdict "
               "(harness.oracle) on the first call's outputs -- as right as eager, judged against the workload run "
@@ -458,8 +480,8 @@ def _isolate_caches() -> None:
 
 def summary(results: dict) -> str:
     """One line per workload and tritondiff backend of a ``--json`` file's ``results``: GPU time against
-    Inductor's, the ratio, % of copy bandwidth from GPU time, and the oracle's verdict (what every GPU call
-    script printed after its table)."""
+    Inductor's, the ratio and the range of the rounds' ratios, % of copy bandwidth from GPU time, and the
+    oracle's verdict (what every GPU call script printed after its table)."""
     lines = []
     for r in results["rows"]:
         ind = r["results"].get("inductor", {}).get("gpu_ms")
@@ -469,8 +491,10 @@ def summary(results: dict) -> str:
             bw = r["bytes"] / (v["gpu_ms"] * 1e-3) / 1e9 / results["copy_gbps"]
             ratio = f"{ind / v['gpu_ms']:.4f}x" if ind else "-"
             vs = f"{ind * 1000:9.2f}" if ind else "        -"
-            lines.append(f"{r['workload'][:36]:36s} {backend:24s} GPU {v['gpu_ms'] * 1000:9.2f} us vs {vs}  {ratio}  "
-                         f"{bw:.1%} CBW  oracle {v.get('matches_eager')}")
+            spread = gpu_ratio_range(v, r["results"].get("inductor", {}))
+            spread = f" (rounds {spread[0]:.3f}-{spread[1]:.3f})" if spread else ""
+            lines.append(f"{r['workload'][:36]:36s} {backend:24s} GPU {v['gpu_ms'] * 1000:9.2f} us vs {vs}  {ratio}"
+                         f"{spread}  {bw:.1%} CBW  oracle {v.get('matches_eager')}")
     return "\n".join(lines) + "\n"
 
 

@@ -191,14 +191,38 @@ def test_rounds_interleave_the_backends_in_a_rotating_order_and_keep_the_median(
         return _timing.Timing(10.0 if clock[0] in (1, 2, 3) else 1.0, 0, 0)   # the first round is a slow spell
     monkeypatch.setattr(_timing, "bench", fake_bench)
     monkeypatch.setattr(_timing, "host_ms", lambda fn, iters: 0.1)
-    monkeypatch.setattr(_timing, "kernel_times", lambda fn, iters: [("k", 1.0, 0.5)])
+    profiled = []
+
+    def fake_kernel_times(fn, iters):
+        profiled.append(fn())
+        return [("k", 1.0, 0.9 if len(profiled) <= 3 else 0.5)]          # the GPU is slow in the first round too
+    monkeypatch.setattr(_timing, "kernel_times", fake_kernel_times)
     timed = {n: (benchmark.Result(n), lambda n=n: n) for n in ("eager", "inductor", "tritondiff")}
     benchmark.measure(timed, rounds=3)
     assert order == ["eager", "inductor", "tritondiff", "inductor", "tritondiff", "eager",
                      "tritondiff", "eager", "inductor"]
+    assert profiled == order                                    # GPU time is taken in the same rounds
     for name, (res, _) in timed.items():
         assert res.ms == 1.0 and res.ms_rounds[0] == 10.0 and len(res.ms_rounds) == 3
-        assert (res.host_ms, res.gpu_ms) == (0.1, 0.5)
+        assert (res.host_ms, res.gpu_ms) == (0.1, 0.5) and res.gpu_ms_rounds == [0.9, 0.5, 0.5]
+
+
+def test_the_rounds_gpu_time_ratios_give_a_range_that_tells_a_tie_from_a_difference():
+    ind = {"gpu_ms": 1.0, "gpu_ms_rounds": [1.0, 1.02, 0.98]}
+    tie = {"gpu_ms": 1.0, "gpu_ms_rounds": [1.01, 1.0, 0.99]}
+    faster = {"gpu_ms": 0.8, "gpu_ms_rounds": [0.8, 0.81, 0.79]}
+    low, high = benchmark.gpu_ratio_range(tie, ind)
+    assert low < 1.0 < high and (round(low, 4), round(high, 4)) == (0.9899, 1.02)
+    assert min(benchmark.gpu_ratio_range(faster, ind)) > 1.2
+    assert benchmark.gpu_ratio_range({"gpu_ms": 1.0}, ind) is None            # a file from before the rounds
+    assert benchmark.gpu_ratio_range(tie, {"gpu_ms_rounds": [1.0]}) is None    # rounds that do not pair up
+    row = {"workload": "w", "shape": "[1]", "bytes": 10**6, "results": {
+        "inductor": dict(ind, ms=1.0, compile_s=1.0, error=None, matches_eager=True),
+        "tritondiff": dict(faster, ms=0.8, compile_s=1.0, error=None, matches_eager=True)}}
+    text = benchmark.report([row], 1000.0, {})
+    assert "| 1.25x (1.241-1.259) |" in text
+    line = benchmark.summary({"copy_gbps": 1000.0, "rows": [row]})
+    assert "1.2500x (rounds 1.241-1.259)" in line
 
 
 def test_measure_with_nothing_to_time_returns_and_a_backend_failing_mid_run_reports_no_times(monkeypatch):
