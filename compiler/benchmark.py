@@ -278,7 +278,7 @@ def measure(timed: dict[str, tuple[Result, Callable[[], Any]]], rounds: int = RO
     round to round, and the median of the rounds is kept.  On a VM the host's speed drifts over seconds, and
     a GPU's clocks move with its temperature: backends measured one after the other would each see another
     machine.  The rounds' values are kept (``ms_rounds``, ``gpu_ms_rounds``): the spread of the per-round
-    ratios says whether two backends differ or tie (``gpu_ratio_range``).
+    ratios says whether two backends differ or tie (``ratio_range``).
     """
     from kernels.benchmarks._timing import bench, host_ms, kernel_times
     names = list(timed)
@@ -322,15 +322,20 @@ def measure(timed: dict[str, tuple[Result, Callable[[], Any]]], rounds: int = RO
     torch.cuda.empty_cache()
 
 
-def gpu_ratio_range(result: dict, inductor: dict) -> Optional[tuple[float, float]]:
-    """The lowest and highest per-round ratio of Inductor's GPU time to ``result``'s (rounds are interleaved,
-    so round r of each was measured moments apart): a range that holds 1.0 is a tie at this run's noise.
-    None where either lacks per-round GPU times (results written before they were kept)."""
-    ours, theirs = result.get("gpu_ms_rounds"), inductor.get("gpu_ms_rounds")
+def ratio_range(result: dict, inductor: dict, key: str = "gpu_ms_rounds") -> Optional[tuple[float, float]]:
+    """The lowest and highest per-round ratio of Inductor's time to ``result``'s (``key``: "gpu_ms_rounds" or
+    "ms_rounds"; rounds are interleaved, so round r of each was measured moments apart): a range that holds
+    1.0 is a tie at this run's noise.  None where either lacks per-round times (results written before GPU
+    times were kept per round)."""
+    ours, theirs = result.get(key), inductor.get(key)
     if not ours or not theirs or len(ours) != len(theirs):
         return None
     ratios = [t / o for o, t in zip(ours, theirs) if o]
     return (min(ratios), max(ratios)) if ratios else None
+
+
+def _range(spread: Optional[tuple[float, float]]) -> str:
+    return f" ({spread[0]:.3f}-{spread[1]:.3f})" if spread else ""
 
 
 def _one_line(e: BaseException) -> str:
@@ -423,12 +428,13 @@ def report(rows: list[dict], copy_gbps: float, env: dict) -> str:
                 if gpu_speed:
                     gpu_speedups.setdefault(backend, []).append(gpu_speed)
             match = {None: "-", True: "pass", False: "FAIL"}[r["matches_eager"]]
-            spread = gpu_ratio_range(r, ind) if backend != "inductor" else None
-            spread = f" ({spread[0]:.3f}-{spread[1]:.3f})" if spread else ""
+            mine = backend != "inductor"
+            lat_range = _range(ratio_range(r, ind, "ms_rounds") if mine else None)
+            gpu_range = _range(ratio_range(r, ind) if mine else None)
             lines.append(f"| {row['workload']} | {row['shape']} | {mb} | {backend} | {r['ms']:.3f} | {gbs:.0f} | "
                          f"{100 * gbs / copy_gbps:.0f}% | {_fmt(r['compile_s'], '.1f')} | {match} | "
-                         f"{_fmt(speed, '.2f')}x | {_fmt(gpu, '.3f')} | {_fmt(r.get('host_ms'), '.3f')} | "
-                         f"{_fmt(gpu_speed, '.2f')}x{spread} |")
+                         f"{_fmt(speed, '.2f')}x{lat_range} | {_fmt(gpu, '.3f')} | {_fmt(r.get('host_ms'), '.3f')} | "
+                         f"{_fmt(gpu_speed, '.2f')}x{gpu_range} |")
     lines.append("")
     for backend, values in speedups.items():
         lines.append(f"geometric mean speedup of {backend} over Inductor ({len(values)} workloads): "
@@ -443,8 +449,8 @@ def report(rows: list[dict], copy_gbps: float, env: dict) -> str:
               f"{ROUNDS} rounds that each measure every backend once, in turn: what a "
               "caller waits for, host time included where the host is slower than the GPU. GPU ms: the call's "
               "kernels' summed durations (torch.profiler, 20 calls back to back, L2 not flushed; median of the "
-              "rounds), and in brackets the lowest and highest of the rounds' GPU-time ratios to Inductor: a "
-              "range that holds 1 is a tie at this run's noise; host ms: wall time to enqueue one call without "
+              "rounds). In brackets after a speedup: the lowest and highest of the rounds' ratios to Inductor; a "
+              "range that holds 1 is a tie at this run's noise. Host ms: wall time to enqueue one call without "
               "waiting on the GPU (median of the rounds). A row whose host ms exceeds its GPU ms is bound by the host path (dynamo guards, "
               "AOTAutograd, launches), which moves between runs on a VM. GB/s: minimal traffic / time. Compile s: "
               "wall time of the first call with empty Triton/Inductor caches. Oracle: the harness's verdict "
@@ -491,7 +497,7 @@ def summary(results: dict) -> str:
             bw = r["bytes"] / (v["gpu_ms"] * 1e-3) / 1e9 / results["copy_gbps"]
             ratio = f"{ind / v['gpu_ms']:.4f}x" if ind else "-"
             vs = f"{ind * 1000:9.2f}" if ind else "        -"
-            spread = gpu_ratio_range(v, r["results"].get("inductor", {}))
+            spread = ratio_range(v, r["results"].get("inductor", {}))
             spread = f" (rounds {spread[0]:.3f}-{spread[1]:.3f})" if spread else ""
             lines.append(f"{r['workload'][:36]:36s} {backend:24s} GPU {v['gpu_ms'] * 1000:9.2f} us vs {vs}  {ratio}"
                          f"{spread}  {bw:.1%} CBW  oracle {v.get('matches_eager')}")

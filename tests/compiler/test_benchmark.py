@@ -208,19 +208,20 @@ def test_rounds_interleave_the_backends_in_a_rotating_order_and_keep_the_median(
 
 
 def test_the_rounds_gpu_time_ratios_give_a_range_that_tells_a_tie_from_a_difference():
-    ind = {"gpu_ms": 1.0, "gpu_ms_rounds": [1.0, 1.02, 0.98]}
+    ind = {"gpu_ms": 1.0, "gpu_ms_rounds": [1.0, 1.02, 0.98], "ms_rounds": [2.0, 2.0, 2.0]}
     tie = {"gpu_ms": 1.0, "gpu_ms_rounds": [1.01, 1.0, 0.99]}
-    faster = {"gpu_ms": 0.8, "gpu_ms_rounds": [0.8, 0.81, 0.79]}
-    low, high = benchmark.gpu_ratio_range(tie, ind)
+    faster = {"gpu_ms": 0.8, "gpu_ms_rounds": [0.8, 0.81, 0.79], "ms_rounds": [2.5, 2.0, 1.6]}
+    low, high = benchmark.ratio_range(tie, ind)
     assert low < 1.0 < high and (round(low, 4), round(high, 4)) == (0.9899, 1.02)
-    assert min(benchmark.gpu_ratio_range(faster, ind)) > 1.2
-    assert benchmark.gpu_ratio_range({"gpu_ms": 1.0}, ind) is None            # a file from before the rounds
-    assert benchmark.gpu_ratio_range(tie, {"gpu_ms_rounds": [1.0]}) is None    # rounds that do not pair up
+    assert min(benchmark.ratio_range(faster, ind)) > 1.2
+    assert benchmark.ratio_range({"gpu_ms": 1.0}, ind) is None            # a file from before the rounds
+    assert benchmark.ratio_range(tie, {"gpu_ms_rounds": [1.0]}) is None    # rounds that do not pair up
     row = {"workload": "w", "shape": "[1]", "bytes": 10**6, "results": {
-        "inductor": dict(ind, ms=1.0, compile_s=1.0, error=None, matches_eager=True),
-        "tritondiff": dict(faster, ms=0.8, compile_s=1.0, error=None, matches_eager=True)}}
+        "inductor": dict(ind, ms=2.0, compile_s=1.0, error=None, matches_eager=True),
+        "tritondiff": dict(faster, ms=2.0, compile_s=1.0, error=None, matches_eager=True)}}
     text = benchmark.report([row], 1000.0, {})
-    assert "| 1.25x (1.241-1.259) |" in text
+    assert "| 1.25x (1.241-1.259) |" in text                                 # GPU time
+    assert "| 1.00x (0.800-1.250) |" in text                                 # latency: its own rounds
     line = benchmark.summary({"copy_gbps": 1000.0, "rows": [row]})
     assert "1.2500x (rounds 1.241-1.259)" in line
 
