@@ -3,6 +3,7 @@
     python -m compiler.benchmark [--out FILE.md] [--json FILE] [--suite seed|wide|all] [--only NAME ...]
                                  [--budget-s S] [--dry-run]
                                  [--backends inductor tritondiff] [--variant NAME:KNOB=VALUE,... ...]
+                                 [--rounds N]
     python -m compiler.benchmark --summary FILE.json
 
 Per workload and backend: time (CUDA-event timings after warm-up, ``_timing.bench``: the median of
@@ -344,7 +345,8 @@ def _one_line(e: BaseException) -> str:
 
 def run(selected: Sequence[Workload], budget_s: float,
         backends: Optional[dict[str, Callable[[Callable], Callable]]] = None,
-        on_row: Optional[Callable[[list[dict], float], None]] = None) -> tuple[list[dict], float]:
+        on_row: Optional[Callable[[list[dict], float], None]] = None,
+        rounds: int = ROUNDS) -> tuple[list[dict], float]:
     """Every selected workload under every backend.  The budget is checked before each backend's run (a
     workload under ten variants takes minutes), and ``on_row(rows, copy_gbps)`` is called after each
     workload, so a run cut off by the nightly's command limit still leaves the rows it finished."""
@@ -374,7 +376,7 @@ def run(selected: Sequence[Workload], budget_s: float,
                 timed[backend] = (res, call)
             del out
         del reference                             # the float64 outputs: not held while timing
-        measure(timed)
+        measure(timed, rounds)
         del timed
         torch.cuda.empty_cache()
         row["results"] = {b: dataclasses.asdict(r) for b, r in results.items()}
@@ -394,7 +396,7 @@ def _fmt(v: Optional[float], spec: str) -> str:
     return "-" if v is None else format(v, spec)
 
 
-def report(rows: list[dict], copy_gbps: float, env: dict) -> str:
+def report(rows: list[dict], copy_gbps: float, env: dict, rounds: int = ROUNDS) -> str:
     lines = ["# tritondiff compiler vs Inductor vs eager", "",
              ", ".join(f"{k}: {v}" for k, v in env.items()), "",
              f"measured device-to-device copy bandwidth: {copy_gbps:.0f} GB/s", "",
@@ -446,7 +448,7 @@ def report(rows: list[dict], copy_gbps: float, env: dict) -> str:
         lines.append("geometric mean speedup over Inductor: - (no workload has both)")
     lines += ["",
               f"Time (ms): CUDA-event timings after warm-up (triton.testing.do_bench, L2 flushed), the median of "
-              f"{ROUNDS} rounds that each measure every backend once, in turn: what a "
+              f"{rounds} rounds that each measure every backend once, in turn: what a "
               "caller waits for, host time included where the host is slower than the GPU. GPU ms: the call's "
               "kernels' summed durations (torch.profiler, 20 calls back to back, L2 not flushed; median of the "
               "rounds). In brackets after a speedup: the lowest and highest of the rounds' ratios to Inductor; a "
@@ -522,6 +524,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--only", nargs="*", help="run only workloads whose name contains one of these")
     parser.add_argument("--budget-s", type=float, default=420.0,
                         help="start no workload after this many seconds (the nightly slot is 9 minutes)")
+    parser.add_argument("--rounds", type=int, default=ROUNDS,
+                        help=f"interleaved rounds per workload (default {ROUNDS}); more narrow the medians and show "
+                             "whether a near-1.00x row is a tie")
     parser.add_argument("--dry-run", action="store_true", help="list the workloads and byte counts, run nothing")
     parser.add_argument("--backends", nargs="*", default=["inductor", "tritondiff"],
                         help="backends besides eager (always run: the reference): inductor, tritondiff")
@@ -532,6 +537,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="print each row of an earlier run's --json file (GPU time vs Inductor, % of copy "
                              "bandwidth, oracle) and exit")
     args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error(f"--rounds {args.rounds}: needs at least one round")
     if args.summary:
         with open(args.summary) as f:
             print(summary(json.load(f)), end="")
@@ -560,14 +567,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     env = environment()
 
     def write(rows: list[dict], copy_gbps: float) -> str:
-        text = report(rows, copy_gbps, env)
+        text = report(rows, copy_gbps, env, args.rounds)
         if args.out:
             _replace(args.out, text)
         if args.json:
             _replace(args.json, json.dumps({"env": env, "copy_gbps": copy_gbps, "rows": rows}, indent=1))
         return text
 
-    rows, copy_gbps = run(selected, args.budget_s, _backends(args.backends, variants), on_row=write)
+    rows, copy_gbps = run(selected, args.budget_s, _backends(args.backends, variants), on_row=write,
+                          rounds=args.rounds)
     print(write(rows, copy_gbps), end="")
     return 0
 

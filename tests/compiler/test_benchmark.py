@@ -141,7 +141,7 @@ def test_the_budget_is_checked_per_backend_and_each_finished_workload_is_written
         clock[0] += 6.0
         return benchmark.Result(backend), ("out", "truth"), lambda: None
 
-    def fake_measure(timed):
+    def fake_measure(timed, rounds):
         for res, _ in timed.values():
             res.ms, res.gpu_ms, res.host_ms = 1.0, 0.5, 0.1
     monkeypatch.setattr(benchmark, "prepare", fake_prepare)
@@ -255,7 +255,7 @@ def test_dynamo_is_reset_once_per_workload_not_per_backend(monkeypatch):
     resets = []
     monkeypatch.setattr(torch._dynamo, "reset", lambda: resets.append(1))
     monkeypatch.setattr(benchmark, "prepare", lambda w, b, wrap, ref: (benchmark.Result(b), None, None))
-    monkeypatch.setattr(benchmark, "measure", lambda timed: None)
+    monkeypatch.setattr(benchmark, "measure", lambda timed, rounds: None)
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
     selected = [w for w in benchmark.all_workloads() if w.name.startswith("nrm2")]
     benchmark.run(selected, 1e9)
@@ -280,3 +280,18 @@ def test_summary_prints_each_tritondiff_backend_against_inductor_from_a_json_fil
     assert lines[0].split()[:2] == ["w1", "tritondiff"] and "GPU      2.00 us vs      4.00  2.0000x  100.0% CBW" in lines[0]
     assert lines[0].endswith("oracle True") and "0.5000x  25.0% CBW  oracle False" in lines[1]
     assert lines[2].split()[:2] == ["w2", "tritondiff"] and "vs         -  -  0.1% CBW  oracle None" in lines[2]
+
+
+def test_rounds_must_be_at_least_one_and_reach_the_measurement(monkeypatch, capsys):
+    with pytest.raises(SystemExit) as e:
+        benchmark.main(["--dry-run", "--rounds", "0"])
+    assert e.value.code == 2 and "--rounds 0: needs at least one round" in capsys.readouterr().err
+    seen = []
+    monkeypatch.setattr(benchmark, "prepare", lambda w, b, wrap, ref: (benchmark.Result(b), None, lambda: None))
+    monkeypatch.setattr(benchmark, "measure", lambda timed, rounds: seen.append(rounds))
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    from kernels.benchmarks import _timing
+    monkeypatch.setattr(_timing, "copy_bandwidth_gbps", lambda: 1000.0)
+    benchmark.run([benchmark.all_workloads()[0]], 1e9, rounds=9)
+    assert seen == [9]
+    assert "the median of 9 rounds" in benchmark.report([], 1000.0, {}, rounds=9)
