@@ -113,16 +113,22 @@ class Program:
     outputs: tuple[int, ...]
 
     def __call__(self, *inputs: torch.Tensor):
-        """The program's outputs.  With float64 inputs (the oracle's truth run) it computes the program's
-        exact value: a cast rounds its value to the cast's dtype, and the arithmetic after it goes on in
-        float64.  Computing on in the cast's dtype instead would make the truth one rounding of CPU eager's
-        (fp16 sigmoid_backward rounds each step to half), and a candidate that computes in float32 after the
-        cast, as CUDA eager and Inductor do, would fail where eager's error is 0 by construction."""
-        exact = bool(inputs) and all(x.dtype == torch.float64 for x in inputs if x.dtype.is_floating_point)
+        """The program's outputs, each op in its operands' dtypes (what eager runs and dynamo traces)."""
+        return self._run(inputs, rounding_only=False)
+
+    def exact(self, *inputs: torch.Tensor):
+        """The program's exact value, for the oracle's float64 truth (``inputs`` float64): a cast rounds its
+        value to the cast's dtype, and the arithmetic after it goes on in float64.  Run as it is, the
+        program would compute on in the cast's dtype, and the truth would repeat CPU eager's roundings
+        there (fp16 sigmoid_backward rounds each step to half): eager's error would be 0 by construction,
+        and a candidate computing in float32 after the cast, as CUDA eager and Inductor do, would fail."""
+        return self._run(inputs, rounding_only=True)
+
+    def _run(self, inputs: Sequence[torch.Tensor], rounding_only: bool):
         values = list(inputs)
         for step in self.steps:
             value = OPS[step.op](*[values[i] for i in step.args], **step.kwargs())
-            if exact and step.op in ROUNDING_OPS:
+            if rounding_only and step.op in ROUNDING_OPS:
                 value = value.to(torch.float64)
             values.append(value)
         return tuple(values[i] for i in self.outputs)
@@ -342,7 +348,7 @@ def check_program(program: Program, seed: int = 0, dtype: torch.dtype = torch.fl
     import compiler
     from compiler import triage
     inputs = make_inputs(program, seed, dtype)
-    eager, truth = triage.references(program, inputs)
+    eager, truth = triage.references(program, inputs, program.exact)
     torch._dynamo.reset()
     knobs = dict(knobs or {}, **({"reduction_strategy": strategy} if strategy else {}))
     before = compiler.counters["graphs_compiled"]

@@ -50,10 +50,11 @@ LAYER_NORM_VALUES = tuple(v for v in NO_OVERFLOWING_SQUARES if v != "large_offse
 NRM2_VALUES = ("normal", "uniform_pos", "large_offset", "zeros", "integer")
 
 
-def run_compiled(fn: Callable, *args: Any, **knobs: Any) -> Any:
+def run_compiled(fn: Callable, *args: Any, exact: Callable | None = None, **knobs: Any) -> Any:
     """``fn(*args)`` through the compiler (with config ``knobs``), never silently eager.
 
-    A result that disagrees with ``fn`` run eagerly gets its stage recorded (``_triage``).
+    A result that disagrees with ``fn`` run eagerly gets its stage recorded (``_triage``; ``exact``: the
+    float64 truth's function where it is not ``fn``).
     """
     before = counters["graphs_compiled"]
     stateful = counters["semaphores_made"]
@@ -66,7 +67,7 @@ def run_compiled(fn: Callable, *args: Any, **knobs: Any) -> Any:
     if counters["graphs_compiled"] == before:
         raise CompilerError("dynamo ran the subject eagerly: no graph reached the compiler")
     out = _again_if_stateful(out, run, args, stateful)
-    _triage(out, lambda: run(*triage.copies(args)), fn, args, knobs, before)
+    _triage(out, lambda: run(*triage.copies(args)), fn, args, knobs, before, exact)
     return out
 
 
@@ -89,9 +90,10 @@ def _again_if_stateful(first: Any, run: Callable, args: tuple, stateful: int) ->
     return second
 
 
-def _triage(got: Any, run: Callable[[], Any], reference: Callable, args: tuple, knobs: dict, before: int) -> None:
+def _triage(got: Any, run: Callable[[], Any], reference: Callable, args: tuple, knobs: dict, before: int,
+            exact: Callable | None = None) -> None:
     """Judge ``got`` against ``reference(*args)``; if wrong, record lowering / fusion / codegen."""
-    eager, truth = triage.references(reference, args)
+    eager, truth = triage.references(reference, args, exact)
     with config.patch(**knobs):
         triage.diagnose(got, run, lambda out: triage.judge(out, eager, truth), triage.compiled_since(before))
 
@@ -302,7 +304,12 @@ def run_program(program, x: torch.Tensor, knobs=()):
     """``program`` as ``Program.to_json()`` data: harness cases carry plain lists to workers.
     (``knobs`` only matter to the compiled run.)"""
     program = fuzz.Program.from_json(program)
-    return program(*program_inputs(program, x))
+    return _run_or_exact(program, x.dtype)(*program_inputs(program, x))
+
+
+def _run_or_exact(program: fuzz.Program, dtype: torch.dtype) -> Callable:
+    """The harness calls a reference with float64 inputs for its truth: that run is ``Program.exact``."""
+    return program.exact if dtype == torch.float64 else program
 
 
 @subject(name="compiler.graph_fuzz", reference=run_program,
@@ -314,7 +321,8 @@ def graph_fuzz(program, x, knobs=()):
     """A random program in x's dtype, its reductions and pointwise tiling forced as drawn (``knobs``: config
     (name, value) pairs, plain lists in a harness case)."""
     parsed = fuzz.Program.from_json(program)  # outside the compiled region: dynamo sees only tensor ops
-    return run_compiled(lambda x: parsed(*program_inputs(parsed, x)), x, **dict(knobs))
+    return run_compiled(lambda x: parsed(*program_inputs(parsed, x)), x,
+                        exact=lambda x: parsed.exact(*program_inputs(parsed, x)), **dict(knobs))
 
 
 def _cotangent(out: torch.Tensor) -> torch.Tensor:
@@ -339,7 +347,7 @@ def _outputs_and_grads(run: Callable, inputs: list) -> tuple:
 def program_grads(program, x: torch.Tensor, knobs=()):
     """A fuzzed program's outputs and its inputs' gradients (``knobs`` only matter to the compiled run)."""
     parsed = fuzz.Program.from_json(program)
-    return _outputs_and_grads(parsed, program_inputs(parsed, x))
+    return _outputs_and_grads(_run_or_exact(parsed, x.dtype), program_inputs(parsed, x))
 
 
 # Gradients of the fuzzer's ops at large offsets sum terms that nearly cancel (div's d/dx of x / (|x| + 0.5) is
@@ -374,7 +382,7 @@ def graph_fuzz_backward(program, x, knobs=()):
         raise CompilerError("dynamo ran the subject eagerly: no graph reached the compiler")
     out = _again_if_stateful(out, run, args, stateful)
     _triage(out, lambda: run(*triage.copies(args)), lambda *xs: _outputs_and_grads(parsed, list(xs)), args, knobs,
-            before)
+            before, lambda *xs: _outputs_and_grads(parsed.exact, list(xs)))
     return out
 
 

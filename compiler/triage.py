@@ -68,11 +68,13 @@ def judge(got: Any, eager: Any, truth: Any) -> tuple[bool, str]:
     return result.passed, "" if result.passed else f"{result.failure_class}: {result.message}"
 
 
-def references(fn: Callable, args: Sequence[Any]) -> tuple[Any, Any]:
-    """(eager, truth): ``fn`` on copies of ``args`` as given and with floating tensors in float64."""
+def references(fn: Callable, args: Sequence[Any], exact: Optional[Callable] = None) -> tuple[Any, Any]:
+    """(eager, truth): ``fn`` on copies of ``args`` as given, and ``exact`` (default ``fn``) on copies with
+    floating tensors in float64 (``exact``: where the float64 run must differ, e.g. a fuzz program's casts
+    rounding without computing on in the cast's dtype, ``compiler.fuzz.Program.exact``)."""
     eager = fn(*copies(args))
     try:
-        truth = fn(*copies(args, torch.float64))
+        truth = (exact or fn)(*copies(args, torch.float64))
     except Exception:  # noqa: BLE001  (no float64 kernel: eager is its own truth, as in the harness)
         truth = eager
     return eager, truth

@@ -288,12 +288,24 @@ def test_a_gradient_computed_in_float32_after_a_cast_to_half_passes():
 
 def test_the_truth_rounds_where_the_program_casts():
     x = torch.randn(41, dtype=torch.float64)
-    (out,) = _HALF_SIGMOID(x)
+    (out,) = _HALF_SIGMOID.exact(x)
     assert out.dtype == torch.float64               # rounded to half, then float64 arithmetic, then to float32
     assert torch.equal(out, torch.sigmoid(x.half().double()).float().double())
-    (trip,) = _HALF_ROUND_TRIP(x)
+    (trip,) = _HALF_ROUND_TRIP.exact(x)
     assert torch.equal(trip, x.half().double()) and not torch.equal(trip, x)
-    assert _HALF_SIGMOID(x.float())[0].dtype == torch.float32  # eager keeps the program's dtypes
+    assert _HALF_SIGMOID(x)[0].dtype == torch.float32        # run as it is, the program keeps its dtypes
+    assert torch.equal(compiler.subjects.run_program(_HALF_SIGMOID.to_json(), x.repeat(1000))[0],
+                       _HALF_SIGMOID.exact(x.repeat(1000)[:41])[0])         # the harness's float64 run is exact()
+
+
+def test_a_fuzz_program_traces_into_one_graph():
+    """A graph break inside Program.__call__ (session 23: bool() of the inputs tuple, which dynamo of torch 2.11
+    cannot trace) compiles its frame once per process and reuses it: the subjects would judge stale code, and
+    graph_fuzz_backward under AOTAutograd's runtime ran eagerly on every GPU example."""
+    program = Program(((4, 5),), (Step("cast", (0,), (("dtype", "float16"),)), Step("sigmoid", (1,)),
+                                  Step("to_float", (2,)), Step("sum", (3,), (("dim", 1), ("keepdim", False)))), (4,))
+    explained = torch._dynamo.explain(lambda *xs: program(*xs))(torch.randn(4, 5))
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
 
 
 def test_a_cast_folded_away_is_still_caught():
@@ -303,6 +315,7 @@ def test_a_cast_folded_away_is_still_caught():
     subj = registry()["compiler.graph_fuzz"]
     case = _fuzz_case(_HALF_ROUND_TRIP, 0)
     assert run_case(subj, case).status == "pass"
+    torch._dynamo.reset()                   # nothing compiled before the plant may serve the planted run
     with _triton_downcasts_without_rounding():
         verdict = run_case(subj, case)
     assert verdict.status == "fail" and "output 0" in verdict.message, verdict.message
