@@ -48,7 +48,7 @@ import threading
 import time
 import zlib
 from collections import Counter, deque
-from typing import Sequence, TextIO
+from typing import Callable, Sequence, TextIO
 
 from . import device
 from . import huge as huge_shapes
@@ -68,6 +68,16 @@ PLAIN_PROGRESS_S = 30.0        # progress line period when the output is not a t
 
 # ---------------------------------------------------------------------------------------------- targets
 
+def _names_a_file(path: str, pool: Callable[[], dict[str, Subject]]) -> bool:
+    """Is the target ``path`` a subject file?  A ``.py`` name or one with a folder in it is.  A bare name is a
+    file only where a regular file of that name is here and no bundled subject matches it: a campaign writes
+    each finding's dump into a folder named after its subject (``compiler.nrm2/``), and running the next
+    campaign from that folder must still find the subject."""
+    if path.endswith(".py") or os.path.sep in path:
+        return True
+    return os.path.isfile(path) and not any(fnmatch.fnmatchcase(n, path) for n in pool())
+
+
 def resolve_targets(targets: Sequence[str]) -> list[Subject]:
     """Subjects named by ``targets``: subject files (``file.py`` or ``file.py::name``), bundled subject
     names or globs (``nrm2*``); nothing means every bundled subject."""
@@ -79,7 +89,7 @@ def resolve_targets(targets: Sequence[str]) -> list[Subject]:
         if not isinstance(target, str) or not target.strip():
             raise UsageError(f"target {target!r} is not a subject file, name or glob")
         path, _, name = target.partition("::")
-        if path.endswith(".py") or os.path.sep in path or os.path.exists(path):
+        if _names_a_file(path, lambda: bundled() if pool is None else pool):
             found = subjects_in(load_file(path))
             if not found:
                 raise UsageError(f"{path}: no @subject functions found")

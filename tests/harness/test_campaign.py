@@ -335,6 +335,22 @@ def test_targets_files_names_and_globs(planted, monkeypatch):
         resolve_targets(planted)
 
 
+def test_a_dump_folder_named_after_a_subject_does_not_hide_the_subject(planted, monkeypatch, tmp_path):
+    """A campaign dumps each finding into a folder named after its subject; the next campaign run from there
+    named the subject and got "<folder>: not a Python file" (session 23)."""
+    subjects = {s.name: s for s in resolve_targets([planted])}
+    monkeypatch.setattr(campaign_mod, "bundled", lambda: {"k.nrm2": subjects["doubles"]})
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "k.nrm2").mkdir()
+    assert [s.name for s in resolve_targets(["k.nrm2"])] == ["doubles"]
+    (tmp_path / "notes").write_text("x")          # a file of that name, no such subject: it was meant as a file
+    with pytest.raises(UsageError, match="not a Python file"):
+        resolve_targets(["notes"])
+    (tmp_path / "k.nrm2").rmdir()
+    (tmp_path / "k.nrm2").write_text("x")         # a file named like a bundled subject: the subject
+    assert [s.name for s in resolve_targets(["k.nrm2"])] == ["doubles"]
+
+
 @pytest.mark.parametrize("kwargs, fragment", [
     (dict(budget_s=0), "budget_s=0"), (dict(budget_s=float("nan")), "budget_s=nan"),
     (dict(workers=0), "workers=0"), (dict(workers=1.5), "workers=1.5"), (dict(seed="x"), "seed='x'"),
