@@ -12,8 +12,10 @@ GB/s of the workload's minimal traffic (bytes every implementation must move: in
 once, outputs written once, saved statistics of a backward), that as a % of the measured
 device-to-device copy bandwidth, the speedup of tritondiff over Inductor, and each backend's
 cold compile time (the first call's wall time, Triton / Inductor caches pointed at an empty
-directory and dynamo reset, so nothing is reused).  The geometric mean of the speedups closes
-the table.  A workload that fails is reported with its error and the run goes on; workloads
+directory and dynamo reset, so nothing is reused).  GPU time (the kernels' summed durations) is
+taken in the same rounds, and each speedup carries the lowest and highest of its rounds' ratios:
+a range that holds 1 is a tie at the run's noise (``--rounds`` sets how many rounds).  The
+geometric mean of the speedups closes the table.  A workload that fails is reported with its error and the run goes on; workloads
 left when ``--budget-s`` is spent are reported as skipped, so the command fits the nightly slot.
 ``--variant`` adds tritondiff runs with ``compiler.config`` knobs patched: the heuristics'
 defaults are chosen from such sweeps on a GPU (reports/gpu/).
