@@ -114,7 +114,7 @@ class Program:
 
     def __call__(self, *inputs: torch.Tensor):
         """The program's outputs, each op in its operands' dtypes (what eager runs and dynamo traces)."""
-        return self._run(inputs, rounding_only=False)
+        return self._run(inputs, exact=False)
 
     def exact(self, *inputs: torch.Tensor):
         """The program's exact value, for the oracle's float64 truth (``inputs`` float64): a cast rounds its
@@ -122,13 +122,13 @@ class Program:
         program would compute on in the cast's dtype, and the truth would repeat CPU eager's roundings
         there (fp16 sigmoid_backward rounds each step to half): eager's error would be 0 by construction,
         and a candidate computing in float32 after the cast, as CUDA eager and Inductor do, would fail."""
-        return self._run(inputs, rounding_only=True)
+        return self._run(inputs, exact=True)
 
-    def _run(self, inputs: Sequence[torch.Tensor], rounding_only: bool):
+    def _run(self, inputs: Sequence[torch.Tensor], exact: bool):
         values = list(inputs)
         for step in self.steps:
             value = OPS[step.op](*[values[i] for i in step.args], **step.kwargs())
-            if rounding_only and step.op in ROUNDING_OPS:
+            if exact and step.op in ROUNDING_OPS:
                 value = value.to(torch.float64)
             values.append(value)
         return tuple(values[i] for i in self.outputs)
