@@ -59,6 +59,30 @@ def test_inf_that_eager_also_produces_is_accepted():
     assert compare(eager.clone(), eager, truth).passed
 
 
+def test_rounding_across_the_overflow_threshold_is_not_a_nonfinite_mismatch():
+    """fp16 overflows past 65520 (65504 plus half its ulp).  A truth of 65520.9 rounds to inf, as eager did; a
+    candidate that computed 65519 stores 65504, 2.6e-4 off -- the compiler's layer-norm dx, session 23."""
+    truth = torch.tensor([65520.9, 1000.0, 65519.0], dtype=torch.float64)
+    eager = torch.tensor([float("inf"), 1000.0, 65504.0], dtype=torch.float16)
+    assert compare(torch.tensor([65504.0, 1000.0, 65504.0], dtype=torch.float16), eager, truth).passed
+    assert compare(torch.tensor([65504.0, 1000.0, float("inf")], dtype=torch.float16), eager, truth).passed
+    res = compare(torch.tensor([65504.0, 1000.0, float("-inf")], dtype=torch.float16), eager, truth)
+    assert not res.passed and res.failure_class == "nonfinite"                  # the wrong sign is no rounding
+    far = torch.tensor([1e6, 1000.0, 30000.0], dtype=torch.float64)              # far past / below the threshold
+    far_eager = torch.tensor([float("inf"), 1000.0, 30000.0], dtype=torch.float16)
+    res = compare(torch.tensor([65504.0, 1000.0, 30000.0], dtype=torch.float16), far_eager, far)
+    assert not res.passed and res.failure_class == "nonfinite"
+    res = compare(torch.tensor([float("inf"), 1000.0, float("inf")], dtype=torch.float16), far_eager, far)
+    assert not res.passed and res.failure_class == "nonfinite" and res.outputs[0].first_indices == [(2,)]
+    for dtype in (torch.bfloat16, torch.float32):                                # the threshold of each dtype
+        info = torch.finfo(dtype)
+        edge = info.max + 2.0 ** math.floor(math.log2(info.max)) * info.eps / 2
+        t = torch.tensor([edge * (1 + 1e-6), 1.0], dtype=torch.float64)
+        e = torch.tensor([float("inf"), 1.0], dtype=dtype)
+        assert torch.isinf(t.to(dtype)[0]) and not torch.isinf(torch.tensor(edge * (1 - 1e-6)).to(dtype))
+        assert compare(torch.tensor([info.max, 1.0], dtype=dtype), e, t).passed
+
+
 def test_degenerate_all_zero_candidate_never_passes_on_tiny_values():
     x = torch.full((64,), 1e-30, dtype=torch.float32)
     eager, truth = _ref(lambda t: t * 3, x)
