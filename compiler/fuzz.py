@@ -129,7 +129,7 @@ class Program:
         for step in self.steps:
             value = OPS[step.op](*[values[i] for i in step.args], **step.kwargs())
             if exact and step.op in ROUNDING_OPS:
-                value = value.to(torch.float64)
+                value = _rounded_straight_through(values[step.args[0]], value)
             values.append(value)
         return tuple(values[i] for i in self.outputs)
 
@@ -163,6 +163,18 @@ class Program:
         """A ``Program(...)`` expression (``from compiler.fuzz import Program, Step``)."""
         steps = ", ".join(f"Step({s.op!r}, {s.args!r}, {s.params!r})" for s in self.steps)
         return f"Program({self.input_shapes!r}, ({steps},), {self.outputs!r})"
+
+
+def _rounded_straight_through(arg: torch.Tensor, cast: torch.Tensor) -> torch.Tensor:
+    """``cast``'s value (``arg`` rounded to the cast's dtype) as float64, with ``arg``'s gradient passing
+    through unrounded.  Differentiated as it stands, the cast would round the gradient to its dtype on the
+    way back, so eager's gradient would land on the truth wherever it computed in that dtype, and a
+    gradient computed in float32 would fail by an fp16 ulp (a session-23 review's finding: a softmax after
+    a cast to half).  A negative value that rounds to zero comes out +0, which no fuzz op tells from -0."""
+    rounded = cast.to(torch.float64)
+    if not arg.dtype.is_floating_point:
+        return rounded
+    return arg + (rounded - arg).detach()
 
 
 def _meta(shape) -> torch.Tensor:

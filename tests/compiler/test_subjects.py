@@ -298,6 +298,27 @@ def test_the_truth_rounds_where_the_program_casts():
                        _HALF_SIGMOID.exact(x.repeat(1000)[:41])[0])         # the harness's float64 run is exact()
 
 
+def test_the_truths_gradient_passes_a_cast_unrounded():
+    """A review's graph_fuzz_backward finding (session 23): a softmax after a cast to half.  Differentiated
+    through the cast, the truth rounded its gradient to half at the cast, so eager's half gradient landed on
+    it and a float32 gradient one fp16 ulp away failed at 10 of 1705 elements."""
+    from harness.runner import run_case
+    x = torch.randn(5, dtype=torch.float64, requires_grad=True)
+    (out,) = _HALF_SIGMOID.exact(x)
+    (grad,) = torch.autograd.grad(out.sum(), x)
+    s = torch.sigmoid(x.detach().half().double())
+    torch.testing.assert_close(grad, s * (1 - s), rtol=1e-12, atol=0)          # float64, not rounded to half
+    program = [[[341, 5, 1]], [["cast", [0], [["dtype", "float16"]]], ["softmax", [1], [["dim", 0]]],
+                               ["softmax", [2], [["dim", 2]]]], [2, 3]]
+    n = compiler.subjects.FUZZ_NUMEL
+    from harness.case import Case, TensorCase
+    case = Case({"N": n}, {"x": TensorCase((n,), "float32", "contiguous", 0, "normal", 50004, "")},
+                {"program": program, "knobs": [["lean_runtime", False], ["pointwise_tiling", "unrolled"],
+                                               ["reduction_strategy", "persistent"]]})
+    verdict = run_case(registry()["compiler.graph_fuzz_backward"], case)
+    assert verdict.status == "pass", verdict.message
+
+
 def test_a_fuzz_program_traces_into_one_graph():
     """A graph break inside Program.__call__ (session 23: bool() of the inputs tuple, which dynamo of torch 2.11
     cannot trace) compiles its frame once per process and reuses it: the subjects would judge stale code, and
