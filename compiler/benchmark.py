@@ -168,7 +168,7 @@ class Result:
     skipped: Optional[str] = None           # not run (the time budget was spent)
     ms_rounds: Optional[list] = None        # the latency of each round (ms is their median)
     gpu_ms: Optional[float] = None          # the kernels' summed durations per call (torch.profiler)
-    gpu_ms_rounds: Optional[list] = None    # the GPU time of each round (gpu_ms is their median)
+    gpu_ms_rounds: Optional[list] = None    # the GPU time of each round, None where missed (gpu_ms: the median)
     host_ms: Optional[float] = None         # wall time to enqueue one call, the GPU never waited on
     compile_s: Optional[float] = None
     error: Optional[str] = None
@@ -245,7 +245,7 @@ def _judge(got: Any, eager: Any, truth: Any) -> bool:
     return oracle.compare(got, eager, truth).passed
 
 
-ROUNDS = 5      # latency / host-time rounds per workload, the backends interleaved in each
+ROUNDS = 5      # latency / host / GPU-time rounds per workload (--rounds), the backends interleaved in each
 
 
 def prepare(w: Workload, backend: str, wrap: Callable,
@@ -304,12 +304,14 @@ def measure(timed: dict[str, tuple[Result, Callable[[], Any]]], rounds: int = RO
                 host[name].append(host_ms(call, iters=20))
             except Exception as e:  # noqa: BLE001
                 print(f"  [{name}]: host time not measured: {_one_line(e)}", file=sys.stderr)
+            gpu_round = None      # a round the profiler missed stays a gap, so rounds pair up by index
             try:      # a profiler failure costs the GPU column, never the measured latency
                 kernels = kernel_times(call, iters=20)
                 if kernels:                            # no kernel seen: unknown, not 0
-                    gpu[name].append(sum(k[2] for k in kernels))
+                    gpu_round = sum(k[2] for k in kernels)
             except Exception as e:  # noqa: BLE001
                 print(f"  [{name}]: GPU time not measured: {_one_line(e)}", file=sys.stderr)
+            gpu[name].append(gpu_round)
     for name in names:
         res, call = timed[name]
         if lat[name] and not res.error:
@@ -319,8 +321,9 @@ def measure(timed: dict[str, tuple[Result, Callable[[], Any]]], rounds: int = RO
             continue
         if host[name]:
             res.host_ms = statistics.median(host[name])
-        if gpu[name]:
-            res.gpu_ms = statistics.median(gpu[name])
+        measured = [g for g in gpu[name] if g is not None]
+        if measured:
+            res.gpu_ms = statistics.median(measured)
             res.gpu_ms_rounds = gpu[name]
     torch.cuda.empty_cache()
 
@@ -328,12 +331,12 @@ def measure(timed: dict[str, tuple[Result, Callable[[], Any]]], rounds: int = RO
 def ratio_range(result: dict, inductor: dict, key: str = "gpu_ms_rounds") -> Optional[tuple[float, float]]:
     """The lowest and highest per-round ratio of Inductor's time to ``result``'s (``key``: "gpu_ms_rounds" or
     "ms_rounds"; rounds are interleaved, so round r of each was measured moments apart): a range that holds
-    1.0 is a tie at this run's noise.  None where either lacks per-round times (results written before GPU
-    times were kept per round)."""
+    1.0 is a tie at this run's noise.  Only rounds both measured count (a missed round is None); None where
+    there are none (results written before GPU times were kept per round)."""
     ours, theirs = result.get(key), inductor.get(key)
     if not ours or not theirs or len(ours) != len(theirs):
         return None
-    ratios = [t / o for o, t in zip(ours, theirs) if o]
+    ratios = [t / o for o, t in zip(ours, theirs) if o and t]
     return (min(ratios), max(ratios)) if ratios else None
 
 

@@ -1,4 +1,5 @@
 """compiler.benchmark on CPU: the dry run lists every workload with its bytes; a real run refuses clearly."""
+import dataclasses
 import json
 import math
 
@@ -216,6 +217,8 @@ def test_the_rounds_gpu_time_ratios_give_a_range_that_tells_a_tie_from_a_differe
     assert min(benchmark.ratio_range(faster, ind)) > 1.2
     assert benchmark.ratio_range({"gpu_ms": 1.0}, ind) is None            # a file from before the rounds
     assert benchmark.ratio_range(tie, {"gpu_ms_rounds": [1.0]}) is None    # rounds that do not pair up
+    gaps = benchmark.ratio_range({"gpu_ms_rounds": [None, 1.0, 2.0]}, {"gpu_ms_rounds": [1.0, 1.0, None]})
+    assert gaps == (1.0, 1.0)                      # a round either missed is left out, not paired with another
     row = {"workload": "w", "shape": "[1]", "bytes": 10**6, "results": {
         "inductor": dict(ind, ms=2.0, compile_s=1.0, error=None, matches_eager=True),
         "tritondiff": dict(faster, ms=2.0, compile_s=1.0, error=None, matches_eager=True)}}
@@ -295,3 +298,27 @@ def test_rounds_must_be_at_least_one_and_reach_the_measurement(monkeypatch, caps
     benchmark.run([benchmark.all_workloads()[0]], 1e9, rounds=9)
     assert seen == [9]
     assert "the median of 9 rounds" in benchmark.report([], 1000.0, {}, rounds=9)
+
+
+def test_a_round_the_profiler_missed_stays_a_gap(monkeypatch):
+    """Rounds pair up by index: Inductor's first GPU time and ours of the third must not be compared."""
+    from kernels.benchmarks import _timing
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    monkeypatch.setattr(_timing, "bench", lambda fn, **kw: _timing.Timing(1.0, 1.0, 1.0))
+    monkeypatch.setattr(_timing, "host_ms", lambda fn, iters: 0.1)
+    seen = {"inductor": 0, "tritondiff": 0}
+
+    def kernel_times(fn, iters):
+        name = fn()
+        seen[name] += 1
+        r = seen[name]
+        if (name, r) in (("inductor", 1), ("tritondiff", 3)):
+            return []                                         # nothing seen this round
+        return [("k", 1.0, {1: 1.0, 2: 1.0, 3: 2.0}[r])]
+    monkeypatch.setattr(_timing, "kernel_times", kernel_times)
+    timed = {n: (benchmark.Result(n), lambda n=n: n) for n in ("inductor", "tritondiff")}
+    benchmark.measure(timed, rounds=3)
+    ind, ours = (dataclasses.asdict(timed[n][0]) for n in ("inductor", "tritondiff"))
+    assert ind["gpu_ms_rounds"] == [None, 1.0, 2.0] and ours["gpu_ms_rounds"] == [1.0, 1.0, None]
+    assert (ind["gpu_ms"], ours["gpu_ms"]) == (1.5, 1.0)
+    assert benchmark.ratio_range(ours, ind) == (1.0, 1.0)
