@@ -69,10 +69,12 @@ PLAIN_PROGRESS_S = 30.0        # progress line period when the output is not a t
 # ---------------------------------------------------------------------------------------------- targets
 
 def _names_a_file(path: str, pool: Callable[[], dict[str, Subject]]) -> bool:
-    """Is the target ``path`` a subject file?  A ``.py`` name or one with a folder in it is.  A bare name is a
-    file only where a regular file of that name is here and no bundled subject matches it: a campaign writes
-    each finding's dump into a folder named after its subject (``compiler.nrm2/``), and running the next
-    campaign from that folder must still find the subject."""
+    """Is the target ``path`` a subject file?  A folder never is; a ``.py`` name or one with a folder in it is.
+    A bare name is a file only where a regular file of that name is here and no bundled subject matches it:
+    a campaign writes each finding's dump into a folder named after its subject (``compiler.nrm2/``), and
+    running the next campaign from that folder must still find the subject."""
+    if os.path.isdir(path):
+        return False
     if path.endswith(".py") or os.path.sep in path:
         return True
     return os.path.isfile(path) and not any(fnmatch.fnmatchcase(n, path) for n in pool())
@@ -89,6 +91,8 @@ def resolve_targets(targets: Sequence[str]) -> list[Subject]:
         if not isinstance(target, str) or not target.strip():
             raise UsageError(f"target {target!r} is not a subject file, name or glob")
         path, _, name = target.partition("::")
+        if os.path.isdir(path):        # a dump folder, typed as the shell completes it (compiler.nrm2/): its name
+            target = path = os.path.basename(os.path.normpath(path))
         if _names_a_file(path, lambda: bundled() if pool is None else pool):
             found = subjects_in(load_file(path))
             if not found:

@@ -343,6 +343,10 @@ def test_a_dump_folder_named_after_a_subject_does_not_hide_the_subject(planted, 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "k.nrm2").mkdir()
     assert [s.name for s in resolve_targets(["k.nrm2"])] == ["doubles"]
+    assert [s.name for s in resolve_targets(["k.nrm2/", "./k.nrm2"])] == ["doubles"]     # as tab completion types it
+    (tmp_path / "other").mkdir()
+    with pytest.raises(UsageError, match="unknown target 'other'"):
+        resolve_targets(["other/"])
     (tmp_path / "notes").write_text("x")          # a file of that name, no such subject: it was meant as a file
     with pytest.raises(UsageError, match="not a Python file"):
         resolve_targets(["notes"])
