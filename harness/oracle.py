@@ -198,9 +198,10 @@ def _compare_float(rep: OutputReport, c: torch.Tensor, e: torch.Tensor, t: torch
     level = torch.maximum(err_e, rms_e)
     if spread is not None:
         level = torch.maximum(level, torch.where(finite, spread, torch.zeros_like(spread)))
-    allowed = multiplier * level + rtol * mag + atol * scale + tiny
-    if bool(nf_wrong.any()):
-        nf_wrong &= ~_across_overflow(c64, t64, multiplier * level + rtol * t64.abs() + atol * scale + tiny, dtype)
+    floor = multiplier * level + atol * scale + tiny
+    allowed = floor + rtol * mag
+    if bool(nf_wrong.any()):        # mag is 0 where the candidate is not finite: the truth's own magnitude there
+        nf_wrong &= ~_across_overflow(c64, t64, floor + rtol * t64.abs(), dtype)
     if bool(nf_wrong.any()):
         _finish(rep, nf_wrong, c64, rounded, "nonfinite")
         kinds = _nonfinite_kinds(c64[nf_wrong])
