@@ -135,6 +135,11 @@ class CompilerConfig:
     # 256 partials of one 4096-element step 3.33-3.38, 128 of two steps 3.15 (two kernels: 3.23), 64 3.38;
     # Inductor 3.36.
     split_short_programs_per_sm: int = 1
+    # ... and where the last program finishes through tagged partials (split_last_program_sync), at this many:
+    # with no fence per program, more of them cost less.  nrm2 2^20 on an H200, tagged (session 24 call 4): 256
+    # partials of one 4096-element step 2.75 us of GPU time, 128 of two 2.81, the fence form at 128 2.96;
+    # Inductor 2.88.  Unmeasured on an H100.
+    split_short_tagged_programs_per_sm: int = 2
     # Mixed-order reductions: a row reduction group and a column reduction group over the same
     # rows (layer-norm backward's dx and dW/dB) run as one kernel that reads the shared inputs
     # once, when the rows fit one block of at most this many elements.  16384: layer norm 4096 x 10240
@@ -283,6 +288,17 @@ class CompilerConfig:
     # measured the same and dropped it for that).  Off: a second kernel.
     split_last_program_final: bool = True
     split_last_program_max_numel: int = 4096
+    # How the last program learns that the others' partials are in ("tagged" / "fence").  "fence": each program
+    # stores its partials and counts in with an acq_rel atomic; the release in that count waits until the stores
+    # are visible at GPU scope, in every program.  "tagged": each program writes each partial with a flag bit
+    # into a 64-bit slot (a relaxed atomic exchange; the slots are kept zeroed per device and stream like the
+    # counters) and counts in with a relaxed atomic; the last to count polls its row block's slots until every
+    # flag is set, reduces them in split order and zeroes them.  No fence in any program.  Partials of 32 bits or
+    # fewer only (an arg reduction's int64 index, a float64 sum: "fence").  nrm2 2^20 on an H200, GPU us of
+    # hand-written forms (reports/gpu/2026-11-28-session24, calls 1-3): 128 programs of 8192 at 16 warps, fence
+    # 2.94-2.99, tagged 2.79-2.84; the partial pass alone 1.83; an acq_rel count with no final pass 2.39, a
+    # relaxed one 1.89; Inductor's two kernels 2.74-2.84.
+    split_last_program_sync: str = "tagged"
     # Let Triton / LLVM contract a * b + c into one FMA (Triton's enable_fp_fusion, True by
     # default there).  Off here: contraction changes rounding where the IR says otherwise, e.g.
     # layer norm's backward at N = 1 computed g * 1.0 - sum(g) as an FMA and gave dx = 5.7e-7
@@ -453,6 +469,7 @@ _CHOICES = {
     "matmul": ("template", "extern", "autotune"),
     "partitioner": ("min_cut", "default"),
     "mixed_order_prefetch": ("wide", "all", "off"),
+    "split_last_program_sync": ("tagged", "fence"),
 }
 _POWERS_OF_TWO = ("outer_reduction_xblock", "elements_per_warp", "one_wave_elements_per_warp", "max_num_warps",
                   "mixed_order_wide_warps", "split_streaming_warps", "num_warps", "persistent_max_rnumel",

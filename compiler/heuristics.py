@@ -142,7 +142,7 @@ class ReductionChoice:
     warps: Optional[int] = None
 
 
-def split_count(xprograms: int, rnumel: int, rblock: int) -> int:
+def split_count(xprograms: int, rnumel: int, rblock: int, tagged: bool = False) -> int:
     """Partial reductions per row block of a split reduction.
 
     Enough programs to fill the machine (``target_programs`` over the row blocks there
@@ -150,14 +150,16 @@ def split_count(xprograms: int, rnumel: int, rblock: int) -> int:
     its loop amortises the workspace store and the final pass; at least 2 (a split of one
     is a looped reduction) and at most one partial per RBLOCK chunk.  Where that fill leaves each partial one
     RBLOCK step or less (a launch-bound split: nrm2 2^20), it aims at ``config.split_short_programs_per_sm``
-    programs per SM instead.
+    programs per SM instead -- ``config.split_short_tagged_programs_per_sm`` where ``tagged``, the last program
+    finishing through tagged partials (``codegen.reduction.tagged_partials``), which no fence slows per program.
     """
     if config.split_count:
         return max(1, min(config.split_count, _cdiv(rnumel, rblock)))
     chunks = _cdiv(rnumel, rblock)
     fill = max(1, target_programs() // max(1, xprograms))
     if chunks <= fill:
-        fill = max(1, min(fill, _cdiv(sm_count() * config.split_short_programs_per_sm, max(1, xprograms))))
+        per_sm = config.split_short_tagged_programs_per_sm if tagged else config.split_short_programs_per_sm
+        fill = max(1, min(fill, _cdiv(sm_count() * per_sm, max(1, xprograms))))
     long_enough = max(1, rnumel // config.split_min_chunk)
     # the partials run along grid axis 1: CUDA launches at most 65,535 there (a large sm_count x programs_per_sm)
     return _tiling_split(max(1, min(chunks, max(2, min(fill, long_enough)), GRID_LIMITS[1])), rnumel, rblock)
@@ -210,7 +212,7 @@ def may_read_again(xnumel: int, rnumel: int, split_ok: bool, outer: bool = False
 
 
 def choose_reduction(xnumel: int, rnumel: int, split_ok: bool, outer: bool = False,
-                     held: int = 0, rereads: int = 0, reread: bool = False) -> ReductionChoice:
+                     held: int = 0, rereads: int = 0, reread: bool = False, tagged: bool = False) -> ReductionChoice:
     """Pick persistent / looped / split and block sizes from the extents (``config`` may force).
 
     ``outer``: the loads are contiguous along the kept axis and strided along the reduced one
@@ -226,7 +228,8 @@ def choose_reduction(xnumel: int, rnumel: int, split_ok: bool, outer: bool = Fal
     ``config.looped_reread_min_held`` or more takes at least ``config.looped_reread_warps`` warps
     (``looped_warps``).  ``reread``: every row tile a persistent kernel would keep is a plain load; under
     ``config.persistent_reread_loads`` such a row runs as a looped kernel of one whole-row step per pass,
-    which reads those tiles again (warps as the persistent kernel's).
+    which reads those tiles again (warps as the persistent kernel's).  ``tagged``: a split's last program
+    would finish through tagged partials (``split_count``).
 
     Forced values are returned as asked, even when too large: the code generator's numel
     guard then raises ``ReductionTooLarge`` with the fix, instead of a silent clamp.
@@ -262,7 +265,7 @@ def choose_reduction(xnumel: int, rnumel: int, split_ok: bool, outer: bool = Fal
         return ReductionChoice("looped", xblock, rblock, stages=loop_stages("looped"))
     splits = 1
     if strategy == "split":
-        splits = split_count(_cdiv(max(xnumel, 1), xblock), rnumel, rblock)
+        splits = split_count(_cdiv(max(xnumel, 1), xblock), rnumel, rblock, tagged)
     warps = looped_warps(xblock * rblock, rereads) if strategy == "looped" else None
     return ReductionChoice(strategy, xblock, rblock, splits, loop_stages(strategy), warps)
 

@@ -15,6 +15,7 @@ import importlib.util
 import os
 import sys
 import types
+import weakref
 from typing import Any, Callable, Optional, Sequence
 
 import torch
@@ -125,37 +126,62 @@ _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)     # absent 
 
 
 class SemaphoreSlot:
-    """A kernel argument of zeroed int32 counters (``KernelArg.semaphore``): ``numel`` of them."""
+    """A kernel argument of zeroed counters or slots (``KernelArg.semaphore``): ``numel`` of ``dtype``."""
 
-    __slots__ = ("numel",)
+    __slots__ = ("numel", "dtype")
 
-    def __init__(self, numel: int):
+    def __init__(self, numel: int, dtype: torch.dtype = torch.int32):
         self.numel = numel
+        self.dtype = dtype
 
     def __repr__(self) -> str:
-        return f"SemaphoreSlot({self.numel})"
+        return f"SemaphoreSlot({self.numel}, {self.dtype})"
 
 
 class Semaphores:
     """The counters of an executable's kernels, one zeroed tensor per (kernel argument, device, stream).
 
     A kernel that takes counters leaves them zeroed (a split reduction's last partial program resets its
-    row block's arrival count), so the launches of one stream, which run one after another, reuse the same
-    tensor and nothing is zeroed per call.  Launches on two streams could run at once and must not share
+    row block's arrival count and clears its tagged partials), so the launches of one stream, which run one
+    after another, reuse the same tensor and nothing is zeroed per call.  Launches on two streams could run at once and must not share
     counters: each stream gets its own.  (A CUDA graph keeps the tensor of the stream it was captured on.)"""
 
     def __init__(self):
+        global _SEMAPHORES_SERIAL
         self._made: dict[tuple, torch.Tensor] = {}
+        self.serial = _SEMAPHORES_SERIAL
+        _SEMAPHORES_SERIAL += 1
+        _LIVE_SEMAPHORES.add(self)
 
-    def get(self, name: Any, numel: int, device: int) -> torch.Tensor:
+    def left_set(self) -> list[str]:
+        """The counters and slots that a launch left non-zero (each launch must zero what it used)."""
+        return [f"{name[0]}.{name[1]}" if isinstance(name, tuple) else str(name)
+                for (name, *_), t in self._made.items() if bool(t.ne(0).any())]
+
+    def get(self, name: Any, numel: int, device: int, dtype: torch.dtype = torch.int32) -> torch.Tensor:
         stream = _raw_stream(device) if _raw_stream is not None and _device.MODE == "cuda" else 0
-        key = (name, numel, device, stream)
+        key = (name, numel, dtype, device, stream)
         t = self._made.get(key)
         if t is None:
             where = torch.device("cuda", device) if _device.MODE == "cuda" else _device.torch_device()
-            t = self._made[key] = torch.zeros(numel, dtype=torch.int32, device=where)
+            t = self._made[key] = torch.zeros(numel, dtype=dtype, device=where)
             counters["semaphores_made"] += 1     # a stateful program: compiler.subjects calls it twice
         return t
+
+
+_LIVE_SEMAPHORES: "weakref.WeakSet[Semaphores]" = weakref.WeakSet()
+_SEMAPHORES_SERIAL = 0
+
+
+def semaphores_mark() -> int:
+    """A mark for ``semaphores_left_set``: the executables made after it are the ones it looks at."""
+    return _SEMAPHORES_SERIAL
+
+
+def semaphores_left_set(since: int) -> list[str]:
+    """The counters and slots that the last launch of an executable made since mark ``since`` left non-zero:
+    ``Semaphores`` promises none (a split's last program zeroes its row block's count and tagged partials)."""
+    return [name for sems in list(_LIVE_SEMAPHORES) if sems.serial >= since for name in sems.left_set()]
 
 
 class InlineResolver(MemoryResolver):
@@ -260,7 +286,7 @@ class Executable:
                     for name, workspace in args:
                         if isinstance(workspace, SemaphoreSlot):   # kept zeroed per stream, not allocated
                             name = (spec.name, name)
-                            ops.append((_SEMAPHORE, name, workspace.numel))
+                            ops.append((_SEMAPHORE, name, workspace.numel, workspace.dtype))
                         elif workspace is not None:       # a workspace lives while its group runs
                             name = (step.name, name)
                             if name not in scratch:
@@ -293,7 +319,7 @@ class Executable:
                         for name in op[1]:
                             env.pop(name, None)
                     elif kind is _SEMAPHORE:
-                        env[op[1]] = semaphores.get(op[1], op[2], device)
+                        env[op[1]] = semaphores.get(op[1], op[2], device, op[3])
                     else:
                         op[1](env)
             except CompilerError:
@@ -377,7 +403,7 @@ class Executable:
                 continue
             if isinstance(workspace, SemaphoreSlot):
                 device = _launch._current_device() if _device.MODE == "cuda" else 0
-                tensors.append(self.semaphores.get((spec.name, name), workspace.numel, device))
+                tensors.append(self.semaphores.get((spec.name, name), workspace.numel, device, workspace.dtype))
                 continue
             ws = workspaces.get(name)
             if ws is None:
@@ -414,7 +440,7 @@ class Executable:
             if spec.meta.get("num_stages"):
                 options["num_stages"] = spec.meta["num_stages"]
         grid = None if any(g == 0 for g in spec.grid) else tuple(spec.grid)
-        args = tuple((arg.name, SemaphoreSlot(arg.numel) if arg.semaphore
+        args = tuple((arg.name, SemaphoreSlot(arg.numel, arg.dtype) if arg.semaphore
                       else Layout.contiguous((max(arg.numel, 1),), arg.dtype) if arg.workspace else None)
                      for arg in spec.args)
         fn = getattr(self.module, spec.name)

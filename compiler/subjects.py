@@ -57,7 +57,7 @@ def run_compiled(fn: Callable, *args: Any, exact: Callable | None = None, **knob
     float64 truth's function where it is not ``fn``).
     """
     before = counters["graphs_compiled"]
-    stateful = counters["semaphores_made"]
+    stateful = _state_mark()
     compiled = compile_fresh(fn, dynamic=False)
 
     def run(*inputs):
@@ -71,15 +71,26 @@ def run_compiled(fn: Callable, *args: Any, exact: Callable | None = None, **knob
     return out
 
 
-def _again_if_stateful(first: Any, run: Callable, args: tuple, stateful: int) -> Any:
+def _state_mark() -> tuple[int, int]:
+    """Where kernel state stood before a subject's program compiled: counters made, executables made."""
+    from .runtime import semaphores_mark
+    return counters["semaphores_made"], semaphores_mark()
+
+
+def _again_if_stateful(first: Any, run: Callable, args: tuple, stateful: tuple[int, int]) -> Any:
     """A program whose kernels keep state between calls (a split reduction's arrival counters, which each
     launch must leave zeroed: ``runtime.Semaphores``) runs again on copies of its inputs, when it made such
-    state since ``counters["semaphores_made"]`` was ``stateful``: a fresh compilation per subject call would
-    never show what a first call left behind.  The second call's output is the one judged, and it must equal
-    the first bit for bit."""
-    if counters["semaphores_made"] == stateful:
+    state since ``stateful`` (``_state_mark``): a fresh compilation per subject call would never show what a
+    first call left behind.  The second call's output is the one judged, and it must equal
+    the first bit for bit; and after each call every counter and slot must be zero again, as the runtime
+    promises (a tagged split whose last program did not clear its partials computes right on one input, but a
+    later launch's poll could take the stale flags for fresh ones)."""
+    made, since = stateful
+    if counters["semaphores_made"] == made:
         return first
+    _state_zeroed("first", since)
     second = run(*triage.copies(args))
+    _state_zeroed("second", since)
     counts = len(flatten(first)), len(flatten(second))
     if counts[0] != counts[1]:
         raise CompilerError(f"a second call on the same inputs returned {counts[1]} outputs, the first {counts[0]}")
@@ -88,6 +99,14 @@ def _again_if_stateful(first: Any, run: Callable, args: tuple, stateful: int) ->
         raise CompilerError(f"a second call on the same inputs differs from the first call's: {diff[1]}: state "
                             f"left by the first call (a kernel's counters not reset?)")
     return second
+
+
+def _state_zeroed(which: str, since: int) -> None:
+    from .runtime import semaphores_left_set
+    left = semaphores_left_set(since)
+    if left:
+        raise CompilerError(f"the {which} call left kernel state non-zero: {', '.join(left)} (each launch must "
+                            f"zero the counters and slots it used: runtime.Semaphores)")
 
 
 def _triage(got: Any, run: Callable[[], Any], reference: Callable, args: tuple, knobs: dict, before: int,
@@ -176,7 +195,7 @@ def _ln_compiled(x, weight, bias, dy):
             grads = torch.autograd.grad(y, leaves, dy)
         return (y.detach(),) + tuple(grads)
     args = (x, weight, bias, dy)
-    stateful = counters["semaphores_made"]
+    stateful = _state_mark()
     out = run(*args)
     if counters["graphs_compiled"] < before + 2:
         raise CompilerError("layer norm's forward and backward did not both reach the compiler")
@@ -378,7 +397,7 @@ def graph_fuzz_backward(program, x, knobs=()):
         with config.patch(**knobs):
             return _outputs_and_grads(compiled, list(inputs))
     args = tuple(program_inputs(parsed, x))
-    stateful = counters["semaphores_made"]
+    stateful = _state_mark()
     out = run(*args)
     if counters["graphs_compiled"] == before:
         raise CompilerError("dynamo ran the subject eagerly: no graph reached the compiler")

@@ -50,9 +50,9 @@ class Axis:
 class KernelArg:
     """A pointer argument: a buffer of the graph, or a workspace the kernel pair shares.
 
-    ``semaphore``: a workspace of int32 counters that the runtime keeps per device and stream, zeroed once
-    when first made, which every launch leaves zeroed again (a split partial's arrival count,
-    ``reduction.SplitReduction``): not reallocated per call."""
+    ``semaphore``: a workspace (int32 counters, int64 flagged slots) that the runtime keeps per device and
+    stream, zeroed once when first made, which every launch leaves zeroed again (a split partial's arrival
+    count and its tagged partials, ``reduction.SplitReduction``): not reallocated per call."""
 
     name: str
     param: str
@@ -128,10 +128,10 @@ class TritonKernel:
         self.args[name] = KernelArg(name, f"p_{name}", workspace=True, numel=numel, dtype=dtype)
         return self.args[name].param
 
-    def semaphore(self, name: str, numel: int) -> str:
-        """``numel`` int32 counters, zero when the kernel starts; the kernel must leave them zero (KernelArg)."""
-        self.args[name] = KernelArg(name, f"p_{name}", workspace=True, numel=numel, dtype=torch.int32,
-                                    semaphore=True)
+    def semaphore(self, name: str, numel: int, dtype: torch.dtype = torch.int32) -> str:
+        """``numel`` counters or slots of ``dtype``, zero when the kernel starts; the kernel must leave them zero
+        (KernelArg)."""
+        self.args[name] = KernelArg(name, f"p_{name}", workspace=True, numel=numel, dtype=dtype, semaphore=True)
         return self.args[name].param
 
     # ---- lines and scopes

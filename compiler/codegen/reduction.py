@@ -29,6 +29,7 @@ from ..heuristics import (ReductionChoice, choose_reduction, may_read_again, mix
 from ..ops import reduction_identity
 from ..scheduler import RSYM, XSYM, KernelGroup, Placed, _read_in_kernel
 from .kernel import CSEVar, KernelSpec, TritonKernel, cast_source
+from .prelude import tl_dtype
 from . import online
 from .nodes import GroupContext, emit_pointwise, evaluate, needs_int64, publish
 
@@ -398,6 +399,19 @@ class LoopedReduction(ReductionStrategy):
         return ops_, folded
 
 
+#: Partial dtypes that the tagged last-program form carries (their bits below the flag), and the flag: bit 32.
+_TAG_BITS = {torch.float32: 32, torch.int32: 32}
+_TAG_FLAG = 1 << 32
+
+
+def tagged_partials(ops) -> bool:
+    """Does a split whose last program finishes (``split_last_program_final``) learn that the partials of
+    reductions ``ops`` are in from flags stored with them (``config.split_last_program_sync``)?  Only where each
+    partial fits in 32 bits beside its flag: an arg reduction's int64 index or a float64 sum takes the fence."""
+    return (config.split_last_program_sync == "tagged"
+            and all(op.repr_dtype in _TAG_BITS and not op.is_arg for op in ops))
+
+
 class SplitReduction(ReductionStrategy):
     """Few outputs over a huge axis: S programs per row block each reduce one chunk of the axis.
 
@@ -436,6 +450,8 @@ class SplitReduction(ReductionStrategy):
         _spread_loads(k, group, nodes)
         ops_, folded = LoopedReduction().loop(k, ctx, choice, nodes, start="rstart + ", span=chunk)
         k.spread_loads = None
+        if last_program_final and tagged_partials(ops_.values()):
+            return self._tagged_partial(name, k, ctx, choice, chunk, splits, ops_, folded)
         workspaces = {}
         for pname, op in ops_.items():
             ws = k.workspace(f"{pname}_partials", splits * group.xnumel, op.repr_dtype)
@@ -459,6 +475,70 @@ class SplitReduction(ReductionStrategy):
                                               len(ops_)),
                           dict(k.meta))
 
+    def _tagged_partial(self, name, k, ctx, choice, chunk, splits, ops_, folded) -> KernelSpec:
+        """The partial kernel whose last program finishes through tagged partials
+        (``config.split_last_program_sync``): no program waits on a fence.
+
+        Each program writes each of its partials as one 64-bit word, the partial's bits below bit 32 and a flag
+        at bit 32, with a relaxed atomic exchange into a slot of its own; then it counts itself in on its row
+        block's counter with a relaxed atomic.  The program that takes the count's last value polls the row
+        block's slots (volatile loads, which L1 cannot answer) until every flag is set, reduces the partials in
+        split order as the final kernel would, and leaves the slots and the counter zeroed for the next launch,
+        which the stream runs after this one.  The flag travels in the same word as its partial, so no program
+        has to order its partial before its count; the poll ends because every program that counted has
+        already issued its slot's exchange, and none of them waits on anything.  The slots are a semaphore
+        workspace (int64, zeroed once per device and stream, as the counters are)."""
+        group = ctx.group
+        pid = "tl.program_id(1).to(tl.int64)" if k.int64 else "tl.program_id(1)"
+        xmask = _xmask(k)
+        slots = {}
+        for pname, op in ops_.items():
+            slot = k.semaphore(f"{pname}_slots", splits * group.xnumel, torch.int64)
+            bits = _TAG_BITS[op.repr_dtype]
+            word = (f"({folded[pname][0].name}.to(tl.int{bits}, bitcast=True).to(tl.int64) & {(1 << bits) - 1})"
+                    f" | {_TAG_FLAG}")
+            where = f", mask={xmask}" if xmask else ""
+            k.emit(f"tl.atomic_xchg({slot} + ({pid} * {group.xnumel} + xindex), {word}{where}, sem='relaxed')")
+            slots[pname] = (slot, op.repr_dtype)
+        with self._counted_last(k, ctx, choice, splits, "relaxed") as sblock:
+            mask = " & ".join(m for m in (xmask, f"(sbase < {splits})" if splits % sblock else None) if m)
+            at = f"sbase * {group.xnumel} + xindex"
+            words = {p: k.fresh("words") for p in slots}
+            pending = k.fresh("pending")
+
+            def poll() -> None:
+                for p, (slot, _) in slots.items():
+                    load = (f"tl.load({slot} + ({at}), {mask}, other={_TAG_FLAG}, volatile=True)" if mask
+                            else f"tl.load({slot} + ({at}), volatile=True)")
+                    k.emit(f"{words[p]} = {load}")
+                k.emit(f"{pending} = " + " + ".join(f"tl.sum(tl.where({words[p]} < {_TAG_FLAG}, 1, 0))"
+                                                     for p in slots))
+            poll()
+            with k.branch(f"while {pending} > 0:"):
+                poll()
+            decoded = {}
+            for p, (slot, dtype) in slots.items():
+                bits = _TAG_BITS[dtype]
+                value = f"({words[p]} & {(1 << bits) - 1}).to(tl.int{bits})"
+                if dtype.is_floating_point:
+                    value += f".to({tl_dtype(dtype)}, bitcast=True)"
+                decoded[f"{p}_partials"] = k.newvar(value, dtype).name
+            self._final_body(k, ctx, splits, sblock, lambda p: [(f"{p.name}_partials", slots[p.name][1])],
+                             decoded=decoded)
+            for p, (slot, _) in slots.items():
+                zeros = k.full([choice.xblock, sblock], 0, torch.int64)
+                k.emit(f"tl.store({slot} + ({at}), {zeros}" + (f", {mask})" if mask else ")"))
+        k.meta["workspaces"] = {}
+        k.meta["comments"] = [f"split reduction, partial pass: {group.xnumel} rows x {group.rnumel} in {splits} "
+                              f"chunks of {chunk}, XBLOCK={choice.xblock} RBLOCK={choice.rblock}",
+                              f"the last of a row block's {splits} programs to count in polls their flagged "
+                              f"partials (tagged, no fence), reduces them and zeroes them"]
+        return KernelSpec(name, k.source(), (triton.cdiv(group.xnumel, choice.xblock), splits),
+                          list(k.args.values()),
+                          split_partial_warps(choice.xblock * choice.rblock, triton.cdiv(chunk, choice.rblock),
+                                              len(ops_)),
+                          dict(k.meta))
+
     @staticmethod
     def _last_program_final(k: TritonKernel, ctx: GroupContext, choice: ReductionChoice, splits: int,
                             workspaces: dict) -> None:
@@ -470,22 +550,36 @@ class SplitReduction(ReductionStrategy):
         publishes them at GPU scope (a release) and, in the last program, orders its reads after the others'
         stores (an acquire); those reads bypass L1 (``.cg``), where a line of an earlier launch may linger.
         One launch instead of two; the counters are a semaphore workspace (``KernelArg.semaphore``)."""
-        sem = k.semaphore("arrivals", ctx.group.xnumel)
-        k.emit("tl.debug_barrier()")
-        arrived = k.fresh("arrived")
-        k.emit(f"{arrived} = tl.atomic_add({sem} + tl.program_id(0), 1, sem='acq_rel')")
-        with k.branch(f"if {arrived} == {splits - 1}:"), k.reads_once():
+        with SplitReduction._counted_last(k, ctx, choice, splits, "acq_rel", barrier=True) as sblock:
+            SplitReduction._final_body(k, ctx, splits, sblock, lambda p: workspaces[p.name], cache=".cg")
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _counted_last(k: TritonKernel, ctx: GroupContext, choice: ReductionChoice, splits: int, sem: str,
+                      barrier: bool = False):
+        """Count this program in on its row block's arrival counter (an atomic add of semantics ``sem``; a
+        semaphore workspace).  The body runs in the program that takes the last count, on an [XBLOCK, padded
+        splits] tile that ``sbase`` indexes (the padded width is yielded), and then the counter is zeroed.
+        ``barrier``: a CTA barrier before the count and after it, so that every thread's stores precede the
+        count and the last program's reads follow it."""
+        counter = k.semaphore("arrivals", ctx.group.xnumel)
+        if barrier:
             k.emit("tl.debug_barrier()")
+        arrived = k.fresh("arrived")
+        k.emit(f"{arrived} = tl.atomic_add({counter} + tl.program_id(0), 1, sem='{sem}')")
+        with k.branch(f"if {arrived} == {splits - 1}:"), k.reads_once():
+            if barrier:
+                k.emit("tl.debug_barrier()")
             sblock = next_pow2(splits)
             k.guard([choice.xblock, sblock], "the last program's partials")
             cast = ".to(tl.int64)" if k.int64 else ""
             k.emit(f"sbase = {k.arange(sblock, 'the split partials')}{cast}[None, :]")
             tile, k.tile = k.tile, [choice.xblock, sblock]
             try:
-                SplitReduction._final_body(k, ctx, splits, sblock, lambda p: workspaces[p.name], cache=".cg")
+                yield sblock
             finally:
                 k.tile = tile
-            k.emit(f"tl.store({sem} + tl.program_id(0), 0)")
+            k.emit(f"tl.store({counter} + tl.program_id(0), 0)")
 
     def _final(self, name, ctx, choice, splits, partial: KernelSpec):
         group = ctx.group
@@ -499,9 +593,11 @@ class SplitReduction(ReductionStrategy):
                           num_warps(xblock * sblock), dict(k.meta))
 
     @staticmethod
-    def _final_body(k: TritonKernel, ctx: GroupContext, splits: int, sblock: int, entry_of, cache: str = "") -> None:
+    def _final_body(k: TritonKernel, ctx: GroupContext, splits: int, sblock: int, entry_of, cache: str = "",
+                    decoded: Optional[dict] = None) -> None:
         """Reduce each row's ``splits`` partials (``sbase`` indexes them; ``entry_of(p)``: the workspaces
-        that hold reduction ``p``'s), publish the results and run the epilogue."""
+        that hold reduction ``p``'s; ``decoded``: workspace name -> a variable already holding its tile, as the
+        tagged form's poll leaves them), publish the results and run the epilogue."""
         group = ctx.group
         if splits % sblock:
             k.emit(f"smask = sbase < {splits}")
@@ -513,6 +609,9 @@ class SplitReduction(ReductionStrategy):
             op = reduction_op(p)
             loaded = []
             for ws_name, dtype in entry_of(p):
+                if decoded is not None:
+                    loaded.append(CSEVar(decoded[ws_name], dtype))
+                    continue
                 ws = k.workspace(ws_name, splits * group.xnumel, dtype)
                 other = op.identity() if dtype == op.repr_dtype else 0
                 load = f"tl.load({ws} + (sbase * {group.xnumel} + xindex)" + (
@@ -857,8 +956,10 @@ def choose(ctx: GroupContext) -> ReductionChoice:
         held = live_row_tiles(ctx)
     elif may_read_again(group.xnumel, group.rnumel, group.split_ok(), outer):
         reread = held_tiles_are_loads(ctx)
+    tagged = config.split_last_program_final and tagged_partials(
+        reduction_op(p) for p in group.placed if p.kind == "reduction")
     return choose_reduction(group.xnumel, group.rnumel, group.split_ok(), outer=outer, held=held,
-                            rereads=reread_row_reads(group), reread=reread)
+                            rereads=reread_row_reads(group), reread=reread, tagged=tagged)
 
 
 # ------------------------------------------------------------------------------- helpers

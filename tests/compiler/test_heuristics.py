@@ -50,16 +50,21 @@ def test_split_count_fills_the_machine_with_long_enough_partials(xprograms, rnum
         assert heuristics.split_count(xprograms, rnumel, 1024) == want
 
 
-@pytest.mark.parametrize("rnumel, rblock, short_per_sm, want", [
-    (2**20, 4096, 1, 128),   # 256 one-step partials would fill 264 slots: one per SM (132), tiled: 128 x 2 steps
-    (2**20, 4096, 2, 256),   # the knob at programs_per_sm: as before
-    (2**28, 4096, 1, 256),   # 65,536 steps: partials that stream keep two per SM
-    (265 * 4096, 4096, 1, 264),   # one more chunk than slots: not short, two per SM (264)
+@pytest.mark.parametrize("rnumel, rblock, short_per_sm, tagged, want", [
+    (2**20, 4096, 1, False, 128),   # 256 one-step partials would fill 264 slots: one per SM (132), tiled: 128 x 2
+    (2**20, 4096, 2, False, 256),   # the knob at programs_per_sm: as before
+    (2**20, 4096, 1, True, 256),    # tagged partials: split_short_tagged_programs_per_sm (2)
+    (2**28, 4096, 1, False, 256),   # 65,536 steps: partials that stream keep two per SM
+    (2**28, 4096, 1, True, 256),
+    (265 * 4096, 4096, 1, False, 264),   # one more chunk than slots: not short, two per SM (264)
 ])
-def test_a_split_of_one_step_partials_aims_at_one_program_per_sm(rnumel, rblock, short_per_sm, want):
-    """nrm2 2^20 on an H100: 256 partials of one step 3.33-3.38 us of GPU time, 128 of two 3.15 (Inductor 3.36)."""
+def test_a_split_of_one_step_partials_aims_at_one_program_per_sm(rnumel, rblock, short_per_sm, tagged, want):
+    """nrm2 2^20 on an H100, fence form: 256 partials of one step 3.33-3.38 us of GPU time, 128 of two 3.15
+    (Inductor 3.36).  Tagged, on an H200: 256 partials 2.75, 128 2.81 (Inductor 2.88)."""
     with compiler.config.patch(**H100, split_short_programs_per_sm=short_per_sm):
-        assert heuristics.split_count(1, rnumel, rblock) == want
+        assert heuristics.split_count(1, rnumel, rblock, tagged) == want
+    with compiler.config.patch(**H100, split_short_tagged_programs_per_sm=1):
+        assert heuristics.split_count(1, 2**20, 4096, True) == 128
 
 
 def test_split_count_never_exceeds_the_chunks_and_obeys_a_forced_count():

@@ -263,7 +263,7 @@ def test_a_split_reduction_of_one_row_streams_its_input_once(lift):
     with compiler.config.patch(reduction_strategy="split", rblock=64, split_count=8, lift_invariant_loads=lift):
         exe = compile_graph(g.gm, g.args, "ev_split")
     partial = next(src for src in kernel_sources(exe.generated.source) if "partial pass" in src)
-    policies = {ptr: policy for ptr, policy in _loads(partial) if not ptr.endswith("_partials")}  # its own final's
+    policies = {ptr: policy for ptr, policy in _loads(partial) if not ptr.endswith(("_partials", "_slots"))}  # its own final's
     assert policies == {"p_arg0": "" if lift else "evict_first", "p_arg1": "evict_last"}
     loop = partial.split("for roffset")[1]
     assert ("tl.load(p_arg1" in loop) == (not lift)
@@ -740,6 +740,64 @@ def test_a_split_finishes_in_its_last_partial_program_and_leaves_its_counters_ze
     assert counters_left and all(int(t.abs().sum()) == 0 for t in counters_left)
     assert_same(runs[0], two(list(args)), rtol=1e-6, atol=1e-6)
     assert_same(runs[0], _split_fns(x), rtol=1e-4, atol=1e-4)
+
+
+def _tagged_fns(x):
+    return x.sum(1).sqrt(), x.amin(1) * 2 + 1, (x > 2).any(1)
+
+
+@pytest.mark.parametrize("shape, xblock", [((5, 1601), 2), ((3, 1536), 1)])
+def test_a_tagged_split_polls_flagged_partials_and_leaves_its_slots_zero(shape, xblock):
+    """Partials of 32 bits go to kept 64-bit slots with a flag (a relaxed exchange), the count is relaxed, no
+    barrier or fence anywhere, and the last program polls with volatile loads.  It reduces in split order, so
+    each call equals the fence form's bit for bit, and it leaves the slots and counters zero."""
+    from compiler import runtime
+    x = seeded_randn(*shape, seed=13)
+    x[1, 5] = float("nan")
+    x[0, 7] = float("-inf")
+    (g,) = capture_graphs(_tagged_fns, x)
+    exes = {}
+    for sync in ("tagged", "fence"):
+        with compiler.config.patch(reduction_strategy="split", rblock=32, split_count=12, xblock=xblock,
+                                   split_last_program_sync=sync):
+            exes[sync] = compile_graph(g.gm, g.args, f"sync_{sync}")
+    (partial,) = next(iter(exes["tagged"].generated.kernels.values()))
+    src = partial.source
+    assert src.count("tl.atomic_xchg(") == 3 and "volatile=True" in src and "while " in src, src
+    assert "acq_rel" not in src and "debug_barrier" not in src and "cache_modifier='.cg'" not in src, src
+    assert "sem='acq_rel'" in next(iter(exes["fence"].generated.kernels.values()))[0].source
+    kept = {a.name: (a.dtype, a.numel) for a in partial.args if a.semaphore}
+    splits = partial.meta["splits"]
+    assert kept.pop("arrivals") == (torch.int32, shape[0])
+    assert len(kept) == 3 and set(kept.values()) == {(torch.int64, splits * shape[0])}, kept
+    assert not [a for a in partial.args if a.workspace and not a.semaphore]      # nothing allocated per call
+    mark = runtime.semaphores_mark()
+    fence = exes["fence"]([x])
+    for _ in range(3):
+        got = exes["tagged"]([x])
+        for a, b in zip(flat(got), flat(fence)):
+            assert torch.equal(a.nan_to_num(), b.nan_to_num()) and torch.equal(a.isnan(), b.isnan())
+        assert not runtime.semaphores_left_set(mark)
+    assert exes["tagged"].semaphores._made
+    assert_same(got, _tagged_fns(x), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("fn, dtype", [(lambda t: (t.sum(1), t.argmax(1)), torch.float32),
+                                       (lambda t: t.sum(1), torch.float64)])
+def test_a_split_whose_partials_do_not_fit_beside_a_flag_takes_the_fence(fn, dtype):
+    """An arg reduction's int64 index or a float64 sum leaves no bits for the flag: the last program learns of
+    the partials through the acq_rel count instead, and the result is right either way."""
+    from compiler.codegen.reduction import tagged_partials
+    x = seeded_randn(3, 1500, seed=3).to(dtype)
+    (g,) = capture_graphs(fn, x)
+    with compiler.config.patch(reduction_strategy="split", rblock=32, split_count=12):
+        exe = compile_graph(g.gm, g.args, "fence_wide")
+    (partial,) = next(iter(exe.generated.kernels.values()))
+    assert "sem='acq_rel'" in partial.source and "_slots" not in partial.source
+    assert_same(exe([x]), fn(x), rtol=1e-5, atol=1e-5)
+    assert tagged_partials([])                       # the default: tagged wherever the partials fit
+    with compiler.config.patch(split_last_program_sync="fence"):
+        assert not tagged_partials([])
 
 
 def test_a_split_keeps_its_final_kernel_past_the_last_program_budget():

@@ -252,12 +252,14 @@ def test_the_fast_launch_loop_computes_what_the_plan_does(gpu_like, case):
     assert gpu_like and {dev for _, dev in gpu_like} == {7}
 
 
-@pytest.mark.parametrize("last_program_final", [False, True])
+@pytest.mark.parametrize("last_program_final, sync, live_at_second", [(False, "tagged", 3), (True, "fence", 3),
+                                                                      (True, "tagged", 2)])
 def test_the_fast_loop_frees_after_last_use_and_asks_the_device_once_per_call(gpu_like, monkeypatch,
-                                                                             last_program_final):
+                                                                             last_program_final, sync,
+                                                                             live_at_second):
     """sum(t * sum(t * t)), both split: the first sum's partials die before the second sum launches, and the
     device is asked once per call, not per launch (the arrival counters of a split that finishes in its last
-    program included)."""
+    program included).  Tagged partials live in the kept slots, not in a buffer allocated per call."""
     asked, live = [], []
     allocated: list[weakref.ref] = []
     monkeypatch.setattr(runtime._launch, "_current_device", lambda: asked.append(1) or 7)
@@ -278,15 +280,16 @@ def test_the_fast_loop_frees_after_last_use_and_asks_the_device_once_per_call(gp
 
     def f(t):
         return (t * (t * t).sum()).sum()
-    with compiler.config.patch(reduction_strategy="split", split_last_program_final=last_program_final):
+    with compiler.config.patch(reduction_strategy="split", split_last_program_final=last_program_final,
+                               split_last_program_sync=sync):
         fn = compiler.compile_fresh(f)
         fn(x)
         del asked[:], live[:], allocated[:]
         torch.testing.assert_close(fn(x), f(x), rtol=1e-4, atol=1e-2)
     kernels = ["partial"] if last_program_final else ["partial", "final"]
     assert len(asked) == 1 and [n.rsplit("_", 1)[1] for n, _ in live] == kernels * 2, live
-    # at the second partial: the first sum, the second partials and output, not
-    assert live[len(kernels)][1] == 3, live
+    # at the second partial: the first sum, the second partials (unless tagged) and output, not the first partials
+    assert live[len(kernels)][1] == live_at_second, live
 
 
 def test_the_fast_loop_steps_aside_while_launches_or_allocations_are_watched(gpu_like, monkeypatch):

@@ -193,29 +193,52 @@ def _planted_counter(x):
     return run_compiled(_row_sums, x, reduction_strategy="split", rblock=64, split_count=4)
 
 
+@subject(name="tests.compiler.planted_counter_fence", reference=_row_sums,
+         inputs={"x": tensor(("M", "N"), dtypes=("float32",), values=("normal",))}, dims={"M": (1, 4), "N": (300, 2000)})
+def _planted_counter_fence(x):
+    return run_compiled(_row_sums, x, reduction_strategy="split", rblock=64, split_count=4,
+                        split_last_program_sync="fence")
+
+
+def _kernel_lines_dropped(planted):
+    """Generated kernels without the lines ``planted(line)`` picks."""
+    real = kernel_module.TritonKernel.source
+
+    def source(k, *args, **kwargs):
+        k.lines = [(i, line) for i, line in k.lines if not planted(line)]
+        return real(k, *args, **kwargs)
+    return mock.patch.object(kernel_module.TritonKernel, "source", source)
+
+
 def _counters_never_reset():
     """Planted: the last partial program reduces the partials but leaves its row block's counter at the split
     count, so a second launch of the kernel never finishes its rows."""
-    from compiler.codegen.reduction import SplitReduction
-    real = SplitReduction._last_program_final
-
-    def planted(k, *args):
-        real(k, *args)
-        k.lines = [(i, line) for i, line in k.lines if not line.startswith("tl.store(p_arrivals")]
-    return mock.patch.object(SplitReduction, "_last_program_final", staticmethod(planted))
+    return _kernel_lines_dropped(lambda line: line.startswith("tl.store(p_arrivals"))
 
 
-def test_a_split_that_leaves_its_counters_set_is_caught_on_the_second_call(tmp_path, in_process):
+def _slots_never_cleared():
+    """Planted: the tagged form's last program leaves its flagged partials in their slots.  A later launch's
+    poll could take them for its own before the programs that own them store theirs: a race that a
+    sequential interpreter never loses, so only the zeroed-state check can see it there."""
+    return _kernel_lines_dropped(lambda line: line.startswith("tl.store(p_") and "_slots + " in line)
+
+
+@pytest.mark.parametrize("name, plant", [("planted_counter", _counters_never_reset),
+                                         ("planted_counter_fence", _counters_never_reset),
+                                         ("planted_counter", _slots_never_cleared)])
+def test_a_split_that_leaves_its_state_set_is_caught(tmp_path, in_process, name, plant):
     """Each subject call compiles afresh, so a first call's leftovers would go unseen: a program that made
-    counters runs twice, and the second call's output is the one judged (compiler.subjects._second_call)."""
-    res = explore(registry()["tests.compiler.planted_counter"], seed=5, out_dir=str(tmp_path), database=False,
-                  executor=in_process, budget_s=30, max_examples=3)
+    counters runs twice, its counters and slots must be zero after each call, and the second call's output is
+    the one judged (compiler.subjects._again_if_stateful).  Both last-program forms: tagged partials, fence."""
+    subj = registry()[f"tests.compiler.{name}"]
+    args = dict(seed=5, out_dir=str(tmp_path), database=False, executor=in_process, budget_s=30, max_examples=3)
+    res = explore(subj, **args)
     assert res.status == "pass", res.line()
-    with _counters_never_reset():
-        res = explore(registry()["tests.compiler.planted_counter"], seed=5, out_dir=str(tmp_path), database=False,
-                      executor=in_process, budget_s=30, max_examples=3)
+    with plant():
+        res = explore(subj, **args)
     assert res.status == "fail" and res.failure_class == "exception", res.line()
-    assert "second call on the same inputs differs" in res.message, res.line()
+    assert "left kernel state non-zero" in res.message, res.line()
+    assert ("arrivals" in res.message) == (plant is _counters_never_reset), res.line()
 
 
 def test_the_second_call_is_compared_bit_for_bit():
