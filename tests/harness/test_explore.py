@@ -178,3 +178,31 @@ def test_inputs_the_reference_rejects_are_skipped_and_counted_not_failures(tmp_p
     assert odd and all(status == "skip" for n, status in seen if n % 2)   # garbage there was never judged
     assert all(status == "pass" for n, status in seen if n % 2 == 0)
     assert res.skipped == len(odd) and res.examples == len(seen)
+
+
+class SlowFirstExample:
+    """An executor whose examples each outlast a short budget: cut short ("budget") whenever a limit is given."""
+
+    def __init__(self):
+        self.limits: list = []
+
+    def prepare(self, subject_ref: dict) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def run(self, subject_ref: dict, case: Case, hazards: frozenset, timeout_s: float | None = None) -> Verdict:
+        self.limits.append(timeout_s)
+        return Verdict("budget") if timeout_s is not None else Verdict("pass")
+
+
+def test_the_first_example_runs_to_its_hang_limit_and_later_ones_to_the_budget(tmp_path):
+    """A first example pays the subject's JIT compiles, which may outlast a short budget (a cold GPU cache):
+    it runs under the hang limit alone, so the exploration judges at least one example; the next one is held
+    to the budget and is cut short."""
+    slow = SlowFirstExample()
+    res = explore(blockwise_norm_model, budget_s=0.5, max_examples=20, seed=3, database=False,
+                  out_dir=str(tmp_path), executor=slow)
+    assert res.status == "pass" and res.examples == 1, res.line()
+    assert slow.limits[0] is None and len(slow.limits) == 2 and 0 < slow.limits[1] <= 0.6, slow.limits
