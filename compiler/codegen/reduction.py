@@ -485,9 +485,18 @@ class SplitReduction(ReductionStrategy):
         block's slots (volatile loads, which L1 cannot answer) until every flag is set, reduces the partials in
         split order as the final kernel would, and leaves the slots and the counter zeroed for the next launch,
         which the stream runs after this one.  The flag travels in the same word as its partial, so no program
-        has to order its partial before its count; the poll ends because every program that counted has
-        already issued its slot's exchange, and none of them waits on anything.  The slots are a semaphore
-        workspace (int64, zeroed once per device and stream, as the counters are)."""
+        has to order its partial before its count.  The poll ends: every program that counted is running and
+        waits on nothing, so each of its threads issues its exchange.
+
+        The poll's tile is smaller than the program (XBLOCK x padded splits words against 32 x warps threads),
+        so Triton gives several warps a copy of each word, loaded each on its own, and a reduction over the tile
+        takes each element from whichever copy writes shared memory last.  Copies loaded while a slot changes
+        disagree: ``pending`` could come from a copy that saw a flag while the sum took one that did not (a
+        review's reading of the PTX).  So the poll only learns that every flag has been seen by some warp; after
+        a barrier, the words are loaded once more, and each copy then sees every flag (coherence: a read ordered
+        after a read that saw a write sees it too), and the reduction uses that load.  A second barrier keeps
+        every copy's reload before any copy zeroes the slots (a reduction inside one warp orders nothing across
+        warps)."""
         group = ctx.group
         pid = "tl.program_id(1).to(tl.int64)" if k.int64 else "tl.program_id(1)"
         xmask = _xmask(k)
@@ -506,16 +515,19 @@ class SplitReduction(ReductionStrategy):
             words = {p: k.fresh("words") for p in slots}
             pending = k.fresh("pending")
 
-            def poll() -> None:
+            def poll(count: bool = True) -> None:
                 for p, (slot, _) in slots.items():
                     load = (f"tl.load({slot} + ({at}), {mask}, other={_TAG_FLAG}, volatile=True)" if mask
                             else f"tl.load({slot} + ({at}), volatile=True)")
                     k.emit(f"{words[p]} = {load}")
-                k.emit(f"{pending} = " + " + ".join(f"tl.sum(tl.where({words[p]} < {_TAG_FLAG}, 1, 0))"
-                                                     for p in slots))
+                if count:
+                    k.emit(f"{pending} = " + " + ".join(f"tl.sum(tl.where({words[p]} < {_TAG_FLAG}, 1, 0))"
+                                                         for p in slots))
             poll()
             with k.branch(f"while {pending} > 0:"):
                 poll()
+            k.emit("tl.debug_barrier()")
+            poll(count=False)
             decoded = {}
             for p, (slot, dtype) in slots.items():
                 bits = _TAG_BITS[dtype]
@@ -525,6 +537,7 @@ class SplitReduction(ReductionStrategy):
                 decoded[f"{p}_partials"] = k.newvar(value, dtype).name
             self._final_body(k, ctx, splits, sblock, lambda p: [(f"{p.name}_partials", slots[p.name][1])],
                              decoded=decoded)
+            k.emit("tl.debug_barrier()")      # every copy's reload is in before any copy's slot is zeroed
             for p, (slot, _) in slots.items():
                 zeros = k.full([choice.xblock, sblock], 0, torch.int64)
                 k.emit(f"tl.store({slot} + ({at}), {zeros}" + (f", {mask})" if mask else ")"))

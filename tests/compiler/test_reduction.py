@@ -749,13 +749,16 @@ def _tagged_fns(x):
 @pytest.mark.parametrize("shape, xblock", [((5, 1601), 2), ((3, 1536), 1)])
 def test_a_tagged_split_polls_flagged_partials_and_leaves_its_slots_zero(shape, xblock):
     """Partials of 32 bits go to kept 64-bit slots with a flag (a relaxed exchange), the count is relaxed, no
-    barrier or fence anywhere, and the last program polls with volatile loads.  It reduces in split order, so
-    each call equals the fence form's bit for bit, and it leaves the slots and counters zero."""
+    fence anywhere and no barrier before the count, and the last program polls with volatile loads, then loads
+    the slots once more after a barrier (each warp's copy of them, which its reduction takes, then sees every
+    flag).  It reduces in split order, so each call equals the fence form's bit for bit, and it leaves the slots
+    and counters zero."""
     from compiler import runtime
     x = seeded_randn(*shape, seed=13)
     x[1, 5] = float("nan")
     x[0, 7] = float("-inf")
     (g,) = capture_graphs(_tagged_fns, x)
+    mark = runtime.semaphores_mark()                 # before compiling: the executables made after it are checked
     exes = {}
     for sync in ("tagged", "fence"):
         with compiler.config.patch(reduction_strategy="split", rblock=32, split_count=12, xblock=xblock,
@@ -764,14 +767,20 @@ def test_a_tagged_split_polls_flagged_partials_and_leaves_its_slots_zero(shape, 
     (partial,) = next(iter(exes["tagged"].generated.kernels.values()))
     src = partial.source
     assert src.count("tl.atomic_xchg(") == 3 and "volatile=True" in src and "while " in src, src
-    assert "acq_rel" not in src and "debug_barrier" not in src and "cache_modifier='.cg'" not in src, src
+    assert "acq_rel" not in src and "cache_modifier='.cg'" not in src, src
+    # no barrier before the count; in the last program, one before the reload of the slots and one before zeroing
+    counted = src.index("tl.atomic_add(p_arrivals")
+    assert "debug_barrier" not in src[:counted] and src.count("tl.debug_barrier()") == 2, src
+    lines = [line.strip() for line in src.splitlines()]
+    reload = lines.index("tl.debug_barrier()")       # the first barrier: right after the poll loop ...
+    assert lines[reload - 1].startswith("pending") and lines[reload - 2].startswith("words"), lines[reload - 3:reload]
+    assert all(line.startswith("words") and "volatile=True" in line for line in lines[reload + 1:reload + 4])
     assert "sem='acq_rel'" in next(iter(exes["fence"].generated.kernels.values()))[0].source
     kept = {a.name: (a.dtype, a.numel) for a in partial.args if a.semaphore}
     splits = partial.meta["splits"]
     assert kept.pop("arrivals") == (torch.int32, shape[0])
     assert len(kept) == 3 and set(kept.values()) == {(torch.int64, splits * shape[0])}, kept
     assert not [a for a in partial.args if a.workspace and not a.semaphore]      # nothing allocated per call
-    mark = runtime.semaphores_mark()
     fence = exes["fence"]([x])
     for _ in range(3):
         got = exes["tagged"]([x])
@@ -790,12 +799,13 @@ def test_a_split_whose_partials_do_not_fit_beside_a_flag_takes_the_fence(fn, dty
     from compiler.codegen.reduction import tagged_partials
     x = seeded_randn(3, 1500, seed=3).to(dtype)
     (g,) = capture_graphs(fn, x)
-    with compiler.config.patch(reduction_strategy="split", rblock=32, split_count=12):
+    with compiler.config.patch(reduction_strategy="split", rblock=32, split_count=12, split_last_program_sync="tagged"):
         exe = compile_graph(g.gm, g.args, "fence_wide")
     (partial,) = next(iter(exe.generated.kernels.values()))
     assert "sem='acq_rel'" in partial.source and "_slots" not in partial.source
     assert_same(exe([x]), fn(x), rtol=1e-5, atol=1e-5)
-    assert tagged_partials([])                       # the default: tagged wherever the partials fit
+    with compiler.config.patch(split_last_program_sync="tagged"):
+        assert tagged_partials([])                   # tagged wherever the partials fit
     with compiler.config.patch(split_last_program_sync="fence"):
         assert not tagged_partials([])
 

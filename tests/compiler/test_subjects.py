@@ -190,7 +190,8 @@ def _row_sums(x):
 @subject(name="tests.compiler.planted_counter", reference=_row_sums,
          inputs={"x": tensor(("M", "N"), dtypes=("float32",), values=("normal",))}, dims={"M": (1, 4), "N": (300, 2000)})
 def _planted_counter(x):
-    return run_compiled(_row_sums, x, reduction_strategy="split", rblock=64, split_count=4)
+    return run_compiled(_row_sums, x, reduction_strategy="split", rblock=64, split_count=4,
+                        split_last_program_sync="tagged")
 
 
 @subject(name="tests.compiler.planted_counter_fence", reference=_row_sums,
