@@ -300,7 +300,8 @@ def reduction_knobs(draw) -> dict:
 
     Looped and split may also get a small forced RBLOCK, so that the short axes of fuzzed
     programs take several loop iterations / partials instead of one; a split, its final pass as a
-    kernel of its own (``split_last_program_final`` off) instead of in its last partial program.
+    kernel of its own (``split_last_program_final`` off) instead of in its last partial program, or in its last
+    partial program through tagged partials (``split_last_program_sync``) instead of the fence.
     """
     strategy = draw(st.sampled_from(STRATEGIES))
     if strategy == "auto":
@@ -311,6 +312,8 @@ def reduction_knobs(draw) -> dict:
         knobs["rblock"] = rblock
     if strategy == "split" and not draw(st.booleans()):
         knobs["split_last_program_final"] = False      # the final pass as its own kernel, not the last program
+    elif strategy == "split" and draw(st.booleans()):
+        knobs["split_last_program_sync"] = "tagged"    # the last program polls flagged partials, no fence
     return knobs
 
 

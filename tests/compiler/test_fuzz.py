@@ -47,12 +47,14 @@ def test_every_fuzzer_op_is_reachable():
 
 
 def test_programs_draw_every_strategy_large_sizes_and_inputs_that_fit():
-    knobs_seen, tilings, sizes_seen, kinds = set(), set(), set(), set()
+    knobs_seen, tilings, sizes_seen, kinds, finals = set(), set(), set(), set(), set()
 
     @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
     @given(programs(), codegen_knobs())
     def collect(p, knobs):
         knobs_seen.add((knobs.get("reduction_strategy", "auto"), knobs.get("rblock")))
+        if knobs.get("reduction_strategy") == "split":   # a final kernel, or the last program with or without flags
+            finals.add((knobs.get("split_last_program_final", True), knobs.get("split_last_program_sync", "fence")))
         tilings.add(knobs.get("pointwise_tiling", "auto"))
         for shape in p.input_shapes:
             n = 1
@@ -66,6 +68,7 @@ def test_programs_draw_every_strategy_large_sizes_and_inputs_that_fit():
     assert {s for s, _ in knobs_seen} == {"auto", "persistent", "looped", "split"}
     assert tilings == {"auto", "1d", "2d", "unrolled"}
     assert ("looped", 16) in knobs_seen and ("split", 128) in knobs_seen and ("persistent", None) in knobs_seen
+    assert finals == {(False, "fence"), (True, "fence"), (True, "tagged")}
     assert max(sizes_seen) > 41
     assert {torch.int64, torch.bool, torch.float16} <= kinds  # argmax, any, casts reach the outputs
 
