@@ -14,6 +14,9 @@ For nrm2 at 2^20, 2^24 and 2^26 elements and a 48-row split row sum (several row
 3. After all calls, every counter and slot is zero (runtime.semaphores_left_set).
 
     PYTHONPATH=. TRITONDIFF_DEVICE=cuda python reports/gpu/2026-11-28-session24/scripts/tagged_stress.py [CALLS]
+
+Calls 4-6 ran it while the tagged form was the default.  Since 4e6af6b the default is the fence form, so the
+script now runs under split_last_program_sync="tagged" itself (added after call 7; nothing else changed).
 """
 import sys
 
@@ -76,4 +79,5 @@ def main(calls: int) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(int(sys.argv[1]) if len(sys.argv) > 1 else 2000))
+    with compiler.config.patch(split_last_program_sync="tagged"):
+        sys.exit(main(int(sys.argv[1]) if len(sys.argv) > 1 else 2000))
