@@ -299,7 +299,7 @@ class CompilerConfig:
     # 2.94-2.99, tagged 2.79-2.84; the partial pass alone 1.83; an acq_rel count with no final pass 2.39, a
     # relaxed one 1.89; Inductor's two kernels 2.74-2.84.  Generated, 256 programs: 2.83 against Inductor's 2.88
     # (call 5) -- but that form could sum a stale copy of a partial (a review found it in the PTX: see
-    # SplitReduction._tagged_partial), and its fix, a barrier and a second load of the slots in the last
+    # SplitReduction._tagged_last_program), and its fix, a barrier and a second load of the slots in the last
     # program, is not yet measured.  So the default stays "fence" until a GPU run shows the tagged form faster.
     split_last_program_sync: str = "fence"
     # Let Triton / LLVM contract a * b + c into one FMA (Triton's enable_fp_fusion, True by

@@ -143,8 +143,8 @@ class Semaphores:
 
     A kernel that takes counters leaves them zeroed (a split reduction's last partial program resets its
     row block's arrival count and clears its tagged partials), so the launches of one stream, which run one
-    after another, reuse the same tensor and nothing is zeroed per call.  Launches on two streams could run at once and must not share
-    counters: each stream gets its own.  (A CUDA graph keeps the tensor of the stream it was captured on.)"""
+    after another, reuse the same tensor and nothing is zeroed per call.  Launches on two streams could run at
+    once and must not share counters: each stream gets its own.  (A CUDA graph keeps the tensor of the stream it was captured on.)"""
 
     def __init__(self):
         global _SEMAPHORES_SERIAL
@@ -165,7 +165,7 @@ class Semaphores:
         if t is None:
             where = torch.device("cuda", device) if _device.MODE == "cuda" else _device.torch_device()
             t = self._made[key] = torch.zeros(numel, dtype=dtype, device=where)
-            counters["semaphores_made"] += 1     # a stateful program: compiler.subjects calls it twice
+            counters["semaphores_made"] += 1     # a debug count; compiler.subjects asks semaphores_made_since
         return t
 
 
@@ -176,6 +176,11 @@ _SEMAPHORES_SERIAL = 0
 def semaphores_mark() -> int:
     """A mark for ``semaphores_left_set``: the executables made after it are the ones it looks at."""
     return _SEMAPHORES_SERIAL
+
+
+def semaphores_made_since(since: int) -> bool:
+    """Has an executable made since mark ``since`` made counters or slots (is its program stateful)?"""
+    return any(sems._made for sems in list(_LIVE_SEMAPHORES) if sems.serial >= since)
 
 
 def semaphores_left_set(since: int) -> list[str]:

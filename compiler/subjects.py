@@ -24,6 +24,7 @@ from .backend import compile_fresh
 from .config import config
 from .counters import counters
 from .exc import CompilerError
+from .runtime import semaphores_left_set, semaphores_made_since, semaphores_mark
 
 FLOATS = ("float32", "float16", "bfloat16")
 
@@ -57,7 +58,7 @@ def run_compiled(fn: Callable, *args: Any, exact: Callable | None = None, **knob
     float64 truth's function where it is not ``fn``).
     """
     before = counters["graphs_compiled"]
-    stateful = _state_mark()
+    stateful = semaphores_mark()
     compiled = compile_fresh(fn, dynamic=False)
 
     def run(*inputs):
@@ -71,26 +72,19 @@ def run_compiled(fn: Callable, *args: Any, exact: Callable | None = None, **knob
     return out
 
 
-def _state_mark() -> tuple[int, int]:
-    """Where kernel state stood before a subject's program compiled: counters made, executables made."""
-    from .runtime import semaphores_mark
-    return counters["semaphores_made"], semaphores_mark()
-
-
-def _again_if_stateful(first: Any, run: Callable, args: tuple, stateful: tuple[int, int]) -> Any:
+def _again_if_stateful(first: Any, run: Callable, args: tuple, stateful: int) -> Any:
     """A program whose kernels keep state between calls (a split reduction's arrival counters, which each
-    launch must leave zeroed: ``runtime.Semaphores``) runs again on copies of its inputs, when it made such
-    state since ``stateful`` (``_state_mark``): a fresh compilation per subject call would never show what a
-    first call left behind.  The second call's output is the one judged, and it must equal
-    the first bit for bit; and after each call every counter and slot must be zero again, as the runtime
-    promises (a tagged split whose last program did not clear its partials computes right on one input, but a
-    later launch's poll could take the stale flags for fresh ones)."""
-    made, since = stateful
-    if counters["semaphores_made"] == made:
+    launch must leave zeroed: ``runtime.Semaphores``) runs again on copies of its inputs, when an executable
+    made since mark ``stateful`` (``runtime.semaphores_mark``) made such state: a fresh compilation per subject
+    call would never show what a first call left behind.  The second call's output is the one judged, and it
+    must equal the first bit for bit; and after each call every counter and slot must be zero again, as the
+    runtime promises (a tagged split whose last program did not clear its partials computes right on one input,
+    but a later launch's poll could take the stale flags for fresh ones)."""
+    if not semaphores_made_since(stateful):
         return first
-    _state_zeroed("first", since)
+    _state_zeroed("first", stateful)
     second = run(*triage.copies(args))
-    _state_zeroed("second", since)
+    _state_zeroed("second", stateful)
     counts = len(flatten(first)), len(flatten(second))
     if counts[0] != counts[1]:
         raise CompilerError(f"a second call on the same inputs returned {counts[1]} outputs, the first {counts[0]}")
@@ -102,7 +96,6 @@ def _again_if_stateful(first: Any, run: Callable, args: tuple, stateful: tuple[i
 
 
 def _state_zeroed(which: str, since: int) -> None:
-    from .runtime import semaphores_left_set
     left = semaphores_left_set(since)
     if left:
         raise CompilerError(f"the {which} call left kernel state non-zero: {', '.join(left)} (each launch must "
@@ -195,7 +188,7 @@ def _ln_compiled(x, weight, bias, dy):
             grads = torch.autograd.grad(y, leaves, dy)
         return (y.detach(),) + tuple(grads)
     args = (x, weight, bias, dy)
-    stateful = _state_mark()
+    stateful = semaphores_mark()
     out = run(*args)
     if counters["graphs_compiled"] < before + 2:
         raise CompilerError("layer norm's forward and backward did not both reach the compiler")
@@ -397,7 +390,7 @@ def graph_fuzz_backward(program, x, knobs=()):
         with config.patch(**knobs):
             return _outputs_and_grads(compiled, list(inputs))
     args = tuple(program_inputs(parsed, x))
-    stateful = _state_mark()
+    stateful = semaphores_mark()
     out = run(*args)
     if counters["graphs_compiled"] == before:
         raise CompilerError("dynamo ran the subject eagerly: no graph reached the compiler")

@@ -450,33 +450,38 @@ class SplitReduction(ReductionStrategy):
         _spread_loads(k, group, nodes)
         ops_, folded = LoopedReduction().loop(k, ctx, choice, nodes, start="rstart + ", span=chunk)
         k.spread_loads = None
-        if last_program_final and tagged_partials(ops_.values()):
-            return self._tagged_partial(name, k, ctx, choice, chunk, splits, ops_, folded)
+        comments = [f"split reduction, partial pass: {group.xnumel} rows x {group.rnumel} in {splits} "
+                    f"chunks of {chunk}, XBLOCK={choice.xblock} RBLOCK={choice.rblock}"]
         workspaces = {}
-        for pname, op in ops_.items():
-            ws = k.workspace(f"{pname}_partials", splits * group.xnumel, op.repr_dtype)
-            k.emit(f"tl.store({ws} + ({pid} * {group.xnumel} + xindex), {folded[pname][0].name}, {_xmask(k)})")
-            entry = [(f"{pname}_partials", op.repr_dtype)]
-            if op.is_arg:
-                wsi = k.workspace(f"{pname}_partial_idx", splits * group.xnumel, torch.int64)
-                k.emit(f"tl.store({wsi} + ({pid} * {group.xnumel} + xindex), {folded[pname][1].name}, {_xmask(k)})")
-                entry.append((f"{pname}_partial_idx", torch.int64))
-            workspaces[pname] = entry
+        if last_program_final and tagged_partials(ops_.values()):
+            self._tagged_last_program(k, ctx, choice, splits, ops_, folded)
+            comments.append(f"the last of a row block's {splits} programs to count in polls their flagged "
+                            f"partials (tagged, no fence), reduces them and zeroes them")
+        else:
+            for pname, op in ops_.items():
+                ws = k.workspace(f"{pname}_partials", splits * group.xnumel, op.repr_dtype)
+                k.emit(f"tl.store({ws} + ({pid} * {group.xnumel} + xindex), {folded[pname][0].name}, {_xmask(k)})")
+                entry = [(f"{pname}_partials", op.repr_dtype)]
+                if op.is_arg:
+                    wsi = k.workspace(f"{pname}_partial_idx", splits * group.xnumel, torch.int64)
+                    k.emit(f"tl.store({wsi} + ({pid} * {group.xnumel} + xindex), {folded[pname][1].name}, "
+                           f"{_xmask(k)})")
+                    entry.append((f"{pname}_partial_idx", torch.int64))
+                workspaces[pname] = entry
+            if last_program_final:
+                self._last_program_final(k, ctx, choice, splits, workspaces)
+                comments.append(f"the last of a row block's {splits} programs to finish reduces their "
+                                f"partials (an arrival count per row block)")
         k.meta["workspaces"] = workspaces
-        k.meta["comments"] = [f"split reduction, partial pass: {group.xnumel} rows x {group.rnumel} in {splits} "
-                              f"chunks of {chunk}, XBLOCK={choice.xblock} RBLOCK={choice.rblock}"]
-        if last_program_final:
-            self._last_program_final(k, ctx, choice, splits, workspaces)
-            k.meta["comments"].append(f"the last of a row block's {splits} programs to finish reduces their "
-                                      f"partials (an arrival count per row block)")
+        k.meta["comments"] = comments
         return KernelSpec(name, k.source(), (triton.cdiv(group.xnumel, choice.xblock), splits),
                           list(k.args.values()),
                           split_partial_warps(choice.xblock * choice.rblock, triton.cdiv(chunk, choice.rblock),
                                               len(ops_)),
                           dict(k.meta))
 
-    def _tagged_partial(self, name, k, ctx, choice, chunk, splits, ops_, folded) -> KernelSpec:
-        """The partial kernel whose last program finishes through tagged partials
+    def _tagged_last_program(self, k, ctx, choice, splits, ops_, folded) -> None:
+        """The partial kernel's end where its last program finishes through tagged partials
         (``config.split_last_program_sync``): no program waits on a fence.
 
         Each program writes each of its partials as one 64-bit word, the partial's bits below bit 32 and a flag
@@ -541,16 +546,6 @@ class SplitReduction(ReductionStrategy):
             for p, (slot, _) in slots.items():
                 zeros = k.full([choice.xblock, sblock], 0, torch.int64)
                 k.emit(f"tl.store({slot} + ({at}), {zeros}" + (f", {mask})" if mask else ")"))
-        k.meta["workspaces"] = {}
-        k.meta["comments"] = [f"split reduction, partial pass: {group.xnumel} rows x {group.rnumel} in {splits} "
-                              f"chunks of {chunk}, XBLOCK={choice.xblock} RBLOCK={choice.rblock}",
-                              f"the last of a row block's {splits} programs to count in polls their flagged "
-                              f"partials (tagged, no fence), reduces them and zeroes them"]
-        return KernelSpec(name, k.source(), (triton.cdiv(group.xnumel, choice.xblock), splits),
-                          list(k.args.values()),
-                          split_partial_warps(choice.xblock * choice.rblock, triton.cdiv(chunk, choice.rblock),
-                                              len(ops_)),
-                          dict(k.meta))
 
     @staticmethod
     def _last_program_final(k: TritonKernel, ctx: GroupContext, choice: ReductionChoice, splits: int,
