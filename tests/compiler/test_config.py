@@ -46,6 +46,8 @@ def test_patch_restores_after_an_exception():
     ({"split_last_program_final": 1}, "True or False"),
     ({"split_last_program_max_numel": 0}, "positive int"),
     ({"split_short_programs_per_sm": 0}, "positive int"),
+    ({"split_short_tagged_programs_per_sm": 0}, "positive int"),
+    ({"split_last_program_sync": "flags"}, r"split_last_program_sync='flags': use one of \('tagged', 'fence'\)"),
     ({"persistent_reread_loads": "yes"}, "True or False"),
     ({"native_bf16_casts": 1}, "True or False"),
     ({"loop_stages": 0}, "positive int"),
