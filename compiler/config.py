@@ -136,9 +136,9 @@ class CompilerConfig:
     # Inductor 3.36.
     split_short_programs_per_sm: int = 1
     # ... and where the last program finishes through tagged partials (split_last_program_sync), at this many:
-    # with no fence per program, more of them cost less.  nrm2 2^20 on an H200, tagged before its reload fix
-    # (session 24 call 4): 256 partials of one 4096-element step 2.75 us of GPU time, 128 of two 2.81, the fence
-    # form at 128 2.96; Inductor 2.88.  Unmeasured on an H100.
+    # with no fence per program, more of them cost less.  nrm2 2^20 on an H200, hand-written tagged forms
+    # (session 25 call 1): 256 partials of one 4096-element step at 8 warps 2.65 us of GPU time, 128 of two
+    # steps at 16 warps 2.72-2.81, the fence form 2.85-3.11; Inductor 2.67.  Unmeasured on an H100.
     split_short_tagged_programs_per_sm: int = 2
     # Mixed-order reductions: a row reduction group and a column reduction group over the same
     # rows (layer-norm backward's dx and dW/dB) run as one kernel that reads the shared inputs
@@ -292,15 +292,13 @@ class CompilerConfig:
     # stores its partials and counts in with an acq_rel atomic; the release in that count waits until the stores
     # are visible at GPU scope, in every program.  "tagged": each program writes each partial with a flag bit
     # into a 64-bit slot (a relaxed atomic exchange; the slots are kept zeroed per device and stream like the
-    # counters) and counts in with a relaxed atomic; the last to count polls its row block's slots until every
-    # flag is set, reduces them in split order and zeroes them.  No fence in any program.  Partials of 32 bits or
-    # fewer only (an arg reduction's int64 index, a float64 sum: "fence").  nrm2 2^20 on an H200, GPU us of
-    # hand-written forms (reports/gpu/2026-11-28-session24, calls 1-3): 128 programs of 8192 at 16 warps, fence
-    # 2.94-2.99, tagged 2.79-2.84; the partial pass alone 1.83; an acq_rel count with no final pass 2.39, a
-    # relaxed one 1.89; Inductor's two kernels 2.74-2.84.  Generated, 256 programs: 2.83 against Inductor's 2.88
-    # (call 5) -- but that form could sum a stale copy of a partial (a review found it in the PTX: see
-    # SplitReduction._tagged_last_program), and its fix, a barrier and a second load of the slots in the last
-    # program, is not yet measured.  So the default stays "fence" until a GPU run shows the tagged form faster.
+    # counters) and counts in with a relaxed atomic; the last to count polls its row block's slots, one thread to
+    # a slot, until every flag is set, reduces them in split order and zeroes them.  No fence in any program.
+    # Partials of 32 bits or fewer only (an arg reduction's int64 index, a float64 sum: "fence").  nrm2 2^20 on
+    # an H200 (reports/gpu/2026-11-28-session24 calls 1-3, 2026-11-28-session25 call 1): the acq_rel count alone
+    # costs 0.5-0.65 us of the fence form's 2.9-3.0; hand-written at 256 partials and 8 warps, tagged 2.65 us,
+    # fence 2.85, Inductor 2.67.  Session 24's race fix (a barrier and a reload of the slots) took 7.5-13 us and
+    # is replaced by the one-thread-a-slot poll (SplitReduction._tagged_last_program, compiler.layouts).
     split_last_program_sync: str = "fence"
     # Let Triton / LLVM contract a * b + c into one FMA (Triton's enable_fp_fusion, True by
     # default there).  Off here: contraction changes rounding where the IR says otherwise, e.g.

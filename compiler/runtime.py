@@ -27,6 +27,7 @@ from kernels import launch as _launch
 from .codegen import GeneratedModule, KernelSpec
 from .config import config
 from .counters import counters
+from . import layouts
 from .eager import evaluate_node, storage_view, write
 from .exc import CompilerError, KernelCompileError
 from .ir import Buffer, ComputedBuffer, ExternKernel, ExternOutput, InputBuffer, Layout, MemoryResolver, StridedView
@@ -121,6 +122,7 @@ def _compiled_launches() -> bool:
 
 # The kinds of _make_fast's steps.
 _LAUNCH, _ALLOC, _FREE, _CALL, _SEMAPHORE = "launch", "alloc", "free", "call", "semaphore"
+_LAUNCH_OWNED = "launch, then check its compiled layout"      # a kernel with owned_loads (compiler.layouts)
 
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)     # absent from CPU-only builds
 
@@ -225,6 +227,7 @@ class Executable:
         self._input_slots = tuple((buf.name, buf.position) for buf in graph.inputs if buf is not None)
         self._constants = {const.name: const.constant for const in graph.constants}
         self.semaphores = Semaphores()
+        self._owned_checked: set[int] = set()        # ids of compiled kernels whose owned loads were checked
 
     def ensure_loaded(self) -> None:
         if self.module is None and self.generated.kernels:
@@ -298,7 +301,8 @@ class Executable:
                                 scratch.append(name)
                                 ops.append((_ALLOC, name, workspace.size, workspace.stride, workspace.dtype))
                         names.append(name)
-                    ops.append((_LAUNCH, site, tuple(names), spec.name))
+                    ops.append((_LAUNCH_OWNED if spec.meta.get("owned_loads") else _LAUNCH, site, tuple(names),
+                                spec.name, spec))
                 if scratch:
                     ops.append((_FREE, tuple(scratch)))
             else:
@@ -317,6 +321,8 @@ class Executable:
                     kind = op[0]
                     if kind is _LAUNCH:
                         op[1].relaunch(device, tuple([env[n] for n in op[2]]))
+                    elif kind is _LAUNCH_OWNED:
+                        self._check_owned(op[4], op[1].relaunch(device, tuple([env[n] for n in op[2]])))
                     elif kind is _ALLOC:
                         if op[1] not in env:
                             env[op[1]] = empty(op[2], op[3], op[4])
@@ -330,7 +336,7 @@ class Executable:
             except CompilerError:
                 raise
             except Exception as e:  # noqa: BLE001  (as _launch: Triton's errors are ours to report)
-                if op is None or op[0] is not _LAUNCH:
+                if op is None or (op[0] is not _LAUNCH and op[0] is not _LAUNCH_OWNED):
                     raise
                 raise self._launch_failed(op[3], e) from e
             outputs = self._outputs(args, env)
@@ -416,14 +422,34 @@ class Executable:
             tensors.append(ws)
         try:
             if isinstance(fn, _launch.Site):   # the compiled kernel's own launcher after the first call
-                fn(*tensors)
+                launched = fn(*tensors)
             else:
                 with _quiet_numpy():
-                    fn[grid](*tensors, **options)
+                    launched = fn[grid](*tensors, **options)
         except CompilerError:
             raise
         except Exception as e:  # noqa: BLE001  (Triton's errors have many types; all are ours to report)
             raise self._launch_failed(spec.name, e) from e
+        if spec.meta.get("owned_loads"):
+            self._check_owned(spec, launched)
+
+    def _check_owned(self, spec: KernelSpec, launched: Any) -> None:
+        """Once per compiled kernel of ``spec`` (``meta["owned_loads"]``: its volatile loads must give each
+        element to one thread alone, ``codegen.reduction.SplitReduction._tagged_last_program``): refuse it where
+        Triton's layout shares them.  ``launched``: Triton's compiled kernel (None where the launch did not
+        compile; the interpreter's has no layout, and one thread runs each program there)."""
+        asm = getattr(launched, "asm", None)
+        if not asm or "ttgir" not in asm or id(launched) in self._owned_checked:
+            return
+        problems = layouts.shared_volatile_loads(asm["ttgir"])
+        if problems:
+            import triton
+            raise KernelCompileError(
+                f"kernel {spec.name} at {spec.num_warps} warps: its last program's poll of tagged partials needs "
+                f"each slot loaded by one thread alone, but Triton {triton.__version__} compiled "
+                f"{'; '.join(problems)}, so its count and its sum could read different loads.  Compile it "
+                f"under compiler.config.patch(split_last_program_sync='fence'): the fence form needs no such layout", kernel=spec.name, path=self.module_path or "?")
+        self._owned_checked.add(id(launched))
 
     def _launch_failed(self, kernel: str, e: Exception) -> KernelCompileError:
         """A launch that raised (Triton's errors have many types; all are ours to report), naming its kernel."""

@@ -144,15 +144,16 @@ class Site:
         self._rest: list | None = None          # the constexprs in parameter order, after the tensors
         self._compiled: dict[tuple, Any] = {}
 
-    def __call__(self, *tensors: torch.Tensor) -> None:
+    def __call__(self, *tensors: torch.Tensor) -> Any:
+        """Launch; returns Triton's compiled kernel where the launch took the JIT path, else None."""
         if _observed():
-            self.kernel[self.grid](*tensors, **self.meta)
-            return
-        self.relaunch(_current_device(), tensors)
+            return self.kernel[self.grid](*tensors, **self.meta)
+        return self.relaunch(_current_device(), tensors)
 
-    def relaunch(self, device: int, tensors: tuple) -> None:
+    def relaunch(self, device: int, tensors: tuple) -> Any:
         """The launch on ``device`` (the current CUDA device) once the caller has found that nothing observes
-        launches (:func:`_observed` is False): a caller launching many sites asks that once, not per site."""
+        launches (:func:`_observed` is False): a caller launching many sites asks that once, not per site.
+        Returns the compiled kernel where the launch took the JIT path (a first launch), else None."""
         key = (device, tuple([t.data_ptr() % 16 == 0 for t in tensors]))
         fire = self._compiled.get(key)
         if fire is None:
@@ -162,8 +163,9 @@ class Site:
             launched = self.kernel[self.grid](*tensors, **self.meta)
             if self._rest is not False:
                 self._compiled[key] = relauncher(launched, len(tensors), self._rest)
-            return
+            return launched
         fire(self._grid3, device, tensors)
+        return None
 
 
 # ------------------------------------------------------------------ relaunching a compiled kernel

@@ -25,7 +25,7 @@ from ..counters import counters
 from ..exc import CodegenError
 from ..heuristics import (ReductionChoice, choose_reduction, may_read_again, mixed_order_prefetch, mixed_order_row_chunk,
                           mixed_order_warps, next_pow2, num_warps, persistent_wide, split_last_program_final,
-                          split_partial_warps)
+                          split_partial_warps, tagged_split_warps)
 from ..ops import reduction_identity
 from ..scheduler import RSYM, XSYM, KernelGroup, Placed, _read_in_kernel
 from .kernel import CSEVar, KernelSpec, TritonKernel, cast_source
@@ -453,8 +453,12 @@ class SplitReduction(ReductionStrategy):
         comments = [f"split reduction, partial pass: {group.xnumel} rows x {group.rnumel} in {splits} "
                     f"chunks of {chunk}, XBLOCK={choice.xblock} RBLOCK={choice.rblock}"]
         workspaces = {}
+        steps = triton.cdiv(chunk, choice.rblock)
+        warps = split_partial_warps(choice.xblock * choice.rblock, steps, len(ops_))
         if last_program_final and tagged_partials(ops_.values()):
-            self._tagged_last_program(k, ctx, choice, splits, ops_, folded)
+            warps = tagged_split_warps(warps, steps, choice.xblock * next_pow2(splits))
+            width = self._tagged_last_program(k, ctx, choice, splits, ops_, folded, 32 * warps)
+            k.meta.update(max_warps=choice.xblock * width // 32, owned_loads=True)
             comments.append(f"the last of a row block's {splits} programs to count in polls their flagged "
                             f"partials (tagged, no fence), reduces them and zeroes them")
         else:
@@ -475,14 +479,11 @@ class SplitReduction(ReductionStrategy):
         k.meta["workspaces"] = workspaces
         k.meta["comments"] = comments
         return KernelSpec(name, k.source(), (triton.cdiv(group.xnumel, choice.xblock), splits),
-                          list(k.args.values()),
-                          split_partial_warps(choice.xblock * choice.rblock, triton.cdiv(chunk, choice.rblock),
-                                              len(ops_)),
-                          dict(k.meta))
+                          list(k.args.values()), warps, dict(k.meta))
 
-    def _tagged_last_program(self, k, ctx, choice, splits, ops_, folded) -> None:
+    def _tagged_last_program(self, k, ctx, choice, splits, ops_, folded, threads: int) -> int:
         """The partial kernel's end where its last program finishes through tagged partials
-        (``config.split_last_program_sync``): no program waits on a fence.
+        (``config.split_last_program_sync``): no program waits on a fence.  Returns the poll's padded width.
 
         Each program writes each of its partials as one 64-bit word, the partial's bits below bit 32 and a flag
         at bit 32, with a relaxed atomic exchange into a slot of its own; then it counts itself in on its row
@@ -493,18 +494,21 @@ class SplitReduction(ReductionStrategy):
         has to order its partial before its count.  The poll ends: every program that counted is running and
         waits on nothing, so each of its threads issues its exchange.
 
-        The poll's tile is smaller than the program (XBLOCK x padded splits words against 32 x warps threads),
-        so Triton gives several warps a copy of each word, loaded each on its own, and a reduction over the tile
-        takes each element from whichever copy writes shared memory last.  Copies loaded while a slot changes
-        disagree: ``pending`` could come from a copy that saw a flag while the sum took one that did not (a
-        review's reading of the PTX).  So the poll only learns that every flag has been seen by some warp; after
-        a barrier, the words are loaded once more, and each copy then sees every flag (coherence: a read ordered
-        after a read that saw a write sees it too), and the reduction uses that load.  A second barrier keeps
-        every copy's reload before any copy zeroes the slots (a reduction inside one warp orders nothing across
-        warps)."""
+        One thread alone loads each slot.  A tile smaller than the program's ``threads`` would have Triton give
+        several warps a copy of each word, each loaded on its own, and a reduction takes each element from
+        whichever copy writes shared memory last: the poll's count could then come from a copy that saw a flag
+        while the sum took one that did not (a review's reading of the PTX, session 24).  So the poll's tile
+        (XBLOCK x width words, padded splits masked off) holds at least one word per thread: Triton's coalescing
+        then gives a thread at most words / threads of them and covers the tile without a copy (the kernel
+        records ``max_warps``, which tuning keeps to, and ``owned_loads``, which the runtime checks in the
+        compiled layout: ``compiler.layouts``).  The count and the sum read the same registers, and the poll's
+        last count, a reduction across the warps, has every load in before any slot is zeroed.  Session 24's
+        fix instead, a barrier and a second load of the slots, took 126 registers a thread at 16 warps and 7.5
+        to 13.4 us for nrm2 2^20 against 2.8 (session 25 call 1)."""
         group = ctx.group
         pid = "tl.program_id(1).to(tl.int64)" if k.int64 else "tl.program_id(1)"
         xmask = _xmask(k)
+        width = max(next_pow2(splits), next_pow2(triton.cdiv(threads, choice.xblock)))
         slots = {}
         for pname, op in ops_.items():
             slot = k.semaphore(f"{pname}_slots", splits * group.xnumel, torch.int64)
@@ -514,25 +518,22 @@ class SplitReduction(ReductionStrategy):
             where = f", mask={xmask}" if xmask else ""
             k.emit(f"tl.atomic_xchg({slot} + ({pid} * {group.xnumel} + xindex), {word}{where}, sem='relaxed')")
             slots[pname] = (slot, op.repr_dtype)
-        with self._counted_last(k, ctx, choice, splits, "relaxed") as sblock:
+        with self._counted_last(k, ctx, choice, splits, "relaxed", width=width) as sblock:
             mask = " & ".join(m for m in (xmask, f"(sbase < {splits})" if splits % sblock else None) if m)
             at = f"sbase * {group.xnumel} + xindex"
             words = {p: k.fresh("words") for p in slots}
             pending = k.fresh("pending")
 
-            def poll(count: bool = True) -> None:
+            def poll() -> None:
                 for p, (slot, _) in slots.items():
                     load = (f"tl.load({slot} + ({at}), {mask}, other={_TAG_FLAG}, volatile=True)" if mask
                             else f"tl.load({slot} + ({at}), volatile=True)")
                     k.emit(f"{words[p]} = {load}")
-                if count:
-                    k.emit(f"{pending} = " + " + ".join(f"tl.sum(tl.where({words[p]} < {_TAG_FLAG}, 1, 0))"
-                                                         for p in slots))
+                k.emit(f"{pending} = " + " + ".join(f"tl.sum(tl.where({words[p]} < {_TAG_FLAG}, 1, 0))"
+                                                     for p in slots))
             poll()
             with k.branch(f"while {pending} > 0:"):
                 poll()
-            k.emit("tl.debug_barrier()")
-            poll(count=False)
             decoded = {}
             for p, (slot, dtype) in slots.items():
                 bits = _TAG_BITS[dtype]
@@ -542,10 +543,10 @@ class SplitReduction(ReductionStrategy):
                 decoded[f"{p}_partials"] = k.newvar(value, dtype).name
             self._final_body(k, ctx, splits, sblock, lambda p: [(f"{p.name}_partials", slots[p.name][1])],
                              decoded=decoded)
-            k.emit("tl.debug_barrier()")      # every copy's reload is in before any copy's slot is zeroed
             for p, (slot, _) in slots.items():
                 zeros = k.full([choice.xblock, sblock], 0, torch.int64)
                 k.emit(f"tl.store({slot} + ({at}), {zeros}" + (f", {mask})" if mask else ")"))
+        return width
 
     @staticmethod
     def _last_program_final(k: TritonKernel, ctx: GroupContext, choice: ReductionChoice, splits: int,
@@ -564,12 +565,12 @@ class SplitReduction(ReductionStrategy):
     @staticmethod
     @contextlib.contextmanager
     def _counted_last(k: TritonKernel, ctx: GroupContext, choice: ReductionChoice, splits: int, sem: str,
-                      barrier: bool = False):
+                      barrier: bool = False, width: Optional[int] = None):
         """Count this program in on its row block's arrival counter (an atomic add of semantics ``sem``; a
         semaphore workspace).  The body runs in the program that takes the last count, on an [XBLOCK, padded
-        splits] tile that ``sbase`` indexes (the padded width is yielded), and then the counter is zeroed.
-        ``barrier``: a CTA barrier before the count and after it, so that every thread's stores precede the
-        count and the last program's reads follow it."""
+        splits] tile that ``sbase`` indexes (the padded width, ``width`` where given, is yielded), and then the
+        counter is zeroed.  ``barrier``: a CTA barrier before the count and after it, so that every thread's
+        stores precede the count and the last program's reads follow it."""
         counter = k.semaphore("arrivals", ctx.group.xnumel)
         if barrier:
             k.emit("tl.debug_barrier()")
@@ -578,7 +579,7 @@ class SplitReduction(ReductionStrategy):
         with k.branch(f"if {arrived} == {splits - 1}:"), k.reads_once():
             if barrier:
                 k.emit("tl.debug_barrier()")
-            sblock = next_pow2(splits)
+            sblock = width or next_pow2(splits)
             k.guard([choice.xblock, sblock], "the last program's partials")
             cast = ".to(tl.int64)" if k.int64 else ""
             k.emit(f"sbase = {k.arange(sblock, 'the split partials')}{cast}[None, :]")

@@ -98,7 +98,9 @@ def _template_variants(node: GemmTemplate, sched: Schedule, graph: LoweredGraph,
 
 
 def _with(spec: KernelSpec, warps: int) -> KernelSpec:
-    return dataclasses.replace(spec, num_warps=warps)
+    """``spec`` launched at ``warps``, at most its source's ``meta["max_warps"]`` (a tagged split's poll gives
+    each thread its own words only up to that many: ``codegen.reduction.SplitReduction._tagged_last_program``)."""
+    return dataclasses.replace(spec, num_warps=min(warps, spec.meta.get("max_warps", warps)))
 
 
 MAX_REDUCTION_CANDIDATES = 12

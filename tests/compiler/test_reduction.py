@@ -1,4 +1,5 @@
 """Reduction strategies: persistent, looped and split agree, and never break the numel limit (seed 000)."""
+
 import re
 
 import pytest
@@ -273,12 +274,13 @@ def test_a_split_reduction_of_one_row_streams_its_input_once(lift):
 def test_a_split_partial_that_streams_its_chunk_takes_a_whole_sm_of_warps(chunk_steps, warps):
     """A partial that loops 8 or more RBLOCK steps streams its chunk: 32 warps, the SM's 64 warp slots at two
     programs per SM (nrm2 2^28 on an H200: 0.237 -> the 0.232-0.237 ms of Inductor); a shorter loop keeps the
-    one-wave warps (nrm2 2^20: one step per partial, launch-bound).  The sum is the same either way."""
+    one-wave warps (nrm2 2^20: one step per partial, launch-bound).  The sum is the same either way.  (The fence
+    form: a tagged one-step split takes the warps its poll fills, test_a_launch_bound_tagged_split_...)"""
     fn = lambda t: (t * t).sum().sqrt()                            # noqa: E731
     x = seeded_randn(8 * 64 * chunk_steps, seed=5)
     (g,) = capture_graphs(fn, x)
     with compiler.config.patch(reduction_strategy="split", rblock=64, split_count=8, one_wave_elements_per_warp=4,
-                               max_num_warps=16):
+                               max_num_warps=16, split_last_program_sync="fence"):
         exe = compile_graph(g.gm, g.args, "stream_warps")
         got = run_compiled(fn, x)
     (partial,) = [s for specs in exe.generated.kernels.values() for s in specs if s.name.endswith("_partial")]
@@ -749,10 +751,9 @@ def _tagged_fns(x):
 @pytest.mark.parametrize("shape, xblock", [((5, 1601), 2), ((3, 1536), 1)])
 def test_a_tagged_split_polls_flagged_partials_and_leaves_its_slots_zero(shape, xblock):
     """Partials of 32 bits go to kept 64-bit slots with a flag (a relaxed exchange), the count is relaxed, no
-    fence anywhere and no barrier before the count, and the last program polls with volatile loads, then loads
-    the slots once more after a barrier (each warp's copy of them, which its reduction takes, then sees every
-    flag).  It reduces in split order, so each call equals the fence form's bit for bit, and it leaves the slots
-    and counters zero."""
+    fence and no barrier anywhere, and the last program polls with volatile loads on a tile of at least one word
+    per thread (each thread then owns its words: the count and the sum read one load), sums that load and leaves
+    the slots and counters zero.  Every call gives the same bits, and within rounding the fence form's."""
     from compiler import runtime
     x = seeded_randn(*shape, seed=13)
     x[1, 5] = float("nan")
@@ -767,14 +768,18 @@ def test_a_tagged_split_polls_flagged_partials_and_leaves_its_slots_zero(shape, 
     (partial,) = next(iter(exes["tagged"].generated.kernels.values()))
     src = partial.source
     assert src.count("tl.atomic_xchg(") == 3 and "volatile=True" in src and "while " in src, src
-    assert "acq_rel" not in src and "cache_modifier='.cg'" not in src, src
-    # no barrier before the count; in the last program, one before the reload of the slots and one before zeroing
-    counted = src.index("tl.atomic_add(p_arrivals")
-    assert "debug_barrier" not in src[:counted] and src.count("tl.debug_barrier()") == 2, src
+    assert "acq_rel" not in src and "cache_modifier='.cg'" not in src and "debug_barrier" not in src, src
+    # the poll's tile: XBLOCK x a padded width holding at least one word per thread, and the launch keeps to it
+    width = int(re.search(r"sbase = tl.arange\(0, (\d+)\)", src).group(1))
+    assert xblock * width >= 32 * partial.num_warps and partial.meta["max_warps"] == xblock * width // 32
+    assert width > 16 and partial.meta["owned_loads"], (width, partial.meta)      # 12 splits padded past 16
     lines = [line.strip() for line in src.splitlines()]
-    reload = lines.index("tl.debug_barrier()")       # the first barrier: right after the poll loop ...
-    assert lines[reload - 1].startswith("pending") and lines[reload - 2].startswith("words"), lines[reload - 3:reload]
-    assert all(line.startswith("words") and "volatile=True" in line for line in lines[reload + 1:reload + 4])
+    loop = lines.index("while pending7 > 0:") if "while pending7 > 0:" in lines else \
+        next(i for i, line in enumerate(lines) if line.startswith("while pending"))
+    after = lines[loop + 1:]
+    polls = [i for i, line in enumerate(after) if "volatile=True" in line]
+    assert polls == [0, 1, 2] and after[3].startswith("pending"), after[:5]     # no load of the slots after the loop
+    assert not any("volatile=True" in line for line in after[4:]), after
     assert "sem='acq_rel'" in next(iter(exes["fence"].generated.kernels.values()))[0].source
     kept = {a.name: (a.dtype, a.numel) for a in partial.args if a.semaphore}
     splits = partial.meta["splits"]
@@ -782,13 +787,39 @@ def test_a_tagged_split_polls_flagged_partials_and_leaves_its_slots_zero(shape, 
     assert len(kept) == 3 and set(kept.values()) == {(torch.int64, splits * shape[0])}, kept
     assert not [a for a in partial.args if a.workspace and not a.semaphore]      # nothing allocated per call
     fence = exes["fence"]([x])
+    first = exes["tagged"]([x])
+    assert_same(first, fence, rtol=1e-6, atol=1e-6)
     for _ in range(3):
         got = exes["tagged"]([x])
-        for a, b in zip(flat(got), flat(fence)):
+        for a, b in zip(flat(got), flat(first)):
             assert torch.equal(a.nan_to_num(), b.nan_to_num()) and torch.equal(a.isnan(), b.isnan())
         assert not runtime.semaphores_left_set(mark)
     assert exes["tagged"].semaphores._made
     assert_same(got, _tagged_fns(x), rtol=1e-4, atol=1e-4)
+
+
+def test_a_launch_bound_tagged_split_takes_the_warps_its_poll_fills():
+    """nrm2 2^20 at the H200's knobs: 256 partials of one RBLOCK step each, so 8 warps (256 threads, one per
+    slot) and a poll of exactly its 256 slots; a longer split keeps its warps and pads the poll instead; forced
+    warps are kept and padded for.  Tuning never launches it at more warps than its poll covers."""
+    from compiler.codegen.variants import _with
+    from compiler.heuristics import tagged_split_warps
+    x = seeded_randn(1 << 20, seed=1)
+    (g,) = capture_graphs(lambda t: t.square().sum().sqrt(), x)
+    gpu = dict(looped_rblock=4096, max_reduction_block_numel=4096, split_min_rnumel=32768, programs_per_sm=2,
+               split_min_chunk=2048, sm_count=132, split_last_program_sync="tagged")
+    cases = [({}, 256, 8, 256), ({"split_short_tagged_programs_per_sm": 1}, 128, 16, 512),
+             ({"num_warps": 16}, 256, 16, 512)]
+    for knobs, splits, warps, width in cases:
+        with compiler.config.patch(**gpu, **knobs):
+            exe = compile_graph(g.gm, g.args, "nrm2_tagged")
+        (spec,) = next(iter(exe.generated.kernels.values()))
+        assert (spec.meta["splits"], spec.num_warps) == (splits, warps), (knobs, spec.meta["splits"], spec.num_warps)
+        assert f"sbase = tl.arange(0, {width})[None, :]" in spec.source, (knobs, spec.source)
+        assert _with(spec, 2 * spec.num_warps).num_warps == width // 32 and _with(spec, 4).num_warps == 4
+    with compiler.config.patch(num_warps=None):
+        assert tagged_split_warps(16, 1, 256) == 8 and tagged_split_warps(16, 1, 64) == 4
+        assert tagged_split_warps(16, 2, 256) == 16 and tagged_split_warps(32, 8, 512) == 32
 
 
 @pytest.mark.parametrize("fn, dtype", [(lambda t: (t.sum(1), t.argmax(1)), torch.float32),
