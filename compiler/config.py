@@ -299,7 +299,7 @@ class CompilerConfig:
     # costs 0.5-0.65 us of the fence form's 2.9-3.0; hand-written at 256 partials and 8 warps, tagged 2.65 us,
     # fence 2.85, Inductor 2.67.  Session 24's race fix (a barrier and a reload of the slots) took 7.5-13 us and
     # is replaced by the one-thread-a-slot poll (SplitReduction._tagged_last_program, compiler.layouts).
-    split_last_program_sync: str = "fence"
+    split_last_program_sync: str = "tagged"
     # Let Triton / LLVM contract a * b + c into one FMA (Triton's enable_fp_fusion, True by
     # default there).  Off here: contraction changes rounding where the IR says otherwise, e.g.
     # layer norm's backward at N = 1 computed g * 1.0 - sum(g) as an FMA and gave dx = 5.7e-7

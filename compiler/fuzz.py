@@ -306,7 +306,7 @@ def reduction_knobs(draw) -> dict:
     Looped and split may also get a small forced RBLOCK, so that the short axes of fuzzed
     programs take several loop iterations / partials instead of one; a split, its final pass as a
     kernel of its own (``split_last_program_final`` off) instead of in its last partial program, or in its last
-    partial program through tagged partials (``split_last_program_sync``) instead of the fence.
+    partial program through tagged partials or the fence (``split_last_program_sync``, either drawn).
     """
     strategy = draw(st.sampled_from(STRATEGIES))
     if strategy == "auto":
@@ -317,8 +317,8 @@ def reduction_knobs(draw) -> dict:
         knobs["rblock"] = rblock
     if strategy == "split" and not draw(st.booleans()):
         knobs["split_last_program_final"] = False      # the final pass as its own kernel, not the last program
-    elif strategy == "split" and draw(st.booleans()):
-        knobs["split_last_program_sync"] = "tagged"    # the last program polls flagged partials, no fence
+    elif strategy == "split":                          # the last program polls flagged partials, or a fence
+        knobs["split_last_program_sync"] = draw(st.sampled_from(("tagged", "fence")))
     return knobs
 
 
