@@ -120,6 +120,12 @@ def _compiled_launches() -> bool:
     return not _device.is_interpreter()
 
 
+def _layouts_compiled() -> bool:
+    """Kernels are compiled with register layouts to check (``Executable._owned_gate``): not under the
+    interpreter, which runs each program on one thread."""
+    return not _device.is_interpreter()
+
+
 # The kinds of _make_fast's steps.
 _LAUNCH, _ALLOC, _FREE, _CALL, _SEMAPHORE = "launch", "alloc", "free", "call", "semaphore"
 _LAUNCH_OWNED = "launch, then check its compiled layout"      # a kernel with owned_loads (compiler.layouts)
@@ -209,6 +215,11 @@ class InlineResolver(MemoryResolver):
         return super().load_storage(buffer, offset)
 
 
+def _launcher_key(spec: KernelSpec) -> tuple:
+    """One launch config of a kernel: autotune variants share a kernel's name and differ in warps / stages."""
+    return spec.name, spec.num_warps, spec.meta.get("num_stages")
+
+
 class Executable:
     """One graph, lowered, scheduled and generated for one input signature."""
 
@@ -227,7 +238,10 @@ class Executable:
         self._input_slots = tuple((buf.name, buf.position) for buf in graph.inputs if buf is not None)
         self._constants = {const.name: const.constant for const in graph.constants}
         self.semaphores = Semaphores()
-        self._owned_checked: set[int] = set()        # ids of compiled kernels whose owned loads were checked
+        # kernels with owned_loads: launcher key -> None (checked) or the refusal raised on every launch of it,
+        # and the compiled kernels (Triton's hashes) already checked
+        self._owned: dict[tuple, Optional[KernelCompileError]] = {}
+        self._owned_binaries: set[str] = set()
 
     def ensure_loaded(self) -> None:
         if self.module is None and self.generated.kernels:
@@ -302,7 +316,7 @@ class Executable:
                                 ops.append((_ALLOC, name, workspace.size, workspace.stride, workspace.dtype))
                         names.append(name)
                     ops.append((_LAUNCH_OWNED if spec.meta.get("owned_loads") else _LAUNCH, site, tuple(names),
-                                spec.name, spec))
+                                spec.name, spec, _launcher_key(spec)))
                 if scratch:
                     ops.append((_FREE, tuple(scratch)))
             else:
@@ -322,7 +336,10 @@ class Executable:
                     if kind is _LAUNCH:
                         op[1].relaunch(device, tuple([env[n] for n in op[2]]))
                     elif kind is _LAUNCH_OWNED:
-                        self._check_owned(op[4], op[1].relaunch(device, tuple([env[n] for n in op[2]])))
+                        tensors = tuple([env[n] for n in op[2]])
+                        if self._owned.get(op[5], False) is not None:
+                            self._owned_gate(op[4], op[5], op[1], None, {}, tensors)
+                        self._check_owned(op[4], op[5], op[1].relaunch(device, tensors))
                     elif kind is _ALLOC:
                         if op[1] not in env:
                             env[op[1]] = empty(op[2], op[3], op[4])
@@ -420,7 +437,10 @@ class Executable:
             if ws is None:
                 ws = workspaces[name] = _alloc(workspace)
             tensors.append(ws)
+        owned = spec.meta.get("owned_loads")
         try:
+            if owned and self._owned.get(_launcher_key(spec), False) is not None:
+                self._owned_gate(spec, _launcher_key(spec), fn, grid, options, tuple(tensors))
             if isinstance(fn, _launch.Site):   # the compiled kernel's own launcher after the first call
                 launched = fn(*tensors)
             else:
@@ -430,26 +450,55 @@ class Executable:
             raise
         except Exception as e:  # noqa: BLE001  (Triton's errors have many types; all are ours to report)
             raise self._launch_failed(spec.name, e) from e
-        if spec.meta.get("owned_loads"):
-            self._check_owned(spec, launched)
+        if owned:
+            self._check_owned(spec, _launcher_key(spec), launched)
 
-    def _check_owned(self, spec: KernelSpec, launched: Any) -> None:
-        """Once per compiled kernel of ``spec`` (``meta["owned_loads"]``: its volatile loads must give each
-        element to one thread alone, ``codegen.reduction.SplitReduction._tagged_last_program``): refuse it where
-        Triton's layout shares them.  ``launched``: Triton's compiled kernel (None where the launch did not
-        compile; the interpreter's has no layout, and one thread runs each program there)."""
-        asm = getattr(launched, "asm", None)
-        if not asm or "ttgir" not in asm or id(launched) in self._owned_checked:
+    def _owned_gate(self, spec: KernelSpec, key: tuple, fn: Any, grid: Optional[tuple], options: dict,
+                    tensors: tuple) -> None:
+        """Before a launch of a kernel whose volatile loads must each give an element to one thread alone
+        (``meta["owned_loads"]``: ``codegen.reduction.SplitReduction._tagged_last_program``): raise the refusal
+        of an earlier launch again, or, at the first launch on a GPU, compile the kernel without running it
+        (Triton's ``warmup``, which the launch then finds in its cache) and check its layout, so a kernel that
+        fails never runs.  The interpreter runs each program on one thread: nothing to check.  ``fn``: the JIT
+        function, launched at ``grid`` with ``options``, or a ``kernels.launch.Site``, which holds all three."""
+        refused = self._owned.get(key)
+        if refused is not None:
+            raise refused
+        if not _layouts_compiled():
+            self._owned[key] = None
             return
-        problems = layouts.shared_volatile_loads(asm["ttgir"])
+        if isinstance(fn, _launch.Site):
+            fn, grid, options = fn.kernel, fn.grid, fn.meta
+        warmup = getattr(fn, "warmup", None)
+        compiled = warmup(*tensors, grid=grid, **options) if warmup is not None else None
+        self._check_owned(spec, key, compiled, required=True)
+
+    def _check_owned(self, spec: KernelSpec, key: tuple, launched: Any, required: bool = False) -> None:
+        """Refuse the compiled kernel ``launched`` of ``spec`` (``meta["owned_loads"]``) where Triton's layout
+        gives one of its volatile loads' elements to several threads, or duplicates one of those loads
+        (``compiler.layouts``); a refusal is kept for every later launch of ``key``.  ``launched``: Triton's
+        compiled kernel (None where a launch did not compile one, a relaunch; each new specialisation a launch
+        compiles is checked too).  ``required``: no compiled kernel or no TTGIR to read is a refusal as well."""
+        asm = getattr(launched, "asm", None)
+        ttgir = asm.get("ttgir") if asm else None
+        if ttgir is None and not required:
+            return
+        binary = getattr(launched, "hash", None) or id(launched)
+        if binary in self._owned_binaries:
+            return
+        import triton
+        problems = (layouts.shared_volatile_loads(ttgir, expected=spec.meta["owned_loads"]) if ttgir is not None
+                    else [f"no compiled kernel with its TTGIR to check ({type(launched).__name__})"])
         if problems:
-            import triton
-            raise KernelCompileError(
+            self._owned[key] = refused = KernelCompileError(
                 f"kernel {spec.name} at {spec.num_warps} warps: its last program's poll of tagged partials needs "
-                f"each slot loaded by one thread alone, but Triton {triton.__version__} compiled "
+                f"each slot loaded once, by one thread alone, but Triton {triton.__version__} compiled "
                 f"{'; '.join(problems)}, so its count and its sum could read different loads.  Compile it "
-                f"under compiler.config.patch(split_last_program_sync='fence'): the fence form needs no such layout", kernel=spec.name, path=self.module_path or "?")
-        self._owned_checked.add(id(launched))
+                f"under compiler.config.patch(split_last_program_sync='fence'): the fence form needs no such "
+                f"layout", kernel=spec.name, path=self.module_path or "?")
+            raise refused
+        self._owned_binaries.add(binary)
+        self._owned.setdefault(key, None)
 
     def _launch_failed(self, kernel: str, e: Exception) -> KernelCompileError:
         """A launch that raised (Triton's errors have many types; all are ours to report), naming its kernel."""
@@ -460,7 +509,7 @@ class Executable:
         """The kernel's JIT function (a ``kernels.launch.Site`` on a GPU), launch options, grid (None: nothing
         to launch) and arguments (name, workspace layout or None), worked out once per kernel and launch
         config: autotune variants share a kernel's name and differ in warps / stages."""
-        key = (spec.name, spec.num_warps, spec.meta.get("num_stages"))
+        key = _launcher_key(spec)
         launcher = self._launchers.get(key)
         if launcher is not None:
             return launcher

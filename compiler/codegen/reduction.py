@@ -407,8 +407,9 @@ _TAG_FLAG = 1 << 32
 def tagged_partials(ops) -> bool:
     """Does a split whose last program finishes (``split_last_program_final``) learn that the partials of
     reductions ``ops`` are in from flags stored with them (``config.split_last_program_sync``)?  Only where each
-    partial fits in 32 bits beside its flag: an arg reduction's int64 index or a float64 sum takes the fence."""
-    return (config.split_last_program_sync == "tagged"
+    partial fits in 32 bits beside its flag: an arg reduction's int64 index or a float64 sum takes the fence.  Not
+    on ROCm: the poll's padding counts 32 threads a warp (``_tagged_last_program``)."""
+    return (config.split_last_program_sync == "tagged" and torch.version.hip is None
             and all(op.repr_dtype in _TAG_BITS and not op.is_arg for op in ops))
 
 
@@ -458,7 +459,8 @@ class SplitReduction(ReductionStrategy):
         if last_program_final and tagged_partials(ops_.values()):
             warps = tagged_split_warps(warps, steps, choice.xblock * next_pow2(splits))
             width = self._tagged_last_program(k, ctx, choice, splits, ops_, folded, 32 * warps)
-            k.meta.update(max_warps=choice.xblock * width // 32, owned_loads=True)
+            # the poll's volatile loads: one of each slot array before its loop, one in it
+            k.meta.update(max_warps=choice.xblock * width // 32, owned_loads=2 * len(ops_))
             comments.append(f"the last of a row block's {splits} programs to count in polls their flagged "
                             f"partials (tagged, no fence), reduces them and zeroes them")
         else:
@@ -500,8 +502,8 @@ class SplitReduction(ReductionStrategy):
         while the sum took one that did not (a review's reading of the PTX, session 24).  So the poll's tile
         (XBLOCK x width words, padded splits masked off) holds at least one word per thread: Triton's coalescing
         then gives a thread at most words / threads of them and covers the tile without a copy (the kernel
-        records ``max_warps``, which tuning keeps to, and ``owned_loads``, which the runtime checks in the
-        compiled layout: ``compiler.layouts``).  The count and the sum read the same registers, and the poll's
+        records ``max_warps``, which tuning keeps to, and ``owned_loads``, its count of volatile loads, which the
+        runtime checks in the compiled layout before the first launch: ``compiler.layouts``).  The count and the sum read the same registers, and the poll's
         last count, a reduction across the warps, has every load in before any slot is zeroed.  Session 24's
         fix instead, a barrier and a second load of the slots, took 126 registers a thread at 16 warps and 7.5
         to 13.4 us for nrm2 2^20 against 2.8 (session 25 call 1)."""

@@ -207,6 +207,7 @@ def _group_variants(group: KernelGroup, sched: Schedule, graph: LoweredGraph, kn
         return out
     choice = choose_reduction_for(_ctx(group, sched, graph))
     sources: dict[ReductionChoice, list[KernelSpec]] = {choice: heuristic}   # warps variants: one source
+    launched = {_launches(heuristic)}        # a candidate that launches what another does (warps clamped) is not
     for cand in reduction_candidates(choice, group.xnumel, group.rnumel, gpu=not interp):
         blocks = cand.choice
         specs = sources.get(blocks)
@@ -217,11 +218,18 @@ def _group_variants(group: KernelGroup, sched: Schedule, graph: LoweredGraph, kn
             except (TensorTooLarge, ConfigError):
                 specs = []
             sources[blocks] = specs
-        if specs:
-            out.append(Variant(cand.name, [_with(s, _scaled_warps(s.num_warps, cand.warp_factor)) for s in specs]))
+        variant = [_with(s, _scaled_warps(s.num_warps, cand.warp_factor)) for s in specs]
+        if specs and _launches(variant) not in launched:
+            launched.add(_launches(variant))
+            out.append(Variant(cand.name, variant))
         if interp and len(out) == 2:
             break
     return out
+
+
+def _launches(specs: list[KernelSpec]) -> tuple:
+    """What a candidate launches: each kernel's source and launch config."""
+    return tuple((s.source, s.num_warps, s.meta.get("num_stages")) for s in specs)
 
 
 def _scaled_warps(warps: int, factor: float) -> int:

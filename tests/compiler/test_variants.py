@@ -139,3 +139,23 @@ def test_candidates_of_the_heuristic_s_blocks_keep_the_warps_it_chose():
     same = [c for c in cands if (c.choice.strategy, c.choice.xblock, c.choice.rblock) == ("persistent", 1, 32768)]
     assert {(c.choice.warps, c.warp_factor) for c in same} == {(32, 0.5)}
     assert all(c.choice.warps is None for c in cands if c not in same) and len(cands) > len(same)
+
+
+def test_a_tagged_split_is_tuned_within_its_poll_s_warps_and_no_candidate_repeats_another(tmp_path, monkeypatch):
+    """A tagged split's poll gives each slot one thread only up to ``max_warps``: its twice-the-warps candidate,
+    clamped there, would launch what the heuristic launches, so it is not tried; half the warps is."""
+    monkeypatch.setattr(variants, "_gpu_candidates", lambda: True)
+    autotune._caches.clear()
+    x = seeded_randn(512, seed=9)
+
+    def fn(x):
+        return (x * x).sum().sqrt()
+    with compiler.config.patch(autotune=True, autotune_cpu_timing=True, autotune_cache_dir=str(tmp_path),
+                               reduction_strategy="split", rblock=64, split_count=8, split_last_program_sync="tagged"):
+        got = compiler.compile_fresh(fn)(x)
+        entries = list(autotune.get_cache()._memory.values())
+    autotune._caches.clear()
+    assert_same(got, fn(x), rtol=1e-5, atol=1e-5)
+    (timings,) = [e["timings"] for e in entries if "heuristic" in e["timings"]]
+    assert "split_x1_r64_w0.5x" in timings and "split_x1_r64_w2x" not in timings, sorted(timings)
+    assert all(v is not None for v in timings.values())
