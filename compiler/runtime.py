@@ -241,7 +241,7 @@ class Executable:
         # kernels with owned_loads: launcher key -> None (checked) or the refusal raised on every launch of it,
         # and the compiled kernels (Triton's hashes) already checked
         self._owned: dict[tuple, Optional[KernelCompileError]] = {}
-        self._owned_binaries: set[str] = set()
+        self._owned_binaries: set = set()
 
     def ensure_loaded(self) -> None:
         if self.module is None and self.generated.kernels:
@@ -339,7 +339,9 @@ class Executable:
                         tensors = tuple([env[n] for n in op[2]])
                         if self._owned.get(op[5], False) is not None:
                             self._owned_gate(op[4], op[5], op[1], None, {}, tensors)
-                        self._check_owned(op[4], op[5], op[1].relaunch(device, tensors))
+                        launched = op[1].relaunch(device, tensors)
+                        if launched is not None:          # a launch that compiled: a new specialisation
+                            self._check_owned(op[4], op[5], launched)
                     elif kind is _ALLOC:
                         if op[1] not in env:
                             env[op[1]] = empty(op[2], op[3], op[4])
@@ -437,10 +439,10 @@ class Executable:
             if ws is None:
                 ws = workspaces[name] = _alloc(workspace)
             tensors.append(ws)
-        owned = spec.meta.get("owned_loads")
+        key = _launcher_key(spec) if spec.meta.get("owned_loads") else None
         try:
-            if owned and self._owned.get(_launcher_key(spec), False) is not None:
-                self._owned_gate(spec, _launcher_key(spec), fn, grid, options, tuple(tensors))
+            if key and self._owned.get(key, False) is not None:
+                self._owned_gate(spec, key, fn, grid, options, tuple(tensors))
             if isinstance(fn, _launch.Site):   # the compiled kernel's own launcher after the first call
                 launched = fn(*tensors)
             else:
@@ -450,8 +452,8 @@ class Executable:
             raise
         except Exception as e:  # noqa: BLE001  (Triton's errors have many types; all are ours to report)
             raise self._launch_failed(spec.name, e) from e
-        if owned:
-            self._check_owned(spec, _launcher_key(spec), launched)
+        if key and launched is not None:
+            self._check_owned(spec, key, launched)
 
     def _owned_gate(self, spec: KernelSpec, key: tuple, fn: Any, grid: Optional[tuple], options: dict,
                     tensors: tuple) -> None:
