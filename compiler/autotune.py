@@ -12,7 +12,7 @@ across trials): every argument a candidate writes is cloned per trial, the real 
 once, on the untouched arguments, after tuning; with ``config.autotune_recheck`` the winner
 then runs once more on clones of the pristine arguments and the two results must agree.
 
-On a GPU trials are timed with ``kernels.benchmarks._timing.bench`` (CUDA events).  Under the
+On a GPU trials are timed with ``tritondiff.base.timing.bench`` (CUDA events).  Under the
 interpreter the first candidate (the heuristic one) is taken without running anything,
 unless ``config.autotune_cpu_timing`` asks for wall-clock trials.
 
@@ -36,7 +36,7 @@ from typing import Callable, Optional, Sequence
 import torch
 import triton
 
-from harness import device as _device
+from tritondiff.base import device as _device
 
 from .config import config
 from .counters import counters
@@ -186,7 +186,7 @@ def benchmark(fn: Callable[[], None]) -> float:
     """Milliseconds per call: CUDA-event median on a GPU, one wall-clock run under the interpreter."""
     counters["autotune.benchmarks"] += 1
     if not _device.is_interpreter():
-        from kernels.benchmarks._timing import bench
+        from tritondiff.base.timing import bench
         return bench(fn, warmup_ms=5, rep_ms=25).median_ms
     start = time.perf_counter()
     fn()

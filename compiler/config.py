@@ -2,7 +2,7 @@
 
 Environment variables are read here and nowhere else.  Defaults that depend on where
 kernels run (Triton's interpreter on CPU, or a GPU) are keyed on
-``harness.device.is_interpreter()``: the interpreter pays ~1-4 ms per program instance,
+``tritondiff.base.device.is_interpreter()``: the interpreter pays ~1-4 ms per program instance,
 so it gets large blocks and few programs; a GPU gets blocks sized for registers.
 
 Tests change knobs with ``config.patch(...)``, which validates names and values and
@@ -17,8 +17,8 @@ import os
 import tempfile
 from typing import Any, Iterator, Optional
 
-from harness import device as _device
-from harness.launches import GRID_LIMITS   # CUDA's programs per grid axis
+from tritondiff.base import device as _device
+from tritondiff.base.limits import GRID_LIMITS  # CUDA's programs per grid axis
 
 from .exc import ConfigError
 
@@ -263,7 +263,7 @@ class CompilerConfig:
     # many programs as fill the machine) take one warp per one_wave_elements_per_warp: their warps per
     # SM are fixed by it (split partials that stream their chunk: split_streaming_warps, below).  256:
     # layer norm fwd+bwd 1,152,000 x 16 took 0.071 ms of GPU time (fp16) and 0.134 ms (fp32) with it,
-    # 0.088 / 0.145 ms at 512 (H100, compiler.benchmark sweep, session 7).
+    # 0.088 / 0.145 ms at 512 (H100, bench.compiler sweep, session 7).
     one_wave_elements_per_warp: int = 256
     max_num_warps: int = 16
     # A split reduction's partial pass of one reduction that loops over at least split_streaming_min_steps
@@ -528,3 +528,12 @@ def _validate(name: str, value: Any) -> None:
 config = CompilerConfig()
 for _name in _CHOICES:
     _validate(_name, getattr(config, _name))
+
+
+def compile_options() -> dict:
+    """Triton compile options of every generated launch (kernels and GEMM templates).
+
+    Part of the autotune key too (``templates.runtime``): a kernel compiled with other options
+    is another binary.  ``config.cache_key()`` already covers the knobs behind them.
+    """
+    return {"enable_fp_fusion": config.fp_fusion}

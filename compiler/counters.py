@@ -34,7 +34,7 @@
   autograd.Function, one call); ``lean_runtime.refused``: graphs that needed AOTAutograd's (the reason
   is in the ``compiler.lean`` debug log)
 - ``mismatch_stage.<lowering|fusion|codegen|unknown>``: compiled results a correctness tool found
-  wrong, by the stage at fault (``compiler.triage``)
+  wrong, by the stage at fault (``tritondiff.harness.triage``)
 """
 from __future__ import annotations
 

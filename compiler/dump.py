@@ -3,7 +3,7 @@
 Every compilation keeps its artifacts in memory (the last ``config.keep_artifacts``), keyed by
 the pipeline step that produced them; with ``config.dump_dir`` set they are also written to
 ``<dump_dir>/<graph>/<NN>_<step>.txt`` (``.py`` for the Triton module).  A correctness tool that
-finds a graph's program wrong adds a ``triage`` step naming the stage at fault (``compiler.triage``).
+finds a graph's program wrong adds a ``triage`` step naming the stage at fault (``tritondiff.harness.triage``).
 
 The harness puts the artifacts of the graphs an example compiled or ran into its failure dump:
 it calls ``forget_ran()`` before the example and ``ran_artifacts()`` after it (in the process
@@ -34,7 +34,7 @@ class Artifacts:
     error: Optional[str] = None
     directory: Optional[str] = None
     # Where a wrong result of this graph's program comes from, when a correctness tool found
-    # one: "lowering" / "fusion" / "codegen" / "unknown" (compiler.triage; its "triage" text).
+    # one: "lowering" / "fusion" / "codegen" / "unknown" (tritondiff.harness.triage; its "triage" text).
     stage: Optional[str] = None
     counters_at_begin: dict[str, int] = dataclasses.field(default_factory=dict, repr=False)
 

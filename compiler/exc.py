@@ -5,8 +5,10 @@ it as structured fields (the shape of Triton's ``OutOfResources(required, limit,
 """
 from __future__ import annotations
 
+from tritondiff.base.exc import TritondiffError
 
-class CompilerError(Exception):
+
+class CompilerError(TritondiffError):
     """Root of every error the compiler raises on purpose."""
 
 

@@ -24,8 +24,8 @@ from typing import Optional
 
 import triton
 
-from harness import device as _device
-from harness.launches import GRID_LIMITS
+from tritondiff.base import device as _device
+from tritondiff.base.limits import GRID_LIMITS
 
 from .config import config
 from .exc import ConfigError

@@ -452,3 +452,46 @@ def realize(x: IRNode) -> IRNode:
         if strided is not None:
             return strided
     return Pointwise.create(x.make_loader(), x.get_size(), x.get_dtype())
+
+
+# --------------------------------------------------------------------------- a lowered graph
+
+@dataclasses.dataclass
+class OutputSpec:
+    """One graph output: a buffer name, an input position, or a plain value."""
+
+    kind: str  # "buffer" | "input" | "value"
+    name: Optional[str] = None
+    position: Optional[int] = None
+    value: Any = None
+
+
+@dataclasses.dataclass
+class LoweredGraph:
+    """What lowering hands to the scheduler."""
+
+    name: str
+    inputs: list  # per placeholder: InputBuffer, or None for a non-tensor argument
+    constants: list[InputBuffer]
+    nodes: list  # ComputedBuffer | ExternKernel, in a valid execution order
+    buffers: dict[str, Buffer]
+    outputs: list[OutputSpec]
+    fx_code: str
+    single_output: bool = False  # the graph returns one value, not a tuple (make_fx graphs)
+
+    def computed(self) -> list[ComputedBuffer]:
+        return [n for n in self.nodes if isinstance(n, ComputedBuffer)]
+
+
+def fill_template(template: tuple, values: list) -> tuple:
+    """An extern call's (args, kwargs) with each TensorArg replaced by ``values[i]``."""
+    def fill(a):
+        if isinstance(a, TensorArg):
+            return values[a.i]
+        if isinstance(a, (list, tuple)):
+            return type(a)(fill(x) for x in a)
+        if isinstance(a, dict):
+            return {k: fill(v) for k, v in a.items()}
+        return a
+    args, kwargs = template
+    return fill(args), fill(kwargs)

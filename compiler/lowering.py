@@ -11,64 +11,22 @@ metadata resolved from the actual inputs.
 """
 from __future__ import annotations
 
-import dataclasses
 import operator
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import sympy
 import torch
 import torch.fx
 
-from harness import device as _device
+from tritondiff.base import device as _device
 
 from .config import config
 from .counters import counters
 from .exc import LoweringError, Unsupported
-from .ir import (Buffer, ComputedBuffer, ExternKernel, ExternOutput, InputBuffer, IRNode, Layout, Loops,
-                 Pointwise, StridedView, TensorArg, View, op_name, realize, use_graph)
-
-Lowering = Callable[..., Any]
-lowerings: dict[Any, Lowering] = {}
-
-
-def register_lowering(*targets: Any) -> Callable[[Lowering], Lowering]:
-    """Register ``fn`` for ops: an ``OpOverload`` or a packet (all its overloads)."""
-    def decorator(fn: Lowering) -> Lowering:
-        for target in targets:
-            if isinstance(target, torch._ops.OpOverloadPacket):
-                for overload in target.overloads():
-                    lowerings.setdefault(getattr(target, overload), fn)
-            else:
-                lowerings[target] = fn
-        return fn
-    return decorator
-
-
-@dataclasses.dataclass
-class OutputSpec:
-    """One graph output: a buffer name, an input position, or a plain value."""
-
-    kind: str  # "buffer" | "input" | "value"
-    name: Optional[str] = None
-    position: Optional[int] = None
-    value: Any = None
-
-
-@dataclasses.dataclass
-class LoweredGraph:
-    """What lowering hands to the scheduler."""
-
-    name: str
-    inputs: list  # per placeholder: InputBuffer, or None for a non-tensor argument
-    constants: list[InputBuffer]
-    nodes: list  # ComputedBuffer | ExternKernel, in a valid execution order
-    buffers: dict[str, Buffer]
-    outputs: list[OutputSpec]
-    fx_code: str
-    single_output: bool = False  # the graph returns one value, not a tuple (make_fx graphs)
-
-    def computed(self) -> list[ComputedBuffer]:
-        return [n for n in self.nodes if isinstance(n, ComputedBuffer)]
+from .ir import (Buffer, ComputedBuffer, ExternKernel, ExternOutput, InputBuffer, IRNode, Layout, LoweredGraph,
+                 Loops, OutputSpec, Pointwise, StridedView, TensorArg, View, fill_template, op_name, realize,
+                 use_graph)
+from .lowerings.registry import Lowering, lowerings, register_lowering  # the package's import fills it
 
 
 def _is_tensor(x: Any) -> bool:
@@ -241,7 +199,7 @@ class GraphLowering:
         if meta is not None and self._resolvable(meta):
             return meta
         metas = [x.layout.meta() if isinstance(x, (Buffer, StridedView)) else None for x in inputs]
-        args, kwargs = _fill(template, metas)
+        args, kwargs = fill_template(template, metas)
         try:
             return target(*args, **kwargs)
         except Exception as e:  # noqa: BLE001  (any failure means: no usable metadata)
@@ -330,21 +288,6 @@ def _has_ir(args: Any, kwargs: Any) -> bool:
     return walk(args) or walk(kwargs)
 
 
-def _fill(template: tuple, values: list) -> tuple:
-    def fill(a):
-        if isinstance(a, TensorArg):
-            return values[a.i]
-        if isinstance(a, (list, tuple)):
-            return type(a)(fill(x) for x in a)
-        if isinstance(a, dict):
-            return {k: fill(v) for k, v in a.items()}
-        return a
-    args, kwargs = template
-    return fill(args), fill(kwargs)
-
-
-fill_template = _fill
-
 _SYM_QUERIES = {"sym_size", "sym_stride", "sym_numel", "sym_storage_offset"}
 
 
@@ -368,7 +311,6 @@ def _sym_query(target: Any, args: tuple) -> int:
 
 def lower_graph(gm: torch.fx.GraphModule, args: Sequence[Any], name: str) -> LoweredGraph:
     """Lower ``gm`` for the concrete ``args`` (tensors and ints, as the graph will be called)."""
-    from . import lowerings  # noqa: F401  (fills the registry)
     return GraphLowering(gm, args, name).run()
 
 

@@ -17,6 +17,7 @@ from .lowering import lower_graph
 from .runtime import Executable
 from .scheduler import describe as describe_schedule
 from .scheduler import schedule
+from .templates import fuse_templates
 
 
 def compile_graph(gm: torch.fx.GraphModule, args: Sequence[Any], name: str) -> Executable:
@@ -24,7 +25,7 @@ def compile_graph(gm: torch.fx.GraphModule, args: Sequence[Any], name: str) -> E
     run = _Steps(name, args)
     run.record("graph", gm.code)                              # the ATen graph as AOTAutograd handed it over
     lowered = run("lowered", lower_graph, gm, args, name)     # FX nodes -> Pointwise / Reduction / Extern IR
-    sched = run("scheduled", schedule, lowered)               # inline producers, fuse kernel groups, order steps
+    sched = run("scheduled", schedule, lowered, fuse_templates)  # inline, fuse kernel groups and GEMM epilogues, order
     generated = run("triton", generate, sched, lowered, name)  # Triton source: tiles and reduction strategies
     executable = run("plan", Executable, lowered, sched, generated)  # buffers, launches, extern calls
     return run.finish(executable)

@@ -19,19 +19,21 @@ import weakref
 from typing import Any, Callable, Optional, Sequence
 
 import torch
-import torch.utils.deterministic as _deterministic
 
-from harness import device as _device
-from kernels import launch as _launch
+from tritondiff.base import device as _device
+from tritondiff.kernels import launch as _launch
 
 from .codegen import GeneratedModule, KernelSpec
-from .config import config
+from .buffers import FAST_EMPTY as _FAST_EMPTY
+from .buffers import alloc as _alloc
+from .buffers import allocations_watched as _allocations_watched
+from .config import compile_options, config
 from .counters import counters
 from . import layouts
 from .eager import evaluate_node, storage_view, write
 from .exc import CompilerError, KernelCompileError
 from .ir import Buffer, ComputedBuffer, ExternKernel, ExternOutput, InputBuffer, Layout, MemoryResolver, StridedView
-from .lowering import LoweredGraph, fill_template
+from .ir import LoweredGraph, fill_template
 from .scheduler import KernelGroup, Schedule, _extern_reads
 from .templates import runtime as _gemm_runtime
 from .templates.gemm import GemmTemplate
@@ -61,15 +63,6 @@ def load_module(source: str, name: str) -> tuple[types.ModuleType, str]:
     return module, path
 
 
-def compile_options() -> dict:
-    """Triton compile options of every generated launch (kernels and GEMM templates).
-
-    Part of the autotune key too (``templates.runtime``): a kernel compiled with other options
-    is another binary.  ``config.cache_key()`` already covers the knobs behind them.
-    """
-    return {"enable_fp_fusion": config.fp_fusion}
-
-
 @contextlib.contextmanager
 def _quiet_numpy():
     """The interpreter computes masked-off lanes too (x / 0 there is expected): silence numpy."""
@@ -84,35 +77,6 @@ def _quiet_numpy():
         yield
 
 
-def _alloc(layout: Layout) -> torch.Tensor:
-    """An uninitialised buffer on the execution device.  Through the C++ entry points Inductor's wrappers
-    allocate with where this torch has them (a third of ``torch.empty_strided``'s host time), unless
-    something watches allocations: those entry points skip the dispatcher, so neither the harness's NaN
-    poisoning (deterministic ``fill_uninitialized_memory``) nor its zero-fill dispatch mode would see the
-    buffer, and an output a kernel leaves half written would go unreported."""
-    fast = _FAST_EMPTY.get(_device.MODE)
-    if fast is not None and not _allocations_watched():
-        return fast(layout.size, layout.stride, layout.dtype)
-    return torch.empty_strided(layout.size, layout.stride, dtype=layout.dtype, device=_device.torch_device())
-
-
-def _allocations_watched() -> bool:
-    """A dispatch mode is active, or torch fills fresh memory (deterministic mode's NaN fill)."""
-    if _dispatch_stack_len is None or _dispatch_stack_len():
-        return True
-    return torch.are_deterministic_algorithms_enabled() and _deterministic.fill_uninitialized_memory
-
-
-_dispatch_stack_len = getattr(torch._C, "_len_torch_dispatch_stack", None)
-
-
-def _fast_empty() -> dict:
-    guards = getattr(getattr(torch._C, "_dynamo", None), "guards", None)
-    found = {"cuda": getattr(guards, "_empty_strided_cuda", None), "interpreter": getattr(guards, "_empty_strided_cpu", None)}
-    return {mode: fn for mode, fn in found.items() if fn is not None}
-
-
-_FAST_EMPTY = _fast_empty()      # device mode -> fn(size, stride, dtype) (the current CUDA device / the CPU)
 
 
 def _compiled_launches() -> bool:
@@ -173,7 +137,7 @@ class Semaphores:
         if t is None:
             where = torch.device("cuda", device) if _device.MODE == "cuda" else _device.torch_device()
             t = self._made[key] = torch.zeros(numel, dtype=dtype, device=where)
-            counters["semaphores_made"] += 1     # a debug count; compiler.subjects asks semaphores_made_since
+            counters["semaphores_made"] += 1     # a debug count; tritondiff.harness.subjects.compiler asks semaphores_made_since
         return t
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import NamedTuple, Optional, Union
+from typing import Callable, NamedTuple, Optional, Union
 
 import sympy
 
@@ -35,12 +35,12 @@ from .config import config
 from .counters import counters
 from .exc import CodegenError
 from .ir import ComputedBuffer, ExternKernel, Pointwise, Reduction, StridedView
-from .lowering import LoweredGraph
+from .ir import LoweredGraph
 
 XSYM = indexing.index_symbol("xindex")
 RSYM = indexing.index_symbol("rindex")
 
-log = logging.getLogger("compiler.scheduler")
+log = logging.getLogger(__name__)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -282,8 +282,9 @@ def _extern_reads(kernel: ExternKernel) -> list[str]:
     return names
 
 
-def schedule(graph: LoweredGraph) -> Schedule:
-    """Inline, fuse and order ``graph``'s nodes."""
+def schedule(graph: LoweredGraph, *passes: "SchedulePass") -> Schedule:
+    """Inline, fuse and order ``graph``'s nodes; then, with fusion on, run ``passes`` over the result
+    in order (the pipeline passes the GEMM templates' fusion, ``templates.fuse_templates``)."""
     output_names = {o.name for o in graph.outputs if o.kind == "buffer"}
     computed = graph.computed()
     extern_read = {n for k in graph.nodes if isinstance(k, ExternKernel) for n in _extern_reads(k)}
@@ -300,18 +301,16 @@ def schedule(graph: LoweredGraph) -> Schedule:
     for i, g in enumerate(g for g in steps if isinstance(g, KernelGroup)):
         g.name = f"k{i}"
     stored = _stored(steps, snodes, output_names, extern_read)
-    # --- GEMM templates (compiler.templates.epilogue): absorb pointwise consumers as epilogues.
+    sched = Schedule(steps, inlined, stored, snodes, refused)
     if config.fusion:
-        from .templates.epilogue import fuse_epilogues
-        inputs = {b.name for b in graph.inputs if b is not None} | {c.name for c in graph.constants}
-        steps = fuse_epilogues(steps, inputs, output_names, refused)
-        from .templates.gemm import GemmTemplate
-        from .templates.row_reductions import fuse_row_reductions
-        steps = fuse_row_reductions(steps, output_names, refused)
-        folded = {p.name for s in steps if isinstance(s, GemmTemplate) for p in s.row_reduction_nodes}
-        stored = frozenset(stored - folded)                  # registers of the template now, never written
-    # --- end GEMM templates
-    return Schedule(steps, inlined, stored, snodes, refused)
+        for fuse in passes:
+            sched = fuse(sched, graph)
+    return sched
+
+
+#: A fusion pass over a finished schedule (GEMM templates absorbing their consumers): it returns the
+#: new schedule and appends each fusion it refuses to ``Schedule.refused``.
+SchedulePass = Callable[[Schedule, LoweredGraph], Schedule]
 
 
 def _decide_inlining(computed: list[ComputedBuffer], outputs: set, extern_read: set) -> frozenset:

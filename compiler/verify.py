@@ -15,7 +15,7 @@ import torch
 from .eager import nan_safe_equal
 from .exc import VerificationError
 from .ir import ComputedBuffer
-from .lowering import LoweredGraph
+from .ir import LoweredGraph
 from .scheduler import Schedule
 
 

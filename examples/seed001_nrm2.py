@@ -21,7 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
-from harness import subject, tensor
+from tritondiff import subject, tensor
 
 # The notebook's kernels square in float32 without scaling, so |x| ~ 1e20 (float32 near
 # its max included) overflows and |x| ~ 1e-38 underflows: real limits of these kernels

@@ -20,7 +20,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 from hypothesis.strategies import SearchStrategy
 
-from . import device  # noqa: F401  (subject files define @triton.jit kernels after importing the API)
+from tritondiff.base import device  # noqa: F401  (subject files define @triton.jit kernels after importing the API)
+from . import hunters
 from .exc import InvalidSubject
 
 #: Dtypes a tensor input may be drawn in, by name.
@@ -35,7 +36,7 @@ LAYOUTS = ("contiguous", "transposed", "strided", "offset", "expanded")
 VALUE_FAMILIES = ("normal", "uniform_pos", "large_offset", "large", "near_max", "tiny", "zeros", "integer")
 
 #: Hazard hunters that can be switched off by name.
-HAZARDS = ("autotune", "poison", "mutation", "idempotence", "bounds", "canary", "isolation")
+HAZARDS = hunters.NAMES
 
 
 @dataclasses.dataclass(frozen=True)

@@ -35,7 +35,7 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
-from . import device
+from tritondiff.base import device
 from .exc import UsageError
 from .launches import base_function, patch_method
 

@@ -50,7 +50,7 @@ import zlib
 from collections import Counter, deque
 from typing import Callable, Sequence, TextIO
 
-from . import device
+from tritondiff.base import device
 from . import huge as huge_shapes
 from .api import HAZARDS, Subject
 from .config import config
@@ -111,7 +111,7 @@ def resolve_targets(targets: Sequence[str]) -> list[Subject]:
     if not targets:
         out = list(bundled().values())
         if not out:
-            raise UsageError("no bundled subjects yet (kernels.subjects / compiler.subjects define none); "
+            raise UsageError("no bundled subjects yet (tritondiff.harness.subjects.kernels / tritondiff.harness.subjects.compiler define none); "
                              "name a subject file: tritondiff fuzz path/to/subjects.py")
     unique: dict[str, Subject] = {}
     for s in out:

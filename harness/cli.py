@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from tritondiff.base import exc as base_exc
+
 from .exc import HarnessError, UsageError
 
 
@@ -118,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                 _sanitize(args.dump)
             return code
         raise UsageError(f"tritondiff: unknown command {args.command!r}")
-    except UsageError as e:
+    except base_exc.UsageError as e:
         print(str(e).splitlines()[0] if str(e) else "tritondiff: usage error", file=sys.stderr)
         return 2
     except HarnessError as e:               # not the subject's failure (exit 1): the harness could not run it

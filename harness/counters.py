@@ -25,7 +25,7 @@ class Counters(collections.Counter):
         """A plain dict of full names (``harness.*``, ``compiler.*``): this process's counts, the
         compiler's when it is loaded, plus the counts merged from workers."""
         out = collections.Counter({f"harness.{k}": v for k, v in self.items()})
-        comp = sys.modules.get("compiler.counters")
+        comp = sys.modules.get("tritondiff.compiler.counters")
         snap = getattr(getattr(comp, "counters", None), "snapshot", None)
         if callable(snap):
             out.update({f"compiler.{k}": v for k, v in snap().items()})

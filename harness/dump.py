@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from . import device
+from tritondiff.base import device
 from .api import Subject
 from .case import Case
 from .counters import counters
@@ -165,8 +165,8 @@ REPRO = textwrap.dedent('''\
         parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
         parser.add_argument("--in-process", action="store_true", help="do not isolate the run in a worker")
         args = parser.parse_args()
-        os.environ["TRITONDIFF_DEVICE"] = args.device      # read by harness.device at import
-        from harness.replay import replay_dump
+        os.environ["TRITONDIFF_DEVICE"] = args.device      # read by tritondiff.base.device at import
+        from tritondiff.harness.replay import replay_dump
 
         return replay_dump(HERE, isolate=not args.in_process)
 

@@ -1,12 +1,19 @@
-"""The harness's exception hierarchy: every error it raises derives from HarnessError."""
+"""The harness's exception hierarchy: every error it raises derives from HarnessError.
+
+Usage errors also derive from the base layer's :class:`~tritondiff.base.exc.UsageError`, which
+is what the CLI turns into exit code 2 (a bad config value, :class:`ConfigError`, is one too).
+"""
 from __future__ import annotations
 
+from tritondiff.base import exc as _base
+from tritondiff.base.exc import ConfigError, GridLimitExceeded  # noqa: F401  (re-exported)
 
-class HarnessError(Exception):
+
+class HarnessError(_base.TritondiffError):
     """Root of every error the harness raises on purpose."""
 
 
-class UsageError(HarnessError):
+class UsageError(HarnessError, _base.UsageError):
     """A user gave the harness something it cannot use (bad flag, bad file, bad spec)."""
 
 
@@ -43,17 +50,6 @@ class WorkerStartupError(HarnessError):
         self.log_tail = log_tail
 
 
-class ConfigError(UsageError):
-    """A config knob got a value it cannot take (from the environment or ``config.patch``).
-
-    ``knob`` names the knob or environment variable; the message says what is wrong and what it takes.
-    """
-
-    def __init__(self, message: str, *, knob: str):
-        super().__init__(message)
-        self.knob = knob
-
-
 class HugeShapesUnavailable(UsageError):
     """Huge-shape mode (inputs past 2^31 elements) cannot run here: no CUDA device, no dim to draw
     past 2^31, or not enough free memory.  ``reason`` is the short why (a pytest skip reason)."""
@@ -63,13 +59,11 @@ class HugeShapesUnavailable(UsageError):
         self.reason = reason
 
 
-class GridLimitExceeded(HarnessError):
-    """A kernel launch asks for more programs along a grid axis than CUDA allows (2^31 - 1 along axis 0,
-    65,535 along axes 1 and 2).  Raised before the launch runs, in both modes: on a GPU such a launch
-    fails, and in the interpreter it would run where the GPU cannot (or take hours)."""
+class SubjectFailed(HarnessError):
+    """:func:`tritondiff.check` found a failure: ``result`` is the :class:`~harness.explore.SubjectResult`
+    (failure class, message, the shrunk case and its dump folder with a standalone repro)."""
 
-    def __init__(self, kernel: str, grid: tuple, axis: int, limit: int):
-        super().__init__(f"kernel {kernel} launched with grid {tuple(grid)}: {grid[axis]:,} programs along axis "
-                         f"{axis}, CUDA allows at most {limit:,} there; fold the excess into axis 0 or loop "
-                         "inside the kernel")
-        self.kernel, self.grid, self.axis, self.limit = kernel, tuple(grid), axis, limit
+    def __init__(self, result):
+        super().__init__(f"{result.subject}: {result.failure_class}: {result.message}\n"
+                         f"case: {result.case.describe() if result.case else '?'}\ndump: {result.dump}")
+        self.result = result

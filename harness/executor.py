@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Protocol
 
+from . import hunters
 from .case import Case
 from .config import config
 from .counters import counters
@@ -69,7 +70,7 @@ class Isolated:
 
     def prepare(self, subject_ref: dict) -> None:
         """Start the worker and import the subject there, untimed by the example's hang timeout."""
-        res = self.worker.call("harness.executor:prepare", subject_ref, timeout=max(300.0, self.timeout_s))
+        res = self.worker.call("tritondiff.harness.executor:prepare", subject_ref, timeout=max(300.0, self.timeout_s))
         if res.status != "ok":
             raise HarnessError(f"the worker could not load subject {subject_ref['name']!r}:\n{res.error}")
         self._prepared = (self.worker.pid, subject_ref["name"], subject_ref["file"])
@@ -80,7 +81,7 @@ class Isolated:
         limit = self.timeout_s if timeout_s is None else min(timeout_s, self.timeout_s)
         if getattr(self, "_prepared", None) != (self.worker.pid, subject_ref["name"], subject_ref["file"]):
             self.prepare(subject_ref)         # a fresh worker (first call, or after a crash) imports first
-        res = self.worker.call("harness.executor:execute", subject_ref, case.to_json(), sorted(hazards),
+        res = self.worker.call("tritondiff.harness.executor:execute", subject_ref, case.to_json(), sorted(hazards),
                                timeout=limit)
         if res.status == "hang" and limit < self.timeout_s:
             return Verdict("budget", message="stopped at the end of the budget", seconds=res.seconds)
@@ -104,7 +105,7 @@ class Isolated:
 
 def make_executor(hazards: frozenset, timeout_s: float | None = None) -> Executor:
     """A worker-isolated executor (hang timeout ``timeout_s``, default the config's) unless isolation is off."""
-    return Isolated(timeout_s) if "isolation" in hazards else InProcess()
+    return Isolated(timeout_s) if hunters.isolated(hazards) else InProcess()
 
 
 def _first_line(text: str | None) -> str:

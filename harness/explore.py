@@ -27,14 +27,15 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, reject, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis.database import DirectoryBasedExampleDatabase
 
-from .api import Subject
+from .api import Subject, registry
 from .case import Case
 from .config import config
 from .counters import counters
 from .coverage import ALLOWANCES, CoverageTally
 from .dump import write_dump
+from .exc import SubjectFailed, UsageError
 from .executor import Executor, make_executor
-from .loader import ref
+from .loader import bundled, ref
 from .runner import Verdict, enabled_hazards
 from .strategies import cases, example_cost
 
@@ -203,6 +204,27 @@ def explore(subject: Subject, *, budget_s: float | None = None, max_examples: in
         result.case, result.verdict = case, verdict
         result.dump = write_dump(out_dir, subject, subject_ref, case, verdict, seed=seed, hazards=hazards)
         verdict.dump = result.dump
+    return result
+
+
+def check(subject: Subject | str, **options) -> SubjectResult:
+    """Fuzz ``subject`` (a :class:`Subject`, or the name of a registered or bundled one) as
+    :func:`explore` does, with the same keyword options; return the passing result, or raise
+    :class:`~harness.exc.SubjectFailed` carrying the failing one."""
+    if isinstance(subject, str):
+        known = registry()
+        if subject not in known:             # the bundled subjects are heavy to import: only when needed
+            known = {**bundled(), **registry()}
+        if subject not in known:
+            raise UsageError(f"no subject named {subject!r}: declare it with @subject(...) (or import the file "
+                             "that does) before check({subject!r})")
+        subject = known[subject]
+    if not isinstance(subject, Subject):
+        raise UsageError(f"check() takes a @subject-declared function or a subject's name, got "
+                         f"{type(subject).__name__}; declare the kernel's entry point with @subject(...)")
+    result = explore(subject, **options)
+    if result.status != "pass":
+        raise SubjectFailed(result)
     return result
 
 

@@ -1,4 +1,4 @@
-"""The pre-merge gate: ``python -m harness.gate [--junit-dir DIR]`` (what ``.ci/run`` runs).
+"""The pre-merge gate: ``python -m tritondiff.harness.gate [--junit-dir DIR]`` (what ``.ci/run`` runs).
 
 Three parts, each one pytest invocation with its own JUnit XML file:
 
@@ -131,7 +131,7 @@ def run_gate(parts: tuple[Part, ...] = PARTS, *, junit_dir: str, cwd: str = ROOT
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.gate", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tritondiff.harness.gate", description=__doc__.splitlines()[0])
     parser.add_argument("--junit-dir", default=os.path.join("reports", "junit"),
                         help="where the JUnit XML files go (default reports/junit)")
     parser.add_argument("--part", action="append", choices=[p.key for p in PARTS],

@@ -37,7 +37,7 @@ import dataclasses
 import math
 from typing import Any, Callable, Iterable
 
-from . import device
+from tritondiff.base import device
 from .api import Constant, Subject, TensorSpec
 from .exc import HugeShapesUnavailable, UsageError
 

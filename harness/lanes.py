@@ -25,7 +25,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Iterator
 
-from . import device
+from tritondiff.base import device
 from .config import config
 from .api import Subject
 from .case import Case
@@ -154,13 +154,13 @@ class LaneExecutor(Isolated):
         """Start the worker and run the warm-up example (idempotent while the worker lives)."""
         if self._warm_pid is None or self.worker.pid != self._warm_pid:
             t0 = time.monotonic()
-            self._call("harness.lanes:warm_up")
+            self._call("tritondiff.harness.lanes:warm_up")
             self._warm_pid = self.worker.pid
             self.start_cost = time.monotonic() - t0
 
     def prepare(self, subject_ref: dict) -> None:
         self.warm()
-        self._call("harness.executor:prepare", subject_ref)
+        self._call("tritondiff.harness.executor:prepare", subject_ref)
 
     def run(self, subject_ref: dict, case: Case, hazards: frozenset, timeout_s: float | None = None) -> Verdict:
         if self.stop.is_set():

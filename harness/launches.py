@@ -32,8 +32,8 @@ import threading
 import weakref
 from typing import Any, Callable, Iterable
 
-from . import device  # noqa: F401  (decides CUDA vs interpreter before triton is imported)
-from .exc import GridLimitExceeded
+from tritondiff.base import device  # noqa: F401  (decides CUDA vs interpreter before triton is imported)
+from tritondiff.base.limits import GRID_LIMITS, check_grid  # noqa: F401  (GRID_LIMITS re-exported)
 
 import triton  # noqa: E402
 from triton.runtime.jit import JITFunction  # noqa: E402
@@ -345,17 +345,6 @@ def _ints(grid: Any) -> tuple:
             except Exception:  # noqa: BLE001
                 out.append(str(g))
     return tuple(out)
-
-
-#: CUDA's limits on the programs of one launch along grid axes 0, 1 and 2.
-GRID_LIMITS = (2 ** 31 - 1, 65_535, 65_535)
-
-
-def check_grid(kernel: str, grid: tuple) -> None:
-    """Raise :class:`~harness.exc.GridLimitExceeded` before a launch whose grid CUDA would refuse."""
-    for axis, (n, limit) in enumerate(zip(grid, GRID_LIMITS)):
-        if isinstance(n, int) and n > limit:
-            raise GridLimitExceeded(kernel, grid, axis, limit)
 
 
 def _make_launch(kernel: Any, fn: Callable, args: tuple, kwargs: dict, mode: str) -> Launch:

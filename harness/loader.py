@@ -12,7 +12,7 @@ from .api import Subject, registry
 from .exc import UsageError
 
 #: Modules holding the bundled subjects; each is imported when listed.
-BUNDLED_MODULES = ("kernels.subjects", "compiler.subjects", "compiler.subjects_gemm")
+BUNDLED_MODULES = ("tritondiff.harness.subjects.kernels", "tritondiff.harness.subjects.compiler", "tritondiff.harness.subjects.compiler_gemm")
 
 
 def load_file(path: str) -> ModuleType:
@@ -51,24 +51,30 @@ def load_file(path: str) -> ModuleType:
 
 
 def _package_module(path: str) -> str | None:
-    """``pkg.sub.mod`` when ``path`` sits in a package that imports as ``pkg`` from this very folder -- its top
-    folder is on ``sys.path``, or an installed (e.g. editable) package resolves to it -- else None."""
+    """``pkg.sub.mod`` when ``path`` sits in a package that imports from this very folder -- its top
+    folder is on ``sys.path``, or an installed (e.g. editable) package resolves to it, also under
+    another name (``harness/`` installs as ``tritondiff.harness``) -- else None."""
     folder, parts = os.path.dirname(path), [os.path.splitext(os.path.basename(path))[0]]
     while os.path.exists(os.path.join(folder, "__init__.py")):
         parts.insert(0, os.path.basename(folder))
         folder = os.path.dirname(folder)
     if len(parts) == 1:
         return None
-    roots = {os.path.abspath(p or os.getcwd()) for p in sys.path}
-    if folder in roots:
-        return ".".join(parts)
+    here = os.path.realpath(os.path.join(folder, parts[0]))
+    for name in (f"tritondiff.{parts[0]}", parts[0]):      # this project's folders install under tritondiff.
+        if _package_at(name) == here:
+            return ".".join([name, *parts[1:]])
+    return None
+
+
+def _package_at(name: str) -> str | None:
+    """The folder package ``name`` imports from here, without importing it (its parent is imported)."""
     try:
-        spec = importlib.util.find_spec(parts[0])
+        spec = importlib.util.find_spec(name)
     except (ImportError, ValueError):
         return None
-    here = os.path.realpath(os.path.join(folder, parts[0]))
     locations = spec.submodule_search_locations if spec is not None else None
-    return ".".join(parts) if locations and here in {os.path.realpath(p) for p in locations} else None
+    return os.path.realpath(locations[0]) if locations else None
 
 
 def subjects_in(module: ModuleType) -> list[Subject]:

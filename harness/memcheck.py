@@ -31,7 +31,7 @@ import sys
 import tempfile
 from typing import Any, Callable
 
-from . import device
+from tritondiff.base import device
 from .config import config
 
 #: The record lines memcheck starts an error with (after the ``========= `` prefix).

@@ -411,3 +411,31 @@ def _tail_block(first: int, n: int) -> int | None:
             return b
         b *= 2
     return None
+
+
+def has_new_nan(output: Any, truth: Any) -> bool:
+    """Some floating output element is NaN where the truth's is not."""
+    for c, t in zip(flatten(output), flatten(truth)):
+        if isinstance(c, torch.Tensor) and c.dtype.is_floating_point and isinstance(t, torch.Tensor):
+            if bool((torch.isnan(c.cpu()) & ~torch.isnan(t.cpu())).any()):
+                return True
+    return False
+
+
+def bitwise_diff(x: Any, y: Any) -> tuple[str, str] | None:
+    """(kind, message) of the first output where two calls' results differ bit for bit (NaN matches NaN), or None."""
+    for i, (a, b) in enumerate(zip(flatten(x), flatten(y))):
+        if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+            if a.shape != b.shape or a.dtype != b.dtype:
+                return "shape", f"output {i} changed shape/dtype between calls"
+            a8, b8 = a.cpu().contiguous(), b.cpu().contiguous()
+            if a.dtype.is_floating_point:
+                same = (a8 == b8) | (torch.isnan(a8) & torch.isnan(b8))
+            else:
+                same = a8 == b8
+            if not bool(same.all()):
+                kind, where = locate(~same)
+                return f"out{i}:{kind}", f"output {i}: {int((~same).sum())} element(s) differ, {where}"
+        elif a != b:
+            return f"out{i}:scalar", f"output {i}: {a!r} vs {b!r}"
+    return None

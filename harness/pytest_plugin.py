@@ -96,8 +96,8 @@ def _activate(config) -> None:
     workerinput = getattr(config, "workerinput", None)
     config._tritondiff_run = (workerinput or {}).get("testrunuid") or uuid.uuid4().hex
     if _profile(config).huge:
-        from harness.exc import HugeShapesUnavailable
-        from harness.huge import require_cuda
+        from tritondiff.harness.exc import HugeShapesUnavailable
+        from tritondiff.harness.huge import require_cuda
 
         try:
             require_cuda("the gpu_huge profile's huge shapes")
@@ -109,7 +109,7 @@ def _activate(config) -> None:
 def _profile(config) -> Profile:
     name = config.getoption("--tritondiff-profile")
     if name is None:
-        from harness.config import config as harness_config
+        from tritondiff.harness.config import config as harness_config
 
         name = harness_config.profile
     if name not in PROFILES:
@@ -120,7 +120,7 @@ def _profile(config) -> Profile:
 def _out_dir(config) -> str:
     base = config.getoption("--tritondiff-out")
     if base is None:
-        from harness.config import config as harness_config
+        from tritondiff.harness.config import config as harness_config
 
         base = harness_config.out_dir
     worker = getattr(config, "workerinput", {}).get("workerid")
@@ -145,11 +145,11 @@ class TritondiffFixture:
 
     def check(self, subject, **overrides):
         """Fuzz ``subject`` (a Subject or a registered name); fail the test on a finding."""
-        from harness.api import registry
-        from harness.config import config
-        from harness.explore import explore
-        from harness.coverage import CoverageTally
-        from harness.loader import bundled
+        from tritondiff.harness.api import registry
+        from tritondiff.harness.config import config
+        from tritondiff.harness.explore import explore
+        from tritondiff.harness.coverage import CoverageTally
+        from tritondiff.harness.loader import bundled
 
         if isinstance(subject, str):
             known = registry()
@@ -178,8 +178,8 @@ class TritondiffFixture:
 
     def _huge_plan(self, subject):
         """The subject's huge-shape plan; skips the test (with the reason) when it has none here."""
-        from harness.exc import HugeShapesUnavailable
-        from harness.huge import plan_on_device
+        from tritondiff.harness.exc import HugeShapesUnavailable
+        from tritondiff.harness.huge import plan_on_device
 
         try:
             return plan_on_device(subject)
@@ -190,9 +190,9 @@ class TritondiffFixture:
         return overrides.get("budget_s") or self.profile.budget_s
 
     def _record(self, subject, result, tally, overrides: dict) -> None:
-        from harness.loader import ref
-        from harness.store import FindingRecord, Store
-        from harness.strategies import example_cost
+        from tritondiff.harness.loader import ref
+        from tritondiff.harness.store import FindingRecord, Store
+        from tritondiff.harness.strategies import example_cost
 
         examples, skipped, coverage = tally.take()
         with Store(self.store_path) as store:
@@ -230,10 +230,11 @@ class _Active:
 
     def shared_worker(self, subject, disabled):
         """The shared isolated executor, or None where the subject runs in-process (isolation off)."""
-        from harness.executor import Isolated
-        from harness.runner import enabled_hazards
+        from tritondiff.harness import hunters
+        from tritondiff.harness.executor import Isolated
+        from tritondiff.harness.runner import enabled_hazards
 
-        if "isolation" not in enabled_hazards(subject, disabled):
+        if not hunters.isolated(enabled_hazards(subject, disabled)):
             return None
         if self._worker is None:
             self._worker = Isolated()

@@ -5,6 +5,9 @@ import json
 import os
 import sys
 
+from tritondiff.base import exc as base_exc
+
+from . import hunters
 from .case import Case
 from .exc import UsageError
 from .executor import InProcess, Isolated
@@ -31,7 +34,7 @@ def replay(path: str, *, isolate: bool = True):
     subject_ref = summary["subject_ref"]
     resolve(subject_ref)                      # fail early, in this process, if the subject is gone
     hazards = frozenset(summary.get("hazards", []))
-    executor = Isolated() if isolate and "isolation" in hazards else InProcess()
+    executor = Isolated() if isolate and hunters.isolated(hazards) else InProcess()
     try:
         verdict = executor.run(subject_ref, case, hazards)
     finally:
@@ -43,7 +46,7 @@ def replay_dump(path: str, *, isolate: bool = True) -> int:
     """Print the verdict of replaying ``path``; 1 while it still fails, 0 once fixed, 2 on usage errors."""
     try:
         summary, verdict = replay(path, isolate=isolate)
-    except UsageError as e:
+    except base_exc.UsageError as e:
         print(f"tritondiff replay: {str(e).splitlines()[0] if str(e) else 'usage error'}", file=sys.stderr)
         return 2
     was = summary.get("failure_class")

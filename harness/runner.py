@@ -19,63 +19,29 @@ of the graphs that example compiled or ran (the parent writes them into the dump
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import sys
 import time
 import traceback
-import warnings
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import device
-from .api import HAZARDS, Subject
+from tritondiff.base import device
+
+from . import hunters
+from .api import Subject
 from .case import Case
 from .config import config
 from .counters import counters
-from .oracle import Comparison, compare, flatten, locate
-from .tensors import guards_intact, materialize, torch_dtype
-
-MAX_CONFIGS_CHECKED = 8
-
-
-@dataclasses.dataclass
-class Verdict:
-    status: str                      # "pass" | "fail" | "skip" | "budget" (cut short, not judged)
-    failure_class: str | None = None
-    message: str = ""
-    location: str = "none"           # coarse, part of the signature
-    call: str = ""                   # which call diverged
-    details: dict = dataclasses.field(default_factory=dict)
-    launches: list = dataclasses.field(default_factory=list)
-    traceback: str | None = None
-    seconds: float = 0.0
-    dump: str | None = None
-    counters: dict = dataclasses.field(default_factory=dict)   # this example's debug counts (full names)
-    compiler: list = dataclasses.field(default_factory=list)   # failing only: artifacts of the graphs that ran
-
-    def signature(self, subject_name: str) -> str:
-        return f"{subject_name}|{self.failure_class}|{self.location}"
-
-
-@dataclasses.dataclass
-class CallResult:
-    output: Any = None
-    error: str | None = None
-    violations: list = dataclasses.field(default_factory=list)
-    canary: dict = dataclasses.field(default_factory=dict)
-    mutated: dict = dataclasses.field(default_factory=dict)
-    launches: list = dataclasses.field(default_factory=list)
-    tuned: list = dataclasses.field(default_factory=list)      # autotuners that benchmarked during the call
-    tuners: list = dataclasses.field(default_factory=list)     # autotuners called during the call
-
+from .oracle import Comparison, compare, flatten
+from .tensors import materialize, torch_dtype
+from .verdict import CallResult, Verdict, fail, first_label, last_line, second_label
 
 def enabled_hazards(subject: Subject, disabled: frozenset = frozenset()) -> frozenset:
     """The hazard hunters armed for ``subject``: all but ``disabled``, the subject's own ``disable`` and
     ``config.disabled_hazards`` (TRITONDIFF_DISABLE)."""
     off = set(disabled) | subject.disable | config.disabled_hazards
-    return frozenset(h for h in HAZARDS if h not in off)
+    return frozenset(h for h in hunters.NAMES if h not in off)
 
 
 # ---------------------------------------------------------------------------- inputs
@@ -108,91 +74,45 @@ def _detach(value: Any) -> Any:
     return value
 
 
-# ---------------------------------------------------------------------------- hazard contexts
-
-@contextlib.contextmanager
-def poisoned_allocations():
-    """torch.empty & co. return NaN (floats) / the dtype's max (ints) while active."""
-    import torch.utils.deterministic as det
-
-    was, was_warn, was_fill = (torch.are_deterministic_algorithms_enabled(),
-                               torch.is_deterministic_algorithms_warn_only_enabled(), det.fill_uninitialized_memory)
-    torch.use_deterministic_algorithms(True, warn_only=True)
-    det.fill_uninitialized_memory = True
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        torch.use_deterministic_algorithms(was, warn_only=was_warn)
-        det.fill_uninitialized_memory = was_fill
-
-
-class _ZeroFill(TorchDispatchMode):
-    """Zero every fresh allocation: the control run that tells uninitialised reads apart."""
-
-    _EMPTY = {torch.ops.aten.empty.memory_format, torch.ops.aten.empty_strided.default,
-              torch.ops.aten.empty_like.default, torch.ops.aten.new_empty.default,
-              torch.ops.aten.new_empty_strided.default}
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        if func in self._EMPTY:
-            out.zero_()
-        return out
-
+# ---------------------------------------------------------------------------- one call
 
 def _instrumentation():
-    from . import autotuning, launches, sanitizer
+    from . import autotuning, launches
 
     autotuning.install_cpu_benchmarker()      # idempotent; lets triton.autotune tune in the interpreter
-    return autotuning, launches, sanitizer
+    return autotuning, launches
 
 
-def call_subject(subject: Subject, case: Case, hazards: frozenset, *, zero_fill: bool = False,
+def call_subject(subject: Subject, case: Case, hazards: frozenset, *, contexts: tuple = (),
                  fn: Callable | None = None, guard_fill: dict[str, tuple] | None = None) -> CallResult:
-    """One call of the candidate on freshly built inputs, with the enabled hazard hunters armed.
-    ``zero_fill`` zeroes fresh allocations instead of poisoning them; ``guard_fill`` puts other values
-    than the canary around the named inputs (both are control runs of a diagnosis)."""
-    autotuning, launches, sanitizer = _instrumentation()
+    """One call of the candidate on freshly built inputs, with the hunters in ``hazards`` armed.
+    ``contexts`` (context-manager factories) are entered around the call and ``guard_fill`` puts other
+    values than the canary around the named inputs: both are control runs of a diagnosis."""
+    autotuning, launches = _instrumentation()
+    armed = hunters.armed(hazards)
     res = CallResult()
-    kwargs = build_inputs(subject, case, guard="canary" in hazards, guard_fill=guard_fill)
-    snapshot = {k: v.clone() for k, v in kwargs.items()
-                if isinstance(v, torch.Tensor) and "mutation" in hazards and k not in subject.mutates}
+    kwargs = build_inputs(subject, case, guard=any(h.guards_inputs() for h in armed), guard_fill=guard_fill)
+    call = hunters.Call(subject, kwargs, res)
     with contextlib.ExitStack() as stack:
         rec = stack.enter_context(launches.record_launches())
         watch = stack.enter_context(autotuning.tuning_watch())
-        checker = (stack.enter_context(sanitizer.bounds_checking())
-                   if "bounds" in hazards and device.is_interpreter() else None)
-        if zero_fill:
-            stack.enter_context(_ZeroFill())
-        elif "poison" in hazards:
-            stack.enter_context(poisoned_allocations())
+        for hunter in armed:
+            hunter.arm(call, stack)
+        for context in contexts:
+            stack.enter_context(context())
         try:
             res.output = _detach((fn or subject.fn)(**kwargs))
             if device.MODE == "cuda":
                 torch.cuda.synchronize()
         except Exception:  # noqa: BLE001 - any exception of the subject is a finding
             res.error = traceback.format_exc(limit=20)
-    res.violations = [v.message() for v in (checker.violations if checker else [])]
     res.launches = [launch.to_json() for launch in rec.launches]
     res.tuned = [autotuning.describe(t) for t in watch.tuned]
     res.tuners = list(watch.used)
     counters["kernels_launched"] += sum(1 for la in rec.launches if not la.tuning_trial)
     counters["tuning_trials"] += sum(1 for la in rec.launches if la.tuning_trial)
-    if "canary" in hazards:
-        for k, v in kwargs.items():
-            if isinstance(v, torch.Tensor):
-                msg = guards_intact(v)
-                if msg:
-                    res.canary[k] = msg
-    for k, before in snapshot.items():
-        after = kwargs[k]
-        same = (after == before) | (torch.isnan(after) & torch.isnan(before)) if after.dtype.is_floating_point \
-            else after == before
-        if not bool(same.all()):
-            kind, where = locate(~same)
-            res.mutated[k] = f"{int((~same).sum())} element(s) changed, {where}"
+    for hunter in armed:
+        hunter.observe(call)
     return res
 
 
@@ -204,7 +124,7 @@ def run_case(subject: Subject, case: Case, hazards: frozenset | None = None) -> 
     The verdict carries the example's counter increments and, when it fails, the compiler
     artifacts of the graphs that ran (see :func:`compiler_artifacts`)."""
     before = counters.snapshot()
-    compiler_dump = sys.modules.get("compiler.dump")
+    compiler_dump = sys.modules.get("tritondiff.compiler.dump")
     if compiler_dump is not None:
         compiler_dump.forget_ran()
     verdict = _run_case(subject, case, hazards)
@@ -223,7 +143,7 @@ def compiler_artifacts() -> list[dict]:
     """The compiler's artifacts (graph, IR, Triton source, plan, counters, error) of the graphs
     compiled or run since the example began, newest kept first when the size bound bites;
     [] when no compiled code ran."""
-    compiler_dump = sys.modules.get("compiler.dump")
+    compiler_dump = sys.modules.get("tritondiff.compiler.dump")
     ran = getattr(compiler_dump, "ran_artifacts", None)
     if not callable(ran):
         return []
@@ -360,198 +280,75 @@ def _oracle(subject: Subject, out: Any, ref: Reference) -> Comparison:
     return cmp
 
 
-def _fail(klass: str, message: str, call: str, res: CallResult, location: str = "none", **details) -> Verdict:
-    return Verdict("fail", klass, message, location, call, details, res.launches, res.error)
+class _Example:
+    """The example being judged, as the hunters see it (:class:`hunters.Example`)."""
+
+    def __init__(self, subject: Subject, case: Case, hazards: frozenset, ref: Reference):
+        self.subject, self.case, self.hazards, self.ref = subject, case, hazards, ref
+
+    def call(self, hazards: frozenset, *, contexts: tuple = (), guard_fill: dict[str, tuple] | None = None) -> CallResult:
+        return call_subject(self.subject, self.case, hazards, contexts=contexts, guard_fill=guard_fill)
+
+    def oracle(self, output: Any) -> Comparison:
+        return _oracle(self.subject, output, self.ref)
+
+    def passes(self, output: Any) -> bool:
+        return self.oracle(output).passed
+
+    def truth(self) -> Any:
+        return self.ref.truth
+
+    def small_enough_for_control_runs(self) -> bool:
+        return self.case.total_numel() <= config.config_check_max_numel
 
 
 def _judge(subject: Subject, case: Case, hazards: frozenset, ref: Reference) -> Verdict:
-    autotuning, _, _ = _instrumentation()
-    if "autotune" in hazards:
-        autotuning.clear_caches()
+    """The hunt, in order: the first call (its own evidence, then its output), a second call where a
+    hunter wants one, then what the hunters check of calls that are both right."""
+    armed = hunters.armed(hazards)
+    ex = _Example(subject, case, hazards, ref)
+    for hunter in armed:
+        hunter.before_example()
     a = call_subject(subject, case, hazards)
-    label_a = "tuning call" if a.tuned else "first call"
-    broken = _broken(a, label_a)
+    label_a = first_label(a)
+    broken = _broken(a, label_a, armed)
     if broken:
         return broken
     cmp_a = _oracle(subject, a.output, ref)
-    b = None
-    if ("autotune" in hazards and a.tuners) or "idempotence" in hazards:
-        b = call_subject(subject, case, hazards)
+    b = call_subject(subject, case, hazards) if any(h.wants_second_call(a) for h in armed) else None
     if not cmp_a.passed:
-        return _diagnose_a(subject, case, hazards, a, b, cmp_a, ref)
+        return _first(h.diagnose(ex, a, b, cmp_a, label_a) for h in armed) or \
+            fail(cmp_a.failure_class, cmp_a.message, label_a, a, cmp_a.location, comparison=cmp_a.to_json())
     if b is not None:
-        label_b = "cached call" if a.tuners else "second call"
-        broken = _broken(b, label_b)
+        label_b = second_label(a)
+        broken = _broken(b, label_b, armed)
         if broken:
             return broken
         cmp_b = _oracle(subject, b.output, ref)
         if not cmp_b.passed:
-            if "autotune" in hazards and a.tuners:
-                # the winning config may be wrong alone while the tuning call's output was finished by
-                # the other configs' trials: a config that fails alone beside ones that pass is the finding
-                bad = _check_configs(subject, case, hazards, ref, a.tuners)
-                if bad is not None and bad.details.get("passing_configs"):
-                    return bad
             klass = "cached_call" if a.tuners else "second_call"
-            return _fail(klass, f"{label_b} diverged after a correct first call: {cmp_b.message}", label_b, b,
-                         cmp_b.location, comparison=cmp_b.to_json())
-        if subject.deterministic and "idempotence" in hazards:
-            diff = bitwise_diff(a.output, b.output)
-            if diff:
-                return _fail("nondeterministic", f"two calls on identical inputs differ bitwise: {diff[1]}",
-                             label_b, b, diff[0])
-    if "autotune" in hazards and a.tuners and case.total_numel() <= config.config_check_max_numel:
-        bad = _check_configs(subject, case, hazards, ref, a.tuners)
-        if bad:
-            return bad
-    return Verdict("pass", details={"comparison": cmp_a.to_json()}, launches=a.launches)
+            return _first(h.second_call_wrong(ex, a, b, cmp_b) for h in armed) or \
+                fail(klass, f"{label_b} diverged after a correct first call: {cmp_b.message}", label_b, b,
+                     cmp_b.location, comparison=cmp_b.to_json())
+    return _first(h.check_pass(ex, a, b) for h in armed) or \
+        Verdict("pass", details={"comparison": cmp_a.to_json()}, launches=a.launches)
 
 
-def _broken(res: CallResult, label: str) -> Verdict | None:
-    """The verdict of a call that touched memory it must not, or raised; None when its output can be judged."""
-    early = _memory_findings(res, label)
+def _first(verdicts: Iterable[Verdict | None]) -> Verdict | None:
+    """The first finding of a lazy sequence of hunters' answers (later hunters are not asked)."""
+    return next((v for v in verdicts if v is not None), None)
+
+
+def _broken(res: CallResult, label: str, armed: list) -> Verdict | None:
+    """The verdict of a call whose own evidence is a finding (memory touched that it must not be, an input
+    mutated) or that raised; None when its output can be judged."""
+    early = _first(h.call_finding(res, label) for h in armed)
     if early:
         return early
     if res.error:
-        return _fail("exception", _last_line(res.error), label, res, _exc_type(res.error))
+        return fail("exception", last_line(res.error), label, res, _exc_type(res.error))
     return None
-
-
-def _memory_findings(res: CallResult, label: str) -> Verdict | None:
-    if res.violations:
-        return _fail("out_of_bounds", f"{res.violations[0]}" + (f" (+{len(res.violations) - 1} more)"
-                     if len(res.violations) > 1 else ""), label, res, "bounds", violations=res.violations)
-    if res.canary:
-        name, msg = next(iter(res.canary.items()))
-        return _fail("out_of_bounds", f"write past the guard of input {name!r}: {msg}", label, res,
-                     "canary", canary=res.canary)
-    if res.mutated:
-        name, msg = next(iter(res.mutated.items()))
-        return _fail("input_mutation", f"input {name!r} was modified by the call ({msg}); declare "
-                     f"mutates=({name!r},) if that is intended", label, res, name, mutated=res.mutated)
-    return None
-
-
-def _diagnose_a(subject, case, hazards, a: CallResult, b: CallResult | None, cmp_a: Comparison,
-                ref: Reference) -> Verdict:
-    label = "tuning call" if a.tuned else "first call"
-    details = {"comparison": cmp_a.to_json()}
-    if cmp_a.failure_class == "nonfinite" and "poison" in hazards and _has_new_nan(a.output, ref.truth):
-        control = call_subject(subject, case, hazards - {"poison"}, zero_fill=True)
-        if not control.error and _oracle(subject, control.output, ref).passed:
-            return _fail("uninitialized", "output depends on uninitialised memory: with allocations poisoned "
-                         f"(NaN) it is wrong, with them zeroed it is right. {cmp_a.message}", label, a,
-                         cmp_a.location, **details)
-    if "canary" in hazards and _has_new_nan(a.output, ref.truth):
-        read = _canary_read(subject, case, hazards, a.output, ref.truth)
-        if read is not None:
-            name, side, cleared = read
-            return _fail("out_of_bounds", f"out-of-bounds read {side} input {name!r}: the kernel read its canary "
-                         f"guard (NaN): {cleared} output element(s) are NaN where the reference is finite, and not "
-                         f"NaN with that guard zero-filled. {cmp_a.message}",
-                         label, a, f"canary_read:{name}", canary_read={"tensor": name, "side": side,
-                                                                       "elements": cleared}, **details)
-    if a.tuned and b is not None and not b.error:
-        cmp_b = _oracle(subject, b.output, ref)
-        if cmp_b.passed:
-            return _fail("tuning_trial", f"the tuning call is wrong but the cached call is right: state leaked "
-                         f"across autotune trials of {', '.join(a.tuned)} (reset_to_zero / restore_value "
-                         f"missing?). {cmp_a.message}", label, a, cmp_a.location, **details)
-    if "autotune" in hazards and a.tuners:
-        bad = _check_configs(subject, case, hazards, ref, a.tuners)
-        if bad is not None and bad.details.get("passing_configs"):
-            return bad
-    return _fail(cmp_a.failure_class, cmp_a.message, label, a, cmp_a.location, **details)
-
-
-def _canary_read(subject, case, hazards, output, truth) -> tuple[str, str, int] | None:
-    """Which input's guard a NaN of ``output`` came from: (name, "past the end of" / "before the start
-    of" / "around", how many new-NaN elements it explains), or None.
-
-    Control runs, only for an output that has NaN where the truth has none: each floating input in
-    turn gets zero-filled guards instead of the NaN canary; the first whose zeros clear some of those
-    NaN is the tensor read out of bounds.  Then the side: the guard after it alone, else before it."""
-    new_nan = [torch.isnan(c.cpu()) & ~torch.isnan(t.cpu())
-               if isinstance(c, torch.Tensor) and c.dtype.is_floating_point and isinstance(t, torch.Tensor)
-               and c.shape == t.shape else None for c, t in zip(flatten(output), flatten(truth))]
-
-    def cleared(fill: dict) -> int:
-        res = call_subject(subject, case, hazards, guard_fill=fill)
-        if res.error:
-            return 0
-        n = 0
-        for mask, c in zip(new_nan, flatten(res.output)):
-            if mask is not None and isinstance(c, torch.Tensor) and c.shape == mask.shape:
-                n += int((mask & ~torch.isnan(c.cpu())).sum())
-        return n
-
-    for name, tc in case.tensors.items():
-        if name not in subject.inputs or not torch_dtype(tc.dtype).is_floating_point:
-            continue
-        both = cleared({name: (0.0, 0.0)})
-        if not both:
-            continue
-        if cleared({name: (None, 0.0)}):
-            return name, "past the end of", both
-        if cleared({name: (0.0, None)}):
-            return name, "before the start of", both
-        return name, "around", both
-    return None
-
-
-def _check_configs(subject, case, hazards, ref: Reference, tuners: list) -> Verdict | None:
-    """Run each config of each autotuner alone; report the first that diverges."""
-    autotuning, _, _ = _instrumentation()
-    failing, passing = [], []
-    first_bad = None
-    for tuner in tuners:
-        for cfg in list(tuner.configs)[:MAX_CONFIGS_CHECKED]:
-            with autotuning.forced_config(tuner, cfg):
-                res = call_subject(subject, case, hazards - {"autotune"})
-            name = f"{autotuning.describe(tuner)} with {cfg}"
-            ok = not res.error and _oracle(subject, res.output, ref).passed
-            (passing if ok else failing).append(name)
-            if not ok and first_bad is None:
-                first_bad = res
-    if not failing:
-        return None
-    cmp = None if first_bad.error else _oracle(subject, first_bad.output, ref)
-    why = _last_line(first_bad.error) if first_bad.error else cmp.message
-    return _fail("autotune_config", f"config(s) diverge when run alone: {'; '.join(failing)}. {why}",
-                 f"config {failing[0]}", first_bad, "config", failing_configs=failing, passing_configs=passing)
-
-
-def _has_new_nan(output: Any, truth: Any) -> bool:
-    for c, t in zip(flatten(output), flatten(truth)):
-        if isinstance(c, torch.Tensor) and c.dtype.is_floating_point and isinstance(t, torch.Tensor):
-            if bool((torch.isnan(c.cpu()) & ~torch.isnan(t.cpu())).any()):
-                return True
-    return False
-
-
-def bitwise_diff(x: Any, y: Any) -> tuple[str, str] | None:
-    """(kind, message) of the first output where two calls' results differ bit for bit (NaN matches NaN), or None."""
-    for i, (a, b) in enumerate(zip(flatten(x), flatten(y))):
-        if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-            if a.shape != b.shape or a.dtype != b.dtype:
-                return "shape", f"output {i} changed shape/dtype between calls"
-            a8, b8 = a.cpu().contiguous(), b.cpu().contiguous()
-            if a.dtype.is_floating_point:
-                same = (a8 == b8) | (torch.isnan(a8) & torch.isnan(b8))
-            else:
-                same = a8 == b8
-            if not bool(same.all()):
-                kind, where = locate(~same)
-                return f"out{i}:{kind}", f"output {i}: {int((~same).sum())} element(s) differ, {where}"
-        elif a != b:
-            return f"out{i}:scalar", f"output {i}: {a!r} vs {b!r}"
-    return None
-
-
-def _last_line(tb: str) -> str:
-    lines = [ln for ln in tb.strip().splitlines() if ln.strip()]
-    return lines[-1] if lines else tb
 
 
 def _exc_type(tb: str) -> str:
-    return _last_line(tb).split(":", 1)[0].strip().rsplit(".", 1)[-1] or "exception"
+    return last_line(tb).split(":", 1)[0].strip().rsplit(".", 1)[-1] or "exception"

@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from . import device
+from tritondiff.base import device
 from .exc import OutOfBoundsAccess
 from .launches import patch_method
 

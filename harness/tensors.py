@@ -29,7 +29,7 @@ from typing import Callable
 
 import torch
 
-from . import device
+from tritondiff.base import device
 from .case import TensorCase
 
 GUARD_ELEMENTS = 256

@@ -9,7 +9,7 @@ kernel file, keyed by :func:`arch_key`.  ``launch_overrides`` replaces single
 entries without editing the table, for tests (force a looped path on small
 inputs) and for GPU sweeps from the command line::
 
-    TRITONDIFF_KERNEL_LAUNCH="nrm2.block_bytes=16384,nrm2.num_warps=4" python -m kernels.benchmarks.norms
+    TRITONDIFF_KERNEL_LAUNCH="nrm2.block_bytes=16384,nrm2.num_warps=4" python -m bench.norms
 """
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from typing import Any, ClassVar, TypeVar
 
 import torch
 
-from harness import device as _device
-from harness.config import TypedConfig, flag, is_bool, knob
+from tritondiff.base import device as _device
+from tritondiff.base.config import TypedConfig, flag, is_bool, knob
 
 from .exc import LaunchConfigError
 

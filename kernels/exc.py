@@ -1,8 +1,10 @@
 """The kernels' exception hierarchy: every error a kernel raises on purpose derives from KernelError."""
 from __future__ import annotations
 
+from tritondiff.base.exc import TritondiffError
 
-class KernelError(Exception):
+
+class KernelError(TritondiffError):
     """Root of every error the hand-written kernels raise on purpose."""
 
 

@@ -33,7 +33,7 @@ from typing import Any, Callable
 import torch
 import triton
 
-from harness import device as _device
+from tritondiff.base import device as _device
 
 from .config import config
 
@@ -88,7 +88,7 @@ def _observed() -> bool:
     hook = knobs.runtime.launch_enter_hook if knobs is not None else True
     if hook is not None and bool(getattr(hook, "calls", True)):   # triton >= 3.7: a HookChain, empty unless hooked
         return True
-    launches = sys.modules.get("harness.launches")
+    launches = sys.modules.get("tritondiff.harness.launches")
     return launches is not None and launches.recording()
 
 

@@ -88,7 +88,7 @@ import torch
 import triton
 import triton.language as tl
 
-from harness import device as _device
+from tritondiff.base import device as _device
 
 from . import fast_path
 from . import launch as _launch

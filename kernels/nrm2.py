@@ -37,7 +37,7 @@ import torch
 import triton
 import triton.language as tl
 
-from harness import device as _device
+from tritondiff.base import device as _device
 
 from . import fast_path
 from .launch import cdiv, launch, pow2_ceil

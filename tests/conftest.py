@@ -1,6 +1,6 @@
-"""Shared fixtures.  harness.device is imported first: it decides CUDA vs the Triton interpreter
+"""Shared fixtures.  tritondiff.base.device is imported first: it decides CUDA vs the Triton interpreter
 before any test module defines a Triton kernel."""
-from harness import device  # noqa: F401
+from tritondiff.base import device  # noqa: F401
 import signal
 import zlib
 
@@ -14,7 +14,7 @@ import torch
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
-from harness.executor import InProcess
+from tritondiff.harness.executor import InProcess
 
 
 @pytest.fixture(autouse=True)

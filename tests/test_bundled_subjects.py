@@ -1,14 +1,14 @@
-"""Every bundled subject (``kernels.subjects``, ``compiler.subjects``) as one test.
+"""Every bundled subject (``tritondiff.harness.subjects.kernels``, ``tritondiff.harness.subjects.compiler``) as one test.
 
 Fuzzed through the ``tritondiff`` fixture at the selected profile: ``ci`` in the
-pre-merge gate (``python -m harness.gate``), ``nightly`` for the deep run::
+pre-merge gate (``python -m tritondiff.harness.gate``), ``nightly`` for the deep run::
 
     pytest -n auto --tritondiff-profile nightly tests/test_bundled_subjects.py
 """
 import pytest
 
-from harness import device  # noqa: F401  (device decision before any kernel module is imported)
-from harness.loader import bundled
+from tritondiff.base import device  # noqa: F401  (device decision before any kernel module is imported)
+from tritondiff.harness.loader import bundled
 
 SUBJECTS = sorted(bundled())
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 
-from harness import launches
-from harness.exc import GridLimitExceeded
+from tritondiff.base import limits
+from tritondiff.base.exc import GridLimitExceeded
 
 from ..counters import counters
 from ..exc import GridTooLarge
-from ..lowering import LoweredGraph
+from ..ir import LoweredGraph
 from ..scheduler import Schedule
 from .kernel import KernelArg, KernelSpec
 from .nodes import GroupContext
@@ -68,7 +68,7 @@ def check_grid(kernel: str, grid: tuple) -> None:
     """Raise :class:`~compiler.exc.GridTooLarge` for a grid CUDA would refuse to launch (the harness's
     launch check, raised as the compiler's error: here it is a code generation bug)."""
     try:
-        launches.check_grid(kernel, tuple(grid))
+        limits.check_grid(kernel, tuple(grid))
     except GridLimitExceeded as e:
         raise GridTooLarge(e.kernel, e.grid, e.axis, e.limit) from None
 

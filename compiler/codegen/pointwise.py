@@ -19,7 +19,7 @@ from typing import Optional
 import sympy
 import triton
 
-from harness.launches import GRID_LIMITS
+from tritondiff.base.limits import GRID_LIMITS
 
 from .. import heuristics, indexing
 from ..config import config

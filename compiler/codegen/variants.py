@@ -21,12 +21,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from harness import device as _device
+from tritondiff.base import device as _device
 
 from ..config import MAX_WARPS, config
 from ..exc import ConfigError, TensorTooLarge
 from ..heuristics import ReductionChoice, loop_stages, next_pow2
-from ..lowering import LoweredGraph
+from ..ir import LoweredGraph
 from ..scheduler import KernelGroup, Schedule
 from ..templates.gemm import GemmTemplate, candidate_configs, heuristic_config, template_kernel
 from .kernel import KernelSpec

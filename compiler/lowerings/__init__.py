@@ -1,6 +1,6 @@
 """The lowering registry's contents, one module per family of ops.
 
-Importing this package registers every lowering with ``compiler.lowering.register_lowering``.
+Importing this package registers every lowering in ``registry`` (``register_lowering``).
 """
 from . import creation, pointwise, reductions, structured, views  # noqa: F401
 from . import matmul  # noqa: F401,E402  (last: it hands small inner sizes to lowerings registered before it)

@@ -9,7 +9,7 @@ import torch
 
 from ..exc import Unsupported
 from ..ir import Pointwise
-from ..lowering import register_lowering
+from .registry import register_lowering
 from ..ops import ops
 from .common import check_dtype, is_ir
 
@@ -18,7 +18,7 @@ prims = torch.ops.prims
 
 
 def _check_device(device: Any) -> None:
-    from harness import device as _device
+    from tritondiff.base import device as _device
     if device is not None and torch.device(device).type != _device.torch_device().type:
         raise Unsupported(f"tensor created on {device}, kernels run on {_device.torch_device()}")
 

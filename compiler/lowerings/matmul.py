@@ -20,7 +20,7 @@ from ..config import config
 from ..counters import counters
 from ..exc import Unsupported
 from ..ir import ExternOutput, IRNode, Layout, TensorArg, current_graph, realize
-from ..lowering import lowerings, register_lowering
+from .registry import lowerings, register_lowering
 from ..templates.gemm import DTYPES, GemmTemplate, grid_fits
 from .matmul_operands import read_operands
 from .views import expand

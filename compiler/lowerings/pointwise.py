@@ -12,7 +12,7 @@ import torch
 
 from ..exc import Unsupported
 from ..ir import Pointwise
-from ..lowering import register_lowering
+from .registry import register_lowering
 from ..ops import ops
 from .common import Kind, broadcast_shapes, check_dtype, elementwise, expand_loader, is_ir, promote
 
@@ -380,7 +380,7 @@ def to_copy(x, *, dtype: Optional[torch.dtype] = None, layout: Any = None, devic
 
 
 def _kernel_device_type() -> str:
-    from harness import device
+    from tritondiff.base import device
     return device.torch_device().type
 
 

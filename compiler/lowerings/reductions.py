@@ -13,7 +13,7 @@ import torch
 
 from ..exc import Unsupported
 from ..ir import IRNode, Pointwise, Reduction
-from ..lowering import register_lowering
+from .registry import register_lowering
 from ..ops import accumulator_dtype, ops
 from .common import check_dtype, normalize_dims, numel
 from .views import squeeze

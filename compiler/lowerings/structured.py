@@ -9,7 +9,7 @@ import torch
 from .. import indexing
 from ..exc import Unsupported
 from ..ir import Pointwise
-from ..lowering import register_lowering
+from .registry import register_lowering
 from ..ops import ops
 from .common import check_dtype, is_ir, normalize_dim
 

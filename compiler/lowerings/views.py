@@ -15,7 +15,7 @@ import torch
 from .. import indexing
 from ..exc import Unsupported
 from ..ir import ComputedBuffer, InputBuffer, IRNode, Layout, StridedView, View, realize
-from ..lowering import register_lowering
+from .registry import register_lowering
 from .common import check_dtype, normalize_dim, numel
 
 aten = torch.ops.aten

@@ -6,6 +6,7 @@ pointwise consumers of a template's output into the template's kernel, before it
 ``row_reductions``: the hook that moves reductions over A's rows that the epilogue reads
 (mHC's mean of squares) into the template's K loop.
 """
+from .fusion import fuse_templates
 from .gemm import GemmConfig, GemmTemplate, candidate_configs, heuristic_config
 
-__all__ = ["GemmConfig", "GemmTemplate", "candidate_configs", "heuristic_config"]
+__all__ = ["GemmConfig", "GemmTemplate", "candidate_configs", "fuse_templates", "heuristic_config"]

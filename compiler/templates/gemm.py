@@ -33,8 +33,8 @@ import sympy
 import torch
 import triton
 
-from harness import device as _device
-from harness.launches import GRID_LIMITS
+from tritondiff.base import device as _device
+from tritondiff.base.limits import GRID_LIMITS
 
 from .. import indexing
 from ..codegen.kernel import CSEVar, KernelSpec, TritonKernel, cast_source, helper_bf16_casts

@@ -12,6 +12,8 @@ import functools
 from typing import Any
 
 from .. import autotune
+from ..buffers import alloc
+from ..config import compile_options
 from ..counters import counters
 from .gemm import GemmTemplate
 
@@ -33,11 +35,10 @@ def stored_names(exe: Any, step: Any) -> list[str]:
 
 
 def _alloc_stored(exe: Any, names: list[str], env: dict) -> list[str]:
-    from ..runtime import _alloc
     written = []
     for name in names:
         if name not in env:
-            env[name] = _alloc(exe.graph.buffers[name].layout)
+            env[name] = alloc(exe.graph.buffers[name].layout)
         written.append(name)
     return written
 
@@ -68,7 +69,6 @@ def _run(exe: Any, step: Any, env: dict, written: list[str], what: str) -> None:
                                      {"kernels": [s.name for s in v.specs], "extern": v.extern}) for v in variants]
     names = sorted({a.name for v in variants for s in v.specs for a in s.args if not a.workspace} | set(written))
     sources = [s.source.replace(exe.generated.name, "G") for v in variants for s in v.specs]  # graph-id free
-    from ..runtime import compile_options
     key = autotune.make_key(f"{what} {exe.generated.name}/{step.name}", sources, env, names,
                             [v.name for v in variants], compile_options())
     winner = autotune.run_tuned(key, candidates, env, written)

@@ -13,9 +13,9 @@ import torch
 import triton
 import triton.language as tl
 
-from harness import device as _device
-from kernels.exc import UnsupportedInput
-from kernels.launch import pow2_ceil as next_pow2  # noqa: F401  (re-exported for the mHC modules)
+from tritondiff.base import device as _device
+from tritondiff.kernels.exc import UnsupportedInput
+from tritondiff.kernels.launch import pow2_ceil as next_pow2  # noqa: F401  (re-exported for the mHC modules)
 
 #: The only stream count the kernels are specialised for.
 N_STREAMS = 4
@@ -84,7 +84,7 @@ def check_shape(op: str, name: str, t: torch.Tensor, shape: Sequence[int]) -> No
 
 
 def check_devices(op: str, **tensors: torch.Tensor) -> None:
-    """All tensors on one device, of the kind the kernels run on (see harness.device)."""
+    """All tensors on one device, of the kind the kernels run on (see tritondiff.base.device)."""
     want = _device.torch_device().type
     first_name, first = next(iter(tensors.items()))
     for name, t in tensors.items():

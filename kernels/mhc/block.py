@@ -34,7 +34,7 @@ import math
 import torch
 from torch import nn
 
-from kernels.exc import UnsupportedInput
+from tritondiff.kernels.exc import UnsupportedInput
 
 from ._common import N_STREAMS, coef_dtype
 from .post_res import fused_post_res, reference_fused_post_res

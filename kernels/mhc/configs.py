@@ -4,7 +4,7 @@ The runtime path never autotunes: a launcher asks :func:`lookup` for the entry
 of its kernel on the current architecture, clamped to the problem (a tile is
 never wider than the next power of two of C, nor taller than that of T).  New
 values come from the one-shot grid search
-(``python -m kernels.benchmarks.mhc_gridsearch``), which prints entries in this
+(``python -m bench.mhc_gridsearch``), which prints entries in this
 table's format; copy them in by hand.  Single entries can be overridden without
 editing the table through ``kernels.config`` (see :func:`lookup`).
 
@@ -48,10 +48,10 @@ import functools
 
 import torch
 
-from kernels.config import arch_key
-from kernels.config import config as kernel_config
-from kernels.config import register_launch_names
-from kernels.exc import LaunchConfigError
+from tritondiff.kernels.config import arch_key
+from tritondiff.kernels.config import config as kernel_config
+from tritondiff.kernels.config import register_launch_names
+from tritondiff.kernels.exc import LaunchConfigError
 
 #: Triton's limit on the number of elements of one block tensor.
 MAX_TILE_ELEMENTS = 1 << 20

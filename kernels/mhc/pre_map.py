@@ -20,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.config import store_dtype
+from tritondiff.kernels.config import store_dtype
 
 from . import configs
 from ._common import (N_STREAMS, acc_dtype, check_activation, check_coef, check_devices, check_n, check_same_dtype,

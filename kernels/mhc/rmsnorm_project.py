@@ -37,10 +37,10 @@ import torch
 import triton
 import triton.language as tl
 
-from harness import device as _device
-from kernels.config import config as kernel_config
-from kernels.config import store_dtype
-from kernels.exc import LaunchConfigError, UnsupportedInput
+from tritondiff.base import device as _device
+from tritondiff.kernels.config import config as kernel_config
+from tritondiff.kernels.config import store_dtype
+from tritondiff.kernels.exc import LaunchConfigError, UnsupportedInput
 
 from . import configs
 from ._common import (acc_dtype, check_activation, check_coef, check_devices, check_same_dtype, check_shape,

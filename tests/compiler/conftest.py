@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-import compiler
-from harness import device
+from tritondiff import compiler
+from tritondiff.base import device
 
 
 @pytest.fixture(autouse=True)

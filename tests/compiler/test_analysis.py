@@ -1,9 +1,9 @@
 """Read analysis through inlining, and the text rendering of bodies used in dumps."""
 import torch
 
-from compiler.analysis import analyze, describe, format_body
-from compiler.backend import capture_graphs
-from compiler.lowering import lower_graph
+from tritondiff.compiler.analysis import analyze, describe, format_body
+from tritondiff.compiler.backend import capture_graphs
+from tritondiff.compiler.lowering import lower_graph
 
 
 def _lowered(fn, *args):
@@ -38,7 +38,7 @@ def test_rendering_is_readable():
 
 
 def test_a_widening_load_is_one_read_and_casts_only_at_least_one():
-    from compiler.analysis import BodyInfo
+    from tritondiff.compiler.analysis import BodyInfo
     read = object()
     info = lambda reads, ops, casts: BodyInfo(reads, ops, (), (), {}, casts)  # noqa: E731
     assert info([read], 2, 1).widening_load and info([read], 3, 2).widening_load      # x.float(), x.half().float()

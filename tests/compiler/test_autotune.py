@@ -7,10 +7,10 @@ import torch
 import triton
 import triton.language as tl
 
-import compiler
-from compiler import autotune
-from compiler.exc import AutotuneCacheError, AutotuneError
-from harness import device
+from tritondiff import compiler
+from tritondiff.compiler import autotune
+from tritondiff.compiler.exc import AutotuneCacheError, AutotuneError
+from tritondiff.base import device
 from tests.compiler.util import assert_same, seeded_randn
 
 

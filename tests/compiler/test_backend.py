@@ -4,8 +4,8 @@ import importlib.metadata
 import pytest
 import torch
 
-import compiler
-from compiler import workloads
+from tritondiff import compiler
+from tritondiff.compiler import workloads
 from tests.compiler.util import assert_same, check
 
 
@@ -112,7 +112,7 @@ def test_a_backward_run_from_inside_a_compiled_function_is_not_traced_by_dynamo(
 
 
 def test_executable_keys_tell_signed_zeros_nans_and_bools_apart():
-    from compiler.backend import _signature
+    from tritondiff.compiler.backend import _signature
     assert _signature([0.0]) != _signature([-0.0])            # a compiled graph may bake the sign in
     assert _signature([float("nan")]) == _signature([float("-nan") * 0 + float("nan")])   # every NaN: one entry
     assert _signature([True]) != _signature([1]) != _signature([1.0])

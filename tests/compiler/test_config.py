@@ -1,8 +1,8 @@
 import pytest
 
-import compiler
-from compiler.config import CompilerConfig
-from compiler.exc import CompilerError, ConfigError
+from tritondiff import compiler
+from tritondiff.compiler.config import CompilerConfig
+from tritondiff.compiler.exc import CompilerError, ConfigError
 
 
 def test_patch_sets_and_restores():
@@ -122,7 +122,7 @@ def test_the_cache_token_follows_every_knob_change_through_its_shortcut():
     import random
 
     import sys
-    module = sys.modules["compiler.config"]
+    module = sys.modules["tritondiff.compiler.config"]
 
     def fresh() -> tuple:
         return tuple((f.name, getattr(compiler.config, f.name)) for f in dataclasses.fields(compiler.config)
@@ -153,7 +153,7 @@ def test_review_finding_a_stale_token_cannot_poison_the_knob_steps():
     a clean config then claimed autotune=True in its key.  A step now follows from the old token's own key."""
     import pickle
     import sys
-    config_class = sys.modules["compiler.config"].CompilerConfig
+    config_class = sys.modules["tritondiff.compiler.config"].CompilerConfig
     stale = config_class()
     stale.cache_token()
     object.__setattr__(stale, "autotune", not stale.autotune)      # the token does not see this

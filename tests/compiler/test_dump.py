@@ -1,7 +1,7 @@
 """compiler.dump: each compilation's artifacts, with the counters of that compilation alone."""
 import torch
 
-import compiler
+from tritondiff import compiler
 from tests.compiler.util import check
 
 

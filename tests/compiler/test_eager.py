@@ -2,12 +2,12 @@
 import pytest
 import torch
 
-import compiler
-from compiler.eager import EagerOps, evaluate_node, storage_view
-from compiler.exc import VerificationError
-from compiler.indexing import index_symbol
-from compiler.ir import ComputedBuffer, Layout, MemoryResolver, Pointwise, Reduction
-from compiler.ops import ops, use_handler
+from tritondiff import compiler
+from tritondiff.compiler.eager import EagerOps, evaluate_node, storage_view
+from tritondiff.compiler.exc import VerificationError
+from tritondiff.compiler.indexing import index_symbol
+from tritondiff.compiler.ir import ComputedBuffer, Layout, MemoryResolver, Pointwise, Reduction
+from tritondiff.compiler.ops import ops, use_handler
 from tests.compiler.util import check
 
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 import pytest
 import torch
 
-import compiler
-from compiler import codegen, heuristics
-from compiler.backend import capture_graphs
-from compiler.codegen import pointwise
-from compiler.exc import ConfigError, GridTooLarge
-from compiler.pipeline import compile_graph
-from harness import device
+from tritondiff import compiler
+from tritondiff.compiler import codegen, heuristics
+from tritondiff.compiler.backend import capture_graphs
+from tritondiff.compiler.codegen import pointwise
+from tritondiff.compiler.exc import ConfigError, GridTooLarge
+from tritondiff.compiler.pipeline import compile_graph
+from tritondiff.base import device
 
 XNUMEL = 32                     # the transposed copy's output rows are 32 long
 TILE = 1024                     # the GPU's 2-D tile budget: 32 x 32 tiles for a transposed copy

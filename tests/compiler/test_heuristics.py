@@ -1,9 +1,9 @@
 """Heuristic choices, checked by value (never by timing): fusion scores, split counts, tiles."""
 import pytest
 
-import compiler
-from compiler import heuristics
-from compiler.heuristics import FusionTraffic
+from tritondiff import compiler
+from tritondiff.compiler import heuristics
+from tritondiff.compiler.heuristics import FusionTraffic
 
 # A GPU-like setting that does not depend on where the tests run.
 H100 = dict(sm_count=132, programs_per_sm=2, max_reduction_block_numel=4096, split_min_chunk=2048,
@@ -32,7 +32,7 @@ def test_sm_count_is_the_knob_then_the_nominal_count_under_the_interpreter():
         assert heuristics.sm_count() == 132
         assert heuristics.target_programs() == 264
     with compiler.config.patch(nominal_sm_count=5, programs_per_sm=1):
-        from harness import device
+        from tritondiff.base import device
         if device.is_interpreter():
             assert heuristics.sm_count() == 5 and heuristics.target_programs() == 5
 
@@ -222,8 +222,8 @@ def test_a_transposed_read_gets_a_square_tile():
 
 
 def test_transposed_writes_count_like_transposed_reads():
-    from compiler import indexing
-    from compiler.indexing import walks_across as _walks_across
+    from tritondiff.compiler import indexing
+    from tritondiff.compiler.indexing import walks_across as _walks_across
 
     i0, i1 = indexing.index_symbol("i0"), indexing.index_symbol("i1")
     assert _walks_across(i0 + 96 * i1, [i0, i1])       # column-major store of a [96, 64] output

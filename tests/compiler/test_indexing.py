@@ -3,8 +3,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compiler import indexing
-from compiler.indexing import FloorDiv, Mod, index_symbol
+from tritondiff.compiler import indexing
+from tritondiff.compiler.indexing import FloorDiv, Mod, index_symbol
 
 x, y = index_symbol("x"), index_symbol("y")
 
@@ -65,7 +65,7 @@ def test_review_finding_mod_of_a_mod_no_longer_reads_out_of_bounds():
     """Review finding (session 7): the split rule turned Mod(12*Mod(x, 4) + y, 16) into
     4*Mod(3*Mod(x, 4), 4) + y, which sympy evaluates to 12*Mod(x, 4) + y: a transposed reshape read past
     its 48-element input (an illegal address on a GPU)."""
-    import compiler
+    from tritondiff import compiler
     expr = Mod(12 * Mod(x, 4) + y, 16)
     xs = torch.arange(64)
     for yv in range(4):

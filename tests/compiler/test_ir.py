@@ -3,15 +3,16 @@ reductions over a few elements unrolled into Pointwise nodes, checked against ea
 import pytest
 import torch
 
-import compiler
-from compiler import ir
-from compiler.eager import evaluate_node, storage_view
-from compiler.ir import (ComputedBuffer, InputBuffer, Layout, MemoryResolver, Pointwise, Reduction, StridedView, View,
-                         use_graph)
-from compiler.lowering import lower_graph
-from compiler.lowerings import views
-from compiler.ops import ops
-from harness import device
+from tritondiff import compiler
+from tritondiff.compiler import ir
+from tritondiff.compiler.eager import evaluate_node, storage_view
+from tritondiff.compiler.ir import (
+    ComputedBuffer, InputBuffer, Layout, MemoryResolver, Pointwise, Reduction, StridedView, View, use_graph
+)
+from tritondiff.compiler.lowering import lower_graph
+from tritondiff.compiler.lowerings import views
+from tritondiff.compiler.ops import ops
+from tritondiff.base import device
 from tests.compiler.util import run_compiled
 
 

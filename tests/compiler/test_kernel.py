@@ -5,10 +5,11 @@ import textwrap
 import pytest
 import torch
 
-import compiler
-from compiler.codegen.kernel import (CSEVar, TritonKernel, cast_source, helper_bf16_casts, hoist_loads,
-                                     lift_invariant_loads, prefetch_next_rows)
-from harness import device
+from tritondiff import compiler
+from tritondiff.compiler.codegen.kernel import (
+    CSEVar, TritonKernel, cast_source, helper_bf16_casts, hoist_loads, lift_invariant_loads, prefetch_next_rows
+)
+from tritondiff.base import device
 from tests.compiler.util import check, run_compiled, seeded_randn
 
 
@@ -281,8 +282,8 @@ def _row_special_values(dtype: torch.dtype, rows: int = 24, cols: int = 16) -> t
 
 
 def _compiled_bits(fn, *args, **knobs):
-    import compiler
-    from compiler.config import config
+    from tritondiff import compiler
+    from tritondiff.compiler.config import config
     with config.patch(**knobs):
         out = run_compiled(fn, *args)
     return [t.view(torch.int16 if t.element_size() == 2 else torch.int32 if t.element_size() == 4 else torch.int64)
@@ -330,7 +331,7 @@ def test_no_row_element_from_a_looped_row_or_a_padded_one():
     """Only a whole row in one block gives lane 0: a looped reduction loads the shift, and a row under a
     mask (a padded row, whose lane 0 is the pad) is never a source."""
     x = torch.randn(8, 40)
-    from compiler.config import config
+    from tritondiff.compiler.config import config
     with config.patch(reduction_strategy="looped", rblock=16):
         check(lambda x: torch.var_mean(x, 1), x)
     assert "rindex == 0" not in compiler.dump.last_artifacts().texts["triton"]

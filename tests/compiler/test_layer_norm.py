@@ -6,11 +6,11 @@ import re
 import pytest
 import torch
 
-import compiler
-from compiler import workloads
-from compiler.backend import capture_graphs
-from compiler.exc import ReductionTooLarge
-from compiler.pipeline import compile_graph
+from tritondiff import compiler
+from tritondiff.compiler import workloads
+from tritondiff.compiler.backend import capture_graphs
+from tritondiff.compiler.exc import ReductionTooLarge
+from tritondiff.compiler.pipeline import compile_graph
 from tests.compiler.test_reduction import _arange_sizes, _full_sizes, assert_rindex_loop_local
 from tests.compiler.util import assert_oracle, assert_same, run_compiled, seeded_randn
 

@@ -10,11 +10,11 @@ import tempfile
 import pytest
 import torch
 
-import compiler
-from compiler import layouts
-from compiler.backend import capture_graphs
-from compiler.exc import KernelCompileError
-from compiler.pipeline import compile_graph
+from tritondiff import compiler
+from tritondiff.compiler import layouts
+from tritondiff.compiler.backend import capture_graphs
+from tritondiff.compiler.exc import KernelCompileError
+from tritondiff.compiler.pipeline import compile_graph
 from tests.compiler.util import seeded_randn
 
 OWNED = """#blocked = #ttg.blocked<{sizePerThread = [1, 1], threadsPerWarp = [1, 32], warpsPerCTA = [1, 8], order = [1, 0]}>
@@ -170,8 +170,8 @@ class _Kernel:
 
 def _on_a_gpu(monkeypatch, exe, spec, ttgir):
     """``exe`` launching ``spec`` as on a GPU (a ``kernels.launch.Site`` over a stand-in kernel)."""
-    from compiler import runtime
-    from kernels import launch
+    from tritondiff.compiler import runtime
+    from tritondiff.kernels import launch
     monkeypatch.setattr(runtime, "_compiled_launches", lambda: True)
     monkeypatch.setattr(runtime, "_layouts_compiled", lambda: True)
     monkeypatch.setattr(launch, "_observed", lambda: False)
@@ -222,7 +222,7 @@ def test_the_runtime_checks_an_owned_poll_once_and_then_launches(monkeypatch):
 
 def test_the_fast_path_checks_an_owned_poll_too(monkeypatch):
     """Executable's fast path (a GPU, nothing observing launches) gates the kernel as _launch does."""
-    from compiler import runtime
+    from tritondiff.compiler import runtime
     exe, spec = _rows_split()
     kernel, env = _on_a_gpu(monkeypatch, exe, spec, SHARED)
     monkeypatch.setitem(runtime._FAST_EMPTY, runtime._device.MODE, lambda size, stride, dtype: torch.zeros(size, dtype=dtype))

@@ -4,10 +4,10 @@ import logging
 import pytest
 import torch
 
-import compiler
-from compiler import workloads
-from compiler.lean import _Function
-from compiler.backend import compile_fresh
+from tritondiff import compiler
+from tritondiff.compiler import workloads
+from tritondiff.compiler.lean import _Function
+from tritondiff.compiler.backend import compile_fresh
 from tests.compiler.util import assert_same, seeded_randn
 
 
@@ -130,7 +130,7 @@ def test_graphs_the_lean_runtime_cannot_run_go_through_aotautograd_and_say_why(c
 
     fn = mutates if case == "mutates an input" else aliases
     y_eager = y.clone()
-    with caplog.at_level(logging.DEBUG, logger="compiler.lean"):
+    with caplog.at_level(logging.DEBUG, logger="tritondiff.compiler.lean"):
         got = compile_fresh(fn)(x, y)
     want = fn(x, y_eager)
     assert compiler.counters["lean_runtime.refused"] == 1 and not compiler.counters["lean_runtime.training"]

@@ -1,12 +1,12 @@
 import pytest
 import torch
 
-import compiler
-from compiler import lowering
-from compiler.exc import LoweringError, Unsupported
-from compiler.ir import ComputedBuffer, ExternKernel, Pointwise, Reduction
-from compiler.lowering import lower_graph
-from compiler.ops import ops
+from tritondiff import compiler
+from tritondiff.compiler import lowering
+from tritondiff.compiler.exc import LoweringError, Unsupported
+from tritondiff.compiler.ir import ComputedBuffer, ExternKernel, Pointwise, Reduction
+from tritondiff.compiler.lowering import lower_graph
+from tritondiff.compiler.ops import ops
 from tests.compiler.util import check, run_compiled
 
 aten = torch.ops.aten
@@ -17,7 +17,7 @@ def _fx(fn, *args):
 
 
 def test_registry_covers_the_common_ops():
-    from compiler import lowerings  # noqa: F401
+    from tritondiff.compiler import lowerings  # noqa: F401
     for op in (aten.add.Tensor, aten.mul.Tensor, aten.where.self, aten.exp.default, aten.rsqrt.default,
                aten.sigmoid.default, aten.sum.dim_IntList, aten.amax.default, aten.argmax.default, aten.var.correction,
                aten.mean.dim, aten.view.default, aten.permute.default, aten.expand.default, aten.slice.Tensor,

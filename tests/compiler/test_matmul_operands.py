@@ -5,14 +5,14 @@ import math
 import pytest
 import torch
 
-import compiler
-from harness import device
-from compiler import workloads
-from compiler.analysis import Read
-from compiler.ir import InputBuffer, Layout
-from compiler.lowerings import matmul_operands as mo
-from compiler.pipeline import compile_graph
-from compiler.templates import GemmTemplate
+from tritondiff import compiler
+from tritondiff.base import device
+from tritondiff.compiler import workloads
+from tritondiff.compiler.analysis import Read
+from tritondiff.compiler.ir import InputBuffer, Layout
+from tritondiff.compiler.lowerings import matmul_operands as mo
+from tritondiff.compiler.pipeline import compile_graph
+from tritondiff.compiler.templates import GemmTemplate
 from tests.compiler.util import assert_oracle, kernel_sources, reaches_compiler, seeded_randn, trace_meta
 
 NARROW = (torch.float16, torch.bfloat16)

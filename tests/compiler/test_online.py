@@ -10,8 +10,8 @@ import re
 import pytest
 import torch
 
-import compiler
-from harness import oracle
+from tritondiff import compiler
+from tritondiff.harness import oracle
 from tests.compiler.util import kernel_sources, run_compiled
 
 LOOPED = dict(reduction_strategy="looped", rblock=16)

@@ -3,10 +3,10 @@ import inspect
 import pytest
 import torch
 
-from compiler.analysis import AnalysisOps, FormatOps
-from compiler.codegen.triton_ops import TritonOps
-from compiler.eager import EagerOps
-from compiler.ops import OP_NAMES, OpsHandler, accumulator_dtype, ops, reduction_identity, use_handler
+from tritondiff.compiler.analysis import AnalysisOps, FormatOps
+from tritondiff.compiler.codegen.triton_ops import TritonOps
+from tritondiff.compiler.eager import EagerOps
+from tritondiff.compiler.ops import OP_NAMES, OpsHandler, accumulator_dtype, ops, reduction_identity, use_handler
 
 
 @pytest.mark.parametrize("handler", [AnalysisOps, EagerOps, TritonOps, FormatOps])

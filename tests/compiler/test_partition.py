@@ -2,9 +2,9 @@
 import pytest
 import torch
 
-import compiler
-from compiler import workloads
-from compiler.backend import capture_graphs
+from tritondiff import compiler
+from tritondiff.compiler import workloads
+from tritondiff.compiler.backend import capture_graphs
 from tests.compiler.util import assert_oracle, seeded_randn
 
 
@@ -55,7 +55,7 @@ def test_only_untagged_long_reductions_are_marked_must_save():
     activation checkpointing already tagged keeps the user's tag."""
     from torch.fx.experimental.proxy_tensor import make_fx
     from torch.utils.checkpoint import CheckpointPolicy
-    from compiler import partition
+    from tritondiff.compiler import partition
     gm = make_fx(lambda x: (x.sum(1), x.sum(0), x.amax(1)), tracing_mode="fake")(torch.empty(4, 100_000))
     long_sum, short_sum, user_tagged = [n for n in gm.graph.nodes if n.op == "call_function"]
     user_tagged.meta["recompute"] = CheckpointPolicy.PREFER_RECOMPUTE

@@ -5,11 +5,11 @@ import os
 import pytest
 import torch
 
-import compiler
-from compiler import lowering, pipeline
-from compiler.exc import VerificationError
-from compiler.ir import Pointwise
-from compiler.ops import ops
+from tritondiff import compiler
+from tritondiff.compiler import lowering, pipeline
+from tritondiff.compiler.exc import VerificationError
+from tritondiff.compiler.ir import Pointwise
+from tritondiff.compiler.ops import ops
 from tests.compiler.util import check, run_compiled
 
 STEPS = ["graph", "lowered", "scheduled", "triton", "plan"]

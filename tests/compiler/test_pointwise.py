@@ -5,8 +5,8 @@ import pytest
 import torch
 import triton
 
-import compiler
-from compiler.pipeline import compile_graph
+from tritondiff import compiler
+from tritondiff.compiler.pipeline import compile_graph
 from tests.compiler.util import assert_golden, assert_same, check, kernel_sources, run_compiled, trace_meta
 
 

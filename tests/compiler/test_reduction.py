@@ -5,10 +5,10 @@ import re
 import pytest
 import torch
 
-import compiler
-from compiler.backend import capture_graphs
-from compiler.exc import ConfigError, ReductionTooLarge, TensorTooLarge
-from compiler.pipeline import compile_graph
+from tritondiff import compiler
+from tritondiff.compiler.backend import capture_graphs
+from tritondiff.compiler.exc import ConfigError, ReductionTooLarge, TensorTooLarge
+from tritondiff.compiler.pipeline import compile_graph
 from tests.compiler.util import assert_same, flat, kernel_sources, run_compiled, seeded_randn
 
 STRATEGIES = ["persistent", "looped", "split"]
@@ -231,9 +231,9 @@ def test_column_sums_get_an_outer_tile_and_row_sums_do_not():
 
 
 def test_reads_along_kept_axis_counts_load_orientation():
-    from compiler.codegen.reduction import reads_along_kept_axis
-    from compiler.lowering import lower_graph
-    from compiler.scheduler import schedule
+    from tritondiff.compiler.codegen.reduction import reads_along_kept_axis
+    from tritondiff.compiler.lowering import lower_graph
+    from tritondiff.compiler.scheduler import schedule
 
     def groups(fn, *args):
         (graph,) = capture_graphs(fn, *args)
@@ -500,7 +500,7 @@ def test_a_reduction_with_no_load_along_its_axis_loads_over_the_whole_tile(strat
     blocks, Triton laid the whole tile out a row per thread: an H100 summed 4093 copies in one sequential chain
     (266 ulp off) and a looped bf16 kernel spilled 2,582 registers.  Those loads now span the tile; a kernel
     that also loads along the axis keeps its per-row loads [XBLOCK, 1]; the knob turns the rule off."""
-    from compiler.subjects import row_reductions
+    from tritondiff.harness.subjects.compiler import row_reductions
     x = seeded_randn(3, 1, seed=5).expand(3, 4093)
     y = seeded_randn(3, 4093, seed=6)
 
@@ -754,7 +754,7 @@ def test_a_tagged_split_polls_flagged_partials_and_leaves_its_slots_zero(shape, 
     fence and no barrier anywhere, and the last program polls with volatile loads on a tile of at least one word
     per thread (each thread then owns its words: the count and the sum read one load), sums that load and leaves
     the slots and counters zero.  Every call gives the same bits, and within rounding the fence form's."""
-    from compiler import runtime
+    from tritondiff.compiler import runtime
     x = seeded_randn(*shape, seed=13)
     x[1, 5] = float("nan")
     x[0, 7] = float("-inf")
@@ -803,8 +803,8 @@ def test_a_launch_bound_tagged_split_takes_the_warps_its_poll_fills():
     """nrm2 2^20 at the H200's knobs: 256 partials of one RBLOCK step each, so 8 warps (256 threads, one per
     slot) and a poll of exactly its 256 slots; a longer split keeps its warps and pads the poll instead; forced
     warps are kept and padded for.  Tuning never launches it at more warps than its poll covers."""
-    from compiler.codegen.variants import _with
-    from compiler.heuristics import tagged_split_warps
+    from tritondiff.compiler.codegen.variants import _with
+    from tritondiff.compiler.heuristics import tagged_split_warps
     x = seeded_randn(1 << 20, seed=1)
     (g,) = capture_graphs(lambda t: t.square().sum().sqrt(), x)
     gpu = dict(looped_rblock=4096, max_reduction_block_numel=4096, split_min_rnumel=32768, programs_per_sm=2,
@@ -828,7 +828,7 @@ def test_a_launch_bound_tagged_split_takes_the_warps_its_poll_fills():
 def test_a_split_whose_partials_do_not_fit_beside_a_flag_takes_the_fence(fn, dtype):
     """An arg reduction's int64 index or a float64 sum leaves no bits for the flag: the last program learns of
     the partials through the acq_rel count instead, and the result is right either way."""
-    from compiler.codegen.reduction import tagged_partials
+    from tritondiff.compiler.codegen.reduction import tagged_partials
     x = seeded_randn(3, 1500, seed=3).to(dtype)
     (g,) = capture_graphs(fn, x)
     with compiler.config.patch(reduction_strategy="split", rblock=32, split_count=12, split_last_program_sync="tagged"):
@@ -857,7 +857,7 @@ def test_a_split_keeps_its_final_kernel_past_the_last_program_budget():
 
 def test_each_stream_gets_its_own_counters():
     """Two streams could run one executable's launches at once: counters are per (argument, device, stream)."""
-    from compiler import runtime
+    from tritondiff.compiler import runtime
     sems = runtime.Semaphores()
     a = sems.get(("k", "arrivals"), 4, 0)
     assert a is sems.get(("k", "arrivals"), 4, 0) and a.dtype == torch.int32 and int(a.abs().sum()) == 0
@@ -883,7 +883,7 @@ def test_the_last_program_s_reads_leave_the_streamed_input_to_go_first():
 
 def test_the_last_program_s_tile_obeys_the_tensor_limit():
     """XBLOCK x padded splits is a block tensor too: past max_triton_tensor_numel the final kernel stays."""
-    from compiler import heuristics
+    from tritondiff.compiler import heuristics
     assert heuristics.split_last_program_final(4, 200)
     with compiler.config.patch(max_triton_tensor_numel=512):
         assert not heuristics.split_last_program_final(4, 200) and heuristics.split_last_program_final(2, 200)

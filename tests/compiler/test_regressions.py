@@ -5,9 +5,9 @@ findings as the smallest torch call that showed them.
 """
 import torch
 
-import compiler
-from compiler.fuzz import Program, Step, check_program
-from harness import device as harness_device
+from tritondiff import compiler
+from tritondiff.harness.graph_fuzz import Program, Step, check_program
+from tritondiff.base import device as harness_device
 from tests.compiler.util import check
 
 
@@ -73,7 +73,7 @@ def test_sweep_complex_values_stay_in_aten():
 def test_mixed_order_column_sums_of_many_equal_rows_stay_accurate():
     """The gate found x.sum(0) of 3,626 equal (expanded) rows 4e-5 off: the mixed-order kernel's
     column sums ran along a 4,096-row block axis, summed sequentially by the interpreter."""
-    from compiler.subjects import row_and_column_reductions, run_compiled
+    from tritondiff.harness.subjects.compiler import row_and_column_reductions, run_compiled
     v = torch.randn(17, generator=torch.Generator().manual_seed(0), device="cpu").to(harness_device.torch_device())
     x = v.expand(3626, 17)
     got = run_compiled(row_and_column_reductions, x)[2].double().cpu()

@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-import compiler
-from compiler.scheduler import KernelGroup
+from tritondiff import compiler
+from tritondiff.compiler.scheduler import KernelGroup
 from tests.compiler.test_templates import _judge, _sched, _templates
 from tests.compiler.util import assert_same, kernel_sources, seeded_randn
 
@@ -123,7 +123,7 @@ def test_tuned_templates_fold_the_reduction_too_and_drop_the_aten_candidate(tmp_
     """Tuning used to keep the reduction a kernel so that the ATen candidate could run: mHC rmsnorm_project
     tuned read x twice, 0.90 ms against 0.47 (H100, session 8).  The tile candidates fold it; ATen is left
     out of that template's candidates."""
-    from compiler import autotune
+    from tritondiff.compiler import autotune
     x, w = seeded_randn(19, 50, seed=16), seeded_randn(6, 50, seed=17)
     autotune._caches.clear()
     with compiler.config.patch(matmul="autotune", autotune_persist=False, autotune_cpu_timing=True,

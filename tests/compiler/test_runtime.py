@@ -7,11 +7,11 @@ from unittest import mock
 import pytest
 import torch
 
-import compiler
-from harness import device
-from compiler.exc import CompilerError, KernelCompileError
-from compiler import runtime
-from compiler.runtime import load_module
+from tritondiff import compiler
+from tritondiff.base import device
+from tritondiff.compiler.exc import CompilerError, KernelCompileError
+from tritondiff.compiler import runtime
+from tritondiff.compiler.runtime import load_module
 from tests.compiler.util import assert_same, check, run_compiled
 
 
@@ -48,8 +48,8 @@ def test_outputs_keep_the_strides_eager_gives_them():
 
 
 def test_extern_result_with_unexpected_strides_is_copied_to_the_planned_layout():
-    from compiler.ir import ExternKernel, ExternOutput, Layout
-    from compiler.runtime import Executable
+    from tritondiff.compiler.ir import ExternKernel, ExternOutput, Layout
+    from tritondiff.compiler.runtime import Executable
     kernel = ExternKernel("e", torch.ops.aten.mm.default, ((), {}), [], [], None, "test")
     out = ExternOutput("e_out0", Layout((3, 4), (4, 1), torch.float32), kernel)
     env = {}
@@ -129,9 +129,9 @@ def test_autotune_variants_of_one_kernel_launch_with_their_own_warps_and_stages(
     options, so autotuning on a GPU timed one config under many names."""
     import dataclasses
 
-    from compiler import runtime
-    from compiler.backend import capture_graphs
-    from compiler.pipeline import compile_graph
+    from tritondiff.compiler import runtime
+    from tritondiff.compiler.backend import capture_graphs
+    from tritondiff.compiler.pipeline import compile_graph
     (g,) = capture_graphs(lambda x: torch.softmax(x, -1), torch.randn(9, 41))
     exe = compile_graph(g.gm, g.args, "variants")
     exe.ensure_loaded()
@@ -160,12 +160,12 @@ def test_autotune_variants_of_one_kernel_launch_with_their_own_warps_and_stages(
 def test_buffers_stay_visible_to_the_harness_poisoning_and_zero_fill():
     """The fast C++ allocation skips the dispatcher: while the harness poisons fresh memory (NaN) or runs its
     zero-fill control, buffers must come from torch.empty_strided, or a half-written output goes unseen."""
-    from compiler.ir import Layout
-    from harness.runner import _ZeroFill, poisoned_allocations
+    from tritondiff.compiler.ir import Layout
+    from tritondiff.harness.hunters.poison import ZeroFill, poisoned_allocations
     layout = Layout((64,), (1,), torch.float32)
     with poisoned_allocations():
         assert torch.isnan(runtime._alloc(layout)).all()
-    with _ZeroFill():
+    with ZeroFill():
         assert (runtime._alloc(layout) == 0).all()
     out = runtime._alloc(layout)                          # nothing watching: any contents, the right layout
     assert out.shape == (64,) and out.stride() == (1,) and out.dtype == torch.float32
@@ -174,7 +174,7 @@ def test_buffers_stay_visible_to_the_harness_poisoning_and_zero_fill():
 def test_a_kernel_that_skips_part_of_its_output_is_seen_under_poisoning(monkeypatch):
     """End to end: a compiled graph whose kernel writes only the first half of its output (planted by
     halving every launch grid) gives NaN in the rest under poisoned allocations."""
-    from harness.runner import poisoned_allocations
+    from tritondiff.harness.hunters.poison import poisoned_allocations
     import dataclasses
     real = runtime.Executable._launcher
 
@@ -295,7 +295,7 @@ def test_the_fast_loop_frees_after_last_use_and_asks_the_device_once_per_call(gp
 def test_the_fast_loop_steps_aside_while_launches_or_allocations_are_watched(gpu_like, monkeypatch):
     """A harness launch recorder or its NaN poisoning needs every launch through JITFunction.run and every
     buffer through the dispatcher: then the plan runs, not the loop."""
-    from harness.runner import poisoned_allocations
+    from tritondiff.harness.hunters.poison import poisoned_allocations
     f = compiler.compile_fresh(lambda t: t * 2 + 1)
     x = torch.randn(1000)
     f(x)
@@ -323,8 +323,8 @@ def test_a_failing_launch_in_the_fast_loop_names_its_kernel(gpu_like, monkeypatc
 def test_tuned_steps_join_the_fast_loop_with_their_winner(gpu_like, monkeypatch, tmp_path, winner):
     """Once tuning chose, a tuned group or template runs its winner's kernels inside the loop (the loop is
     worked out again); an ATen winner stays a step run as the plan runs it.  Results stay eager's."""
-    from compiler import autotune
-    from compiler.codegen import variants
+    from tritondiff.compiler import autotune
+    from tritondiff.compiler.codegen import variants
     monkeypatch.setattr(variants, "_gpu_candidates", lambda: True)      # the GPU's candidate sets
     def pick(cands):     # "last": not the heuristic, so the loop must run the winner's own kernels
         named = [c for c in cands if c.name == "aten"] if winner == "aten" else []

@@ -5,12 +5,13 @@ import re
 import pytest
 import torch
 
-import compiler
-from compiler.analysis import analyze
-from compiler.backend import capture_graphs
-from compiler.lowering import lower_graph
-from compiler.scheduler import KernelGroup, Refusal, WhyNoFuse, build_group, describe, schedule
-from compiler import workloads
+from tritondiff import compiler
+from tritondiff.compiler.analysis import analyze
+from tritondiff.compiler.backend import capture_graphs
+from tritondiff.compiler.lowering import lower_graph
+from tritondiff.compiler.scheduler import KernelGroup, Refusal, WhyNoFuse, build_group, describe, schedule
+from tritondiff.compiler.templates import fuse_templates
+from tritondiff.compiler import workloads
 from tests.compiler.util import assert_oracle, check, kernel_sources, seeded_randn
 
 
@@ -18,7 +19,7 @@ def _schedule(fn, *args, backward=False, which=-1):
     graphs = capture_graphs(fn, *args, backward=backward)
     g = graphs[which]
     lowered = lower_graph(g.gm, g.args, "t")
-    return lowered, schedule(lowered)
+    return lowered, schedule(lowered, fuse_templates)
 
 
 def test_softmax_is_one_kernel_with_three_passes():
@@ -174,7 +175,7 @@ class _Records(logging.Handler):
 def test_a_refused_pair_says_why_in_the_schedule_the_log_and_the_dump():
     fn = lambda x: (x.sum(0), x.sum(1))  # noqa: E731
     x = torch.randn(16, 341)
-    logger, handler = logging.getLogger("compiler.scheduler"), _Records()
+    logger, handler = logging.getLogger("tritondiff.compiler.scheduler"), _Records()
     level = logger.level
     logger.addHandler(handler)
     logger.setLevel(logging.DEBUG)
@@ -254,9 +255,9 @@ def test_mixed_order_layer_norm_matches_eager(m, n, dtype):
 
 def test_a_mixed_group_handed_to_another_strategy_still_gets_the_mixed_kernels():
     """Autotune variants ask the persistent / looped strategies for other blocks of any group."""
-    from compiler.codegen.nodes import GroupContext
-    from compiler.codegen.reduction import STRATEGIES
-    from compiler.heuristics import ReductionChoice
+    from tritondiff.compiler.codegen.nodes import GroupContext
+    from tritondiff.compiler.codegen.reduction import STRATEGIES
+    from tritondiff.compiler.heuristics import ReductionChoice
 
     x, w, b, _ = _ln_inputs(341, 16)
     lowered, sched = _schedule(workloads.layer_norm, x, w, b, backward=True)

@@ -2,13 +2,13 @@
 import pytest
 import torch
 
-import compiler
-from compiler.codegen import generate
-from compiler.lowering import lower_graph
-from compiler.pipeline import compile_graph
-from compiler.scheduler import KernelGroup, schedule
-from compiler.templates import GemmTemplate, candidate_configs, heuristic_config
-from compiler.templates.gemm import GemmConfig
+from tritondiff import compiler
+from tritondiff.compiler.codegen import generate
+from tritondiff.compiler.lowering import lower_graph
+from tritondiff.compiler.pipeline import compile_graph
+from tritondiff.compiler.scheduler import KernelGroup, schedule
+from tritondiff.compiler.templates import GemmTemplate, candidate_configs, fuse_templates, heuristic_config
+from tritondiff.compiler.templates.gemm import GemmConfig
 from tests.compiler.util import assert_same, check, kernel_sources, reaches_compiler, seeded_randn, trace_meta
 
 TOL = {torch.float32: (1e-4, 1e-4), torch.float16: (1e-2, 1e-2), torch.bfloat16: (4e-2, 8e-2)}
@@ -34,7 +34,7 @@ def _judge(fn, *args):
 def _sched(fn, *args):
     gm = trace_meta(fn, *args)
     graph = lower_graph(gm, list(args), "t")
-    return graph, schedule(graph)
+    return graph, schedule(graph, fuse_templates)
 
 
 def _templates(sched):
@@ -183,7 +183,7 @@ def test_large_batched_gemm_uses_int64_offsets():
 def test_a_batch_past_the_grid_limit_folds_into_axis_0(monkeypatch):
     """CUDA's grid axis 1 holds 65535 programs: a larger batch rides axis 0 with the tiles.  Here the limit is
     lowered to 2 so the interpreter runs the folded grid (a GPU campaign found B = 126,322,568 going extern)."""
-    from compiler.templates import gemm
+    from tritondiff.compiler.templates import gemm
     monkeypatch.setattr(gemm, "MAX_GRID_Y", 2)
     a = seeded_randn(5, 70, 40, seed=21)
     b = seeded_randn(5, 40, 70, seed=22)
@@ -199,7 +199,7 @@ def test_a_batch_past_the_grid_limit_folds_into_axis_0(monkeypatch):
 def test_a_batch_of_126_million_gemms_reaches_the_template_with_int64_offsets():
     """The campaign's shape (generated from meta tensors only): the batch folds into axis 0 and the batch
     offsets are int64; a grid past 2^31 - 1 programs even at the smallest tiles stays with ATen."""
-    from compiler.templates import gemm
+    from tritondiff.compiler.templates import gemm
     a = torch.empty(126_322_568, 1, 17, device="meta")
     b = torch.empty(126_322_568, 17, 1, device="meta")
     gm = trace_meta(lambda a, b: torch.bmm(a, b), a, b)
@@ -239,9 +239,9 @@ def test_bf16_subnormal_operands_regression():
 
 def test_widened_call_is_the_aten_equivalent_of_narrow_operands():
     """The template's ATen call when it reads operands narrow (cast prologue): widen, then the op."""
-    from compiler.ir import op_name
-    from compiler.scheduler import _may_mutate
-    from compiler.templates.gemm import WidenedCall
+    from tritondiff.compiler.ir import op_name
+    from tritondiff.compiler.scheduler import _may_mutate
+    from tritondiff.compiler.templates.gemm import WidenedCall
     call = WidenedCall(torch.ops.aten.mm.default, torch.float32)
     a, b = seeded_randn(9, 41, seed=36).bfloat16(), seeded_randn(41, 5, seed=37)
     got = call(a, b)

@@ -9,8 +9,8 @@ import math
 import pytest
 import torch
 
-import compiler
-from harness import device
+from tritondiff import compiler
+from tritondiff.base import device
 from tests.compiler.util import assert_oracle, assert_same, run_compiled, seeded_randn
 
 

@@ -4,7 +4,7 @@ from unittest import mock
 import pytest
 import torch
 
-import compiler
+from tritondiff import compiler
 from tests.compiler import util
 
 

@@ -2,11 +2,11 @@
 import pytest
 import torch
 
-import compiler
-from compiler import autotune
-from compiler.codegen import variants
-from compiler.codegen.variants import MAX_REDUCTION_CANDIDATES, reduction_candidates
-from compiler.heuristics import ReductionChoice
+from tritondiff import compiler
+from tritondiff.compiler import autotune
+from tritondiff.compiler.codegen import variants
+from tritondiff.compiler.codegen.variants import MAX_REDUCTION_CANDIDATES, reduction_candidates
+from tritondiff.compiler.heuristics import ReductionChoice
 from tests.compiler.util import assert_same, seeded_randn
 
 GPU = dict(persistent_max_rnumel=8192, looped_rblock=4096, max_reduction_block_numel=4096)   # the GPU defaults

@@ -4,8 +4,8 @@ import re
 import pytest
 import torch
 
-import compiler
-from compiler import workloads
+from tritondiff import compiler
+from tritondiff.compiler import workloads
 from tests.compiler.util import assert_oracle, reaches_compiler, seeded_randn
 
 

@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import torch
 
-import compiler
+from tritondiff import compiler
 
 GOLDEN_DIR = os.path.join(os.path.dirname(__file__), "golden")
 
@@ -105,19 +105,19 @@ def trace_meta(fn: Callable, *args: Any) -> torch.fx.GraphModule:
     """An ATen graph of ``fn`` traced on (meta) tensors with the compiler's decompositions."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    from compiler.decompositions import decomposition_table
+    from tritondiff.compiler.decompositions import decomposition_table
     return make_fx(fn, decomposition_table=decomposition_table())(*args)
 
 
 def assert_oracle(got: Any, eager: Any, truth: Any) -> None:
     """The harness oracle: as right as eager is, judged against a float64 truth."""
-    from harness.oracle import compare
+    from tritondiff.harness.oracle import compare
     result = compare(got, eager, truth)
     assert result.passed, f"{result.failure_class}: {result.message}"
 
 
 def seeded_randn(*shape: int, seed: int) -> torch.Tensor:
     """Normal values fixed by ``seed`` (drawn on CPU), on the kernel device."""
-    from harness import device
+    from tritondiff.base import device
     g = torch.Generator().manual_seed(seed)
     return torch.randn(shape, generator=g, device="cpu").to(device.torch_device())

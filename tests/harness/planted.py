@@ -9,7 +9,7 @@ import torch
 import triton
 import triton.language as tl
 
-from harness import subject, tensor
+from tritondiff.harness import subject, tensor
 
 BLOCK = 1 << 16
 FLOATS = ("float32", "float16", "bfloat16")

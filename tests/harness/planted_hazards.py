@@ -5,7 +5,7 @@ import torch
 import triton
 import triton.language as tl
 
-from harness import subject, tensor
+from tritondiff.harness import subject, tensor
 
 VEC = dict(dims={"N": (0, 100_000)})
 BLOCK = 4096
@@ -420,6 +420,6 @@ def _sin_plus_one(x):
 def compiled_against_wrong_reference(x):
     """Planted (in the reference, so every example fails): a tiny program through the compiler, whose
     failure dump must hold the compiler's counters and artifacts wherever the example ran."""
-    from compiler.subjects import run_compiled          # the compiler (and dynamo) only when this subject runs
+    from tritondiff.harness.subjects.compiler import run_compiled  # the compiler (and dynamo) only when this subject runs
 
     return run_compiled(_sin_plus_one, x)

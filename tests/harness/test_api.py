@@ -3,9 +3,9 @@ import pytest
 import torch
 from hypothesis import strategies as st
 
-from harness import constant, subject, tensor
-from harness.api import registry
-from harness.exc import InvalidSubject
+from tritondiff.harness import constant, subject, tensor
+from tritondiff.harness.api import registry
+from tritondiff.harness.exc import InvalidSubject
 
 
 def test_documented_interface():

@@ -9,15 +9,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness import device
+from tritondiff.base import device
 import triton
 import triton.language as tl
 from triton.runtime.autotuner import Autotuner
 
-from harness import autotuning
-from harness.autotuning import clear_caches, describe, forced_config, live_autotuners, tuning_watch
-from harness.exc import UsageError
-from harness.launches import record_launches
+from tritondiff.harness import autotuning
+from tritondiff.harness.autotuning import clear_caches, describe, forced_config, live_autotuners, tuning_watch
+from tritondiff.harness.exc import UsageError
+from tritondiff.harness.launches import record_launches
 
 REPS = 2
 SEED_CONFIGS = [triton.Config({"BLOCK_SIZE": b}) for b in (64, 128, 256, 512)]

@@ -15,11 +15,11 @@ import types
 
 import pytest
 
-from harness import campaign as campaign_mod
-from harness.campaign import _Display, _Scheduler, resolve_targets, run_campaign, task_seed
-from harness.cli import main
-from harness.exc import UsageError
-from harness.store import Store
+from tritondiff.harness import campaign as campaign_mod
+from tritondiff.harness.campaign import _Display, _Scheduler, resolve_targets, run_campaign, task_seed
+from tritondiff.harness.cli import main
+from tritondiff.harness.exc import UsageError
+from tritondiff.harness.store import Store
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -27,7 +27,7 @@ PLANTED = '''
 import ctypes
 import time
 
-from harness import subject, tensor
+from tritondiff.harness import subject, tensor
 
 IN = {"x": tensor(("N",), dtypes=("float32",), values=("normal",), nonfinite=False, layouts=("contiguous",))}
 DIMS = {"N": (1, 64)}
@@ -158,7 +158,7 @@ class _Fuzz:
     def __init__(self, log_dir, *args: str):
         self.log = os.path.join(str(log_dir), f"fuzz-{time.monotonic_ns()}.log")
         with open(self.log, "w") as fh:
-            self.proc = subprocess.Popen([sys.executable, "-m", "harness", "fuzz", *args], cwd=ROOT, stdout=fh,
+            self.proc = subprocess.Popen([sys.executable, "-m", "tritondiff.harness", "fuzz", *args], cwd=ROOT, stdout=fh,
                                          stderr=subprocess.STDOUT, text=True,
                                          env={**os.environ, "TRITONDIFF_EXAMPLE_TIMEOUT": "5"})
         self.pid = self.proc.pid
@@ -464,7 +464,7 @@ def test_fuzz_list_prints_the_targets_grouped_by_prefix_and_runs_nothing(planted
 
 
 def test_budget_help_says_a_long_example_may_overrun_by_20_percent(capsys):
-    from harness.cli import build_parser
+    from tritondiff.harness.cli import build_parser
 
     for command in ("check", "fuzz"):
         sub = build_parser()._subparsers._group_actions[0].choices[command]
@@ -473,10 +473,10 @@ def test_budget_help_says_a_long_example_may_overrun_by_20_percent(capsys):
 
 
 def test_no_targets_means_every_subject_of_the_bundled_modules(tmp_path, monkeypatch):
-    from harness import loader
+    from tritondiff.harness import loader
 
     (tmp_path / "tdiff_extra_subjects.py").write_text(
-        "from harness import subject, tensor\n\n"
+        "from tritondiff.harness import subject, tensor\n\n"
         "@subject(name='extra.double', reference=lambda x: x * 2, inputs={'x': tensor(('N',))}, dims={'N': (1, 9)})\n"
         "def double(x):\n    return x * 2\n")
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -485,7 +485,7 @@ def test_no_targets_means_every_subject_of_the_bundled_modules(tmp_path, monkeyp
     # BUNDLED_MODULES is the one list: a module added there is fuzzed by `tritondiff fuzz` with no targets
     # (a listed module that does not exist yet is passed over)
     monkeypatch.setattr(loader, "BUNDLED_MODULES", (*loader.BUNDLED_MODULES, "tdiff_extra_subjects",
-                                                    "compiler.no_such_subjects_module"))
+                                                    "tritondiff.harness.subjects.no_such_module"))
     names = {s.name for s in resolve_targets([])}
     assert names == real | {"extra.double"}
     assert {s.name for s in resolve_targets(["extra.*"])} == {"extra.double"}

@@ -12,7 +12,7 @@ SEED = os.path.join(ROOT, "examples", "seed001_nrm2.py")
 
 def _run(*args, timeout=600):
     env = {**os.environ, "TRITONDIFF_DEVICE": os.environ.get("TRITONDIFF_DEVICE", "auto")}
-    return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "tritondiff.harness", *args], capture_output=True, text=True,
                           timeout=timeout, cwd=ROOT, env=env)
 
 
@@ -100,7 +100,7 @@ def test_import_error_and_empty_file_exit_2(tmp_path):
 WORKER_IMPORT_FAILS = '''
 import os
 
-from harness import subject, tensor
+from tritondiff.harness import subject, tensor
 
 MARK = os.path.join(os.path.dirname(os.path.abspath(__file__)), "imported_once")
 if os.path.exists(MARK):     # the second import, inside the worker process, fails
@@ -122,14 +122,14 @@ def test_a_harness_error_exits_2_with_one_line_naming_it(tmp_path):
     res = _run("check", str(subjects), "--budget", "20", "--out", str(tmp_path / "out"))
     assert res.returncode == 2, res.stdout + res.stderr
     assert res.stderr.strip().splitlines() == [
-        "tritondiff: the worker could not load subject 'plus_one': harness.exc.UsageError: "
+        "tritondiff: the worker could not load subject 'plus_one': tritondiff.harness.exc.UsageError: "
         f"{subjects}: import failed: RuntimeError: cannot open the device twice"], res.stderr
     assert res.stdout == ""
 
 
 def test_harness_error_lines_keep_the_cause_of_a_traceback():
-    from harness.cli import _one_line
-    from harness.exc import HarnessError, WorkerStartupError
+    from tritondiff.harness.cli import _one_line
+    from tritondiff.harness.exc import HarnessError, WorkerStartupError
 
     assert _one_line(HarnessError("the worker could not load subject 's':\nTraceback (most recent call last):\n"
                                   "  File \"x.py\", line 1\nValueError: bad\n")) == \

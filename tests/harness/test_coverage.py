@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from harness.case import Case, TensorCase
-from harness.coverage import ALLOWANCES, SPREAD_COUNTER, TAIL_COUNTER, CoverageTally, allowance
-from harness.explore import SubjectResult
-from harness.runner import Verdict
+from tritondiff.harness.case import Case, TensorCase
+from tritondiff.harness.coverage import ALLOWANCES, SPREAD_COUNTER, TAIL_COUNTER, CoverageTally, allowance
+from tritondiff.harness.explore import SubjectResult
+from tritondiff.harness.runner import Verdict
 
 
 def _case() -> Case:

@@ -1,10 +1,10 @@
-"""harness.device decides CUDA vs the interpreter on first import -- not on `import harness`, so the pytest
+"""tritondiff.base.device decides CUDA vs the interpreter on first import -- not on `import tritondiff.harness`, so the pytest
 plugin, loaded in every pytest run where tritondiff is installed, changes nothing in runs that never use it."""
 import os
 import subprocess
 import sys
 
-import harness
+from tritondiff import harness
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(harness.__file__)))
 
@@ -19,14 +19,14 @@ def _run(code: str) -> list[str]:
 
 
 def test_importing_the_package_and_the_pytest_plugin_decides_nothing():
-    got = _run("import os, sys, harness, harness.pytest_plugin; "
-               "print(os.environ.get('TRITON_INTERPRET', '-'), 'torch' in sys.modules, 'harness.device' in sys.modules)")
+    got = _run("import os, sys, tritondiff, tritondiff.harness, tritondiff.harness.pytest_plugin; "
+               "print(os.environ.get('TRITON_INTERPRET', '-'), 'torch' in sys.modules, 'tritondiff.base.device' in sys.modules)")
     assert got == ["-", "False", "False"]
 
 
 def test_the_api_decides_the_device_before_any_kernel_is_defined():
-    got = _run("import os, harness; from harness import subject; import harness.device as d; "
-               "print(d.is_interpreter() == (os.environ.get('TRITON_INTERPRET') == '1'), 'harness.device' in "
+    got = _run("import os; from tritondiff import subject; import tritondiff.base.device as d; "
+               "print(d.is_interpreter() == (os.environ.get('TRITON_INTERPRET') == '1'), 'tritondiff.base.device' in "
                "__import__('sys').modules)")
     assert got == ["True", "True"]
-    assert _run("from harness import device; print(device.torch_device().type in ('cpu', 'cuda'))") == ["True"]
+    assert _run("from tritondiff.harness import device; print(device.torch_device().type in ('cpu', 'cuda'))") == ["True"]

@@ -5,11 +5,11 @@ import sys
 
 import pytest
 
-from harness import explore
-from harness.config import config
-from harness.counters import Counters, counters
-from harness.executor import Isolated
-from harness.runner import ARTIFACT_TEXT_MAX_CHARS, ARTIFACTS_MAX_CHARS, compiler_artifacts
+from tritondiff.harness import explore
+from tritondiff.harness.config import config
+from tritondiff.harness.counters import Counters, counters
+from tritondiff.harness.executor import Isolated
+from tritondiff.harness.runner import ARTIFACT_TEXT_MAX_CHARS, ARTIFACTS_MAX_CHARS, compiler_artifacts
 
 from . import planted_hazards as ph
 
@@ -41,7 +41,7 @@ def test_isolated_failure_dump_holds_the_worker_s_counters(tmp_path, isolated):
 
 
 def test_isolated_failure_dump_of_a_compiled_subject_holds_compiler_counters_and_artifacts(tmp_path, isolated):
-    local = sys.modules.get("compiler.counters")            # other tests may have compiled in this process
+    local = sys.modules.get("tritondiff.compiler.counters")            # other tests may have compiled in this process
     graphs_here = local.counters["graphs_compiled"] if local is not None else 0
     res = explore(ph.compiled_against_wrong_reference, seed=3, out_dir=str(tmp_path), database=False,
                   executor=isolated, budget_s=120, max_examples=3)
@@ -75,8 +75,8 @@ def test_counters_merge_taken_elsewhere_and_delta_sees_only_new_counts():
     parent.merge({"compiler.graphs_compiled": 1})
     snap = parent.snapshot()
     assert snap["harness.examples"] == 1 and snap["harness.findings"] == 1
-    assert snap["compiler.graphs_compiled"] == 3 + (sys.modules["compiler.counters"].counters["graphs_compiled"]
-                                                    if "compiler.counters" in sys.modules else 0)
+    assert snap["compiler.graphs_compiled"] == 3 + (sys.modules["tritondiff.compiler.counters"].counters["graphs_compiled"]
+                                                    if "tritondiff.compiler.counters" in sys.modules else 0)
 
 
 class _FakeArtifacts:
@@ -90,7 +90,7 @@ def test_compiler_artifacts_are_bounded(monkeypatch):
         def ran_artifacts():
             return [_FakeArtifacts(f"g{i}", ARTIFACT_TEXT_MAX_CHARS * 2) for i in range(40)]
 
-    monkeypatch.setitem(sys.modules, "compiler.dump", FakeDump)
+    monkeypatch.setitem(sys.modules, "tritondiff.compiler.dump", FakeDump)
     arts = compiler_artifacts()
     assert 0 < len(arts) < 40
     assert arts[-1]["graph"] == "g39"                        # the newest graphs are the ones kept

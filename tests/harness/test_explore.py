@@ -6,11 +6,11 @@ import os
 
 import torch
 
-from harness import subject, tensor
-from harness.case import Case, TensorCase
-from harness.explore import Failures, explore
-from harness.runner import Verdict
-from harness.strategies import example_cost
+from tritondiff.harness import subject, tensor
+from tritondiff.harness.case import Case, TensorCase
+from tritondiff.harness.explore import Failures, explore
+from tritondiff.harness.runner import Verdict
+from tritondiff.harness.strategies import example_cost
 
 NORM_VALUES = ("normal", "uniform_pos", "large_offset", "zeros", "integer")
 

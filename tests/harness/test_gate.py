@@ -4,8 +4,8 @@ from __future__ import annotations
 import os
 import re
 
-from harness import gate
-from harness.gate import PARTS, Part, format_table, junit_counts, pytest_command, run_gate
+from tritondiff.harness import gate
+from tritondiff.harness.gate import PARTS, Part, format_table, junit_counts, pytest_command, run_gate
 
 # The inner runs need no tritondiff plugin (loading it imports torch through the harness package).
 LIGHT = ["-p", "no:cacheprovider", "-p", "no:tritondiff"]

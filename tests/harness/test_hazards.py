@@ -1,10 +1,11 @@
 """Hazard hunters end to end: each planted hazard is found with the right class; each twin passes."""
 import pytest
 
-from harness import device, explore
-from harness.config import HarnessConfig, config
-from harness.executor import Isolated
-from harness.runner import enabled_hazards
+from tritondiff.base import device
+from tritondiff.harness import explore
+from tritondiff.harness.config import HarnessConfig, config
+from tritondiff.harness.executor import Isolated
+from tritondiff.harness.runner import enabled_hazards
 
 from . import planted_hazards as ph
 
@@ -113,7 +114,7 @@ def test_tritondiff_disable_switches_a_hunter_off(tmp_path, in_process, monkeypa
 
 
 def test_seed001_atomic_norm_is_a_tuning_trial_finding_and_reset_twin_passes(tmp_path, in_process):
-    from harness.loader import load_file
+    from tritondiff.harness.loader import load_file
     import os
 
     seed = load_file(os.path.join(os.path.dirname(__file__), "..", "..", "examples", "seed001_nrm2.py"))

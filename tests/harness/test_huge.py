@@ -14,15 +14,15 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from harness import config, huge, subject, tensor
-from harness.case import Case, TensorCase, shape_bucket
-from harness.cli import main
-from harness.dump import INPUTS_PT_MAX_BYTES, write_dump
-from harness.exc import HugeShapesUnavailable, UsageError
-from harness.explore import explore
-from harness.runner import Verdict
-from harness.strategies import cases
-from harness.tensors import on_device_workspace_bytes
+from tritondiff.harness import config, huge, subject, tensor
+from tritondiff.harness.case import Case, TensorCase, shape_bucket
+from tritondiff.harness.cli import main
+from tritondiff.harness.dump import INPUTS_PT_MAX_BYTES, write_dump
+from tritondiff.harness.exc import HugeShapesUnavailable, UsageError
+from tritondiff.harness.explore import explore
+from tritondiff.harness.runner import Verdict
+from tritondiff.harness.strategies import cases
+from tritondiff.harness.tensors import on_device_workspace_bytes
 
 GIB = 2 ** 30
 F = ("float32", "float16")

@@ -8,8 +8,9 @@ def test_lanes_sharing_a_gpu_get_that_many_times_the_hang_limit(monkeypatch):
     Each lane's executor gets lanes-per-GPU times the hang limit; one lane per GPU and the interpreter keep it."""
     import torch
 
-    from harness import device, lanes
-    from harness.config import config
+    from tritondiff.base import device
+    from tritondiff.harness import lanes
+    from tritondiff.harness.config import config
 
     class Campaign:
         example_timeout_s = None

@@ -7,13 +7,13 @@ import json
 import pytest
 import torch
 
-from harness import device
+from tritondiff.base import device
 import triton
 import triton.language as tl
 
-from harness import autotuning, launches
-from harness.exc import GridLimitExceeded
-from harness.launches import record_launches, write_sources
+from tritondiff.harness import autotuning, launches
+from tritondiff.base.exc import GridLimitExceeded
+from tritondiff.harness.launches import record_launches, write_sources
 from triton.runtime.jit import JITFunction
 
 

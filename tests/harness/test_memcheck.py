@@ -9,14 +9,14 @@ import types
 
 import pytest
 
-from harness import memcheck
-from harness.case import Case, TensorCase
-from harness.cli import main
-from harness.config import config
-from harness.dump import write_dump
-from harness.explore import SubjectResult
-from harness.loader import ref
-from harness.runner import Verdict
+from tritondiff.harness import memcheck
+from tritondiff.harness.case import Case, TensorCase
+from tritondiff.harness.cli import main
+from tritondiff.harness.config import config
+from tritondiff.harness.dump import write_dump
+from tritondiff.harness.explore import SubjectResult
+from tritondiff.harness.loader import ref
+from tritondiff.harness.runner import Verdict
 
 from . import planted_hazards as ph
 
@@ -228,7 +228,7 @@ def test_check_sanitize_reports_a_passing_subject_with_memcheck_errors(tmp_path,
 
 
 def test_replay_of_a_memcheck_finding_fails_while_memcheck_reports_errors(tmp_path, sanitizer, capsys):
-    from harness.replay import replay_dump
+    from tritondiff.harness.replay import replay_dump
 
     sanitizer(THREE_WRITES)
     passed = SubjectResult(ph.double_masked.name, "pass", 5, 0, 1.0)

@@ -4,7 +4,7 @@ import math
 import pytest
 import torch
 
-from harness.oracle import compare, locate, ulp_distance
+from tritondiff.harness.oracle import compare, locate, ulp_distance
 
 
 def _ref(fn, *xs):
@@ -183,7 +183,7 @@ def test_short_rows_take_eagers_error_level_from_their_neighbours():
     campaign finding): eager got lucky on every other row, the candidate is off by the same amount on every
     row.  Judged row by row it would fail on eager's luck; over groups of rows (MIN_RMS_ELEMENTS) it passes.
     A wrong element, far above that level, still fails."""
-    from harness.oracle import MIN_RMS_ELEMENTS
+    from tritondiff.harness.oracle import MIN_RMS_ELEMENTS
     g = torch.Generator().manual_seed(5)
     truth = 300 * torch.randn(733, 9, generator=g, dtype=torch.float64)
     luck = torch.randn(733, 1, generator=g, dtype=torch.float64).sign() * 0.04
@@ -222,7 +222,7 @@ def test_an_equally_accurate_candidate_with_its_own_heavy_tail_passes():
     """Layer-norm dx with dy at a large offset (session 15, an H100 and the CPU): eager and the compiled code err
     alike overall, each with a few elements 4-9x past their row's RMS -- at different elements.  Judged element
     by element against 3x eager's local level, 14 of 30 seeded GPU cases failed; the tail allowance passes them."""
-    from harness.oracle import TAIL_MIN_ELEMENTS
+    from tritondiff.harness.oracle import TAIL_MIN_ELEMENTS
     truth = torch.randn(64, 128, generator=torch.Generator().manual_seed(9), dtype=torch.float64) + 3
     eager = truth + _heavy_tailed(1, outliers=20)
     cand = truth + _heavy_tailed(2, outliers=5)

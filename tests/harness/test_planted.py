@@ -1,7 +1,8 @@
 """The harness's power: planted bugs are found with the right class and shrunk; correct twins pass."""
 import pytest
 
-from harness import device, explore
+from tritondiff.base import device
+from tritondiff.harness import explore
 
 from . import planted
 

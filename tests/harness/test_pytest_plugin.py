@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from harness import device as harness_device
-from harness.store import Store
+from tritondiff.base import device as harness_device
+from tritondiff.harness.store import Store
 
 pytest_plugins = ["pytester"]
 
@@ -17,8 +17,8 @@ import zlib
 
 import pytest
 
-from harness import subject, tensor
-from harness.executor import InProcess
+from tritondiff.harness import subject, tensor
+from tritondiff.harness.executor import InProcess
 
 IN = {"x": tensor(("N",), dtypes=("float32",), values=("normal",), nonfinite=False, layouts=("contiguous",))}
 
@@ -150,9 +150,9 @@ def test_hooks_are_registered_only_when_the_run_asks_for_tritondiff(pytester, mo
 
 # ---------------------------------------------------------------------------------------------- import cost
 
-_PROBE = ("import sys, harness.pytest_plugin, harness; "
+_PROBE = ("import sys, tritondiff, tritondiff.harness.pytest_plugin, tritondiff.harness; "
           "print(sorted(m for m in ('torch', 'triton', 'hypothesis', 'numpy') if m in sys.modules)); "
-          "print(harness.device.MODE)")
+          "print(tritondiff.harness.device.MODE)")
 
 
 @pytest.mark.parametrize("env", [{"TRITONDIFF_DEVICE": "cpu"}, {}])
@@ -169,10 +169,10 @@ def test_loading_the_plugin_imports_no_torch(env):
 
 def test_the_package_root_resolves_public_names_lazily():
     out = subprocess.run([sys.executable, "-c", (
-        "import sys, harness; "
+        "import sys, tritondiff.harness as harness; "
         "assert 'torch' not in sys.modules; "
-        "import harness.explore, harness.config, harness.counters; "          # submodules imported first ...
-        "from harness import explore, config, counters, subject; "
+        "import tritondiff.harness.explore, tritondiff.harness.config, tritondiff.harness.counters; "  # submodules first ...
+        "from tritondiff.harness import explore, config, counters, subject; "
         "print(callable(explore), type(config).__name__, type(counters).__name__, harness.explore is explore)")],
         capture_output=True, text=True, timeout=120, check=True,
         env={**os.environ, "TRITONDIFF_DEVICE": "cpu"}).stdout.split()
@@ -191,7 +191,7 @@ def test_gpu_huge_profile_is_refused_without_cuda(pytester):
 _TWO_SUBJECTS = '''
 import os
 import torch
-from harness import subject, tensor
+from tritondiff.harness import subject, tensor
 
 LOG = os.environ["PID_LOG"]
 

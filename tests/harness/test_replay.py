@@ -4,15 +4,15 @@ from __future__ import annotations
 import json
 import os
 
-from harness.cli import main
-from harness.executor import InProcess
-from harness.explore import explore
-from harness.loader import load_file, subjects_in
+from tritondiff.harness.cli import main
+from tritondiff.harness.executor import InProcess
+from tritondiff.harness.explore import explore
+from tritondiff.harness.loader import load_file, subjects_in
 
 SUBJECTS = '''
 import os
 
-from harness import subject, tensor
+from tritondiff.harness import subject, tensor
 
 BUG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bug_on")
 

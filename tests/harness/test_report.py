@@ -7,9 +7,11 @@ import re
 
 import pytest
 
-from harness.cli import main
-from harness.report import build, mismatch_picture, render_html, render_markdown, svg_strip, text_strip, write_report
-from harness.store import FindingRecord, Store
+from tritondiff.harness.cli import main
+from tritondiff.harness.report import (
+    build, mismatch_picture, render_html, render_markdown, svg_strip, text_strip, write_report
+)
+from tritondiff.harness.store import FindingRecord, Store
 
 N = 4231
 

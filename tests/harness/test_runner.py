@@ -2,9 +2,9 @@
 eager's error at ill-conditioned elements)."""
 import torch
 
-from harness import subject, tensor
-from harness.case import Case, TensorCase
-from harness.runner import _spread, _upcast, build_inputs
+from tritondiff.harness import subject, tensor
+from tritondiff.harness.case import Case, TensorCase
+from tritondiff.harness.runner import _spread, _upcast, build_inputs
 
 
 def _case(name, shape, dtype="float32", values="normal", layout="contiguous"):
@@ -73,7 +73,7 @@ def test_a_sum_over_steps_gets_no_spread_so_a_dropped_tail_still_fails():
 
 
 def test_the_move_direction_is_random_for_half_precision_and_integer_values():
-    from harness.runner import _value_signs
+    from tritondiff.harness.runner import _value_signs
     g = torch.Generator().manual_seed(0)
     for values in (torch.randn(4096, generator=g).to(torch.bfloat16).double(),
                    torch.randn(4096, generator=g).to(torch.float16).double(),
@@ -84,7 +84,7 @@ def test_the_move_direction_is_random_for_half_precision_and_integer_values():
 
 
 def test_a_reference_that_mutates_its_input_does_not_widen_the_spread(tmp_path):
-    from harness.runner import run_case
+    from tritondiff.harness.runner import run_case
 
     def bump(x):
         return x.add_(1.0)                                            # mutates its (fresh) input
@@ -100,7 +100,7 @@ def test_a_reference_that_mutates_its_input_does_not_widen_the_spread(tmp_path):
 
 def test_a_spread_that_runs_out_of_memory_is_left_out_not_a_harness_error(monkeypatch):
     """Huge mode: the moved copies of a 2^31-element input may not fit on the GPU; the mismatch stands."""
-    from harness import runner
+    from tritondiff.harness import runner
 
     def no_memory(x):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 16.00 GiB")
@@ -120,8 +120,8 @@ def test_a_spread_that_runs_out_of_memory_is_left_out_not_a_harness_error(monkey
 def test_the_oracle_counts_the_allowances_a_pass_needed():
     """runner._oracle counts a pass on the spread or the tail allowance (the example's ``allowance`` in
     harness.coverage); a plain pass and a failure count neither."""
-    from harness.counters import counters
-    from harness.runner import Reference, _oracle
+    from tritondiff.harness.counters import counters
+    from tritondiff.harness.runner import Reference, _oracle
     from tests.harness.test_oracle import _heavy_tailed
 
     @subject(reference=lambda x: x, inputs={"x": tensor(("N",))}, dims={"N": (1, 5000)})

@@ -4,17 +4,17 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness import device
+from tritondiff.base import device
 import triton
 import triton.language as tl
 from triton.runtime.errors import InterpreterError
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from harness.case import TensorCase
-from harness.exc import OutOfBoundsAccess
-from harness.sanitizer import bounds_checking
-from harness.tensors import GUARD_ELEMENTS, materialize
-from harness.tensors import guards_intact as tensor_guards_intact
+from tritondiff.harness.case import TensorCase
+from tritondiff.harness.exc import OutOfBoundsAccess
+from tritondiff.harness.sanitizer import bounds_checking
+from tritondiff.harness.tensors import GUARD_ELEMENTS, materialize
+from tritondiff.harness.tensors import guards_intact as tensor_guards_intact
 
 pytestmark = pytest.mark.skipif(not device.is_interpreter(), reason="bounds checks run in the interpreter")
 

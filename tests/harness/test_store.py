@@ -7,8 +7,8 @@ import sqlite3
 
 import pytest
 
-from harness.exc import CorruptStore, UsageError
-from harness.store import APPLICATION_ID, FindingRecord, Store
+from tritondiff.harness.exc import CorruptStore, UsageError
+from tritondiff.harness.store import APPLICATION_ID, FindingRecord, Store
 
 
 def _record(sig="k|mismatch|out0:tail", size=100, dump=None, message="off by 1") -> FindingRecord:

@@ -4,10 +4,10 @@ import math
 import torch
 from hypothesis import HealthCheck, find, given, seed, settings, strategies as st
 
-from harness import subject, tensor
-from harness.case import TensorCase
-from harness.strategies import TRITON_LIMIT, boundary_values, cases, dim_strategy
-from harness.tensors import guards_intact, materialize, nbytes
+from tritondiff.harness import subject, tensor
+from tritondiff.harness.case import TensorCase
+from tritondiff.harness.strategies import TRITON_LIMIT, boundary_values, cases, dim_strategy
+from tritondiff.harness.tensors import guards_intact, materialize, nbytes
 
 FAST = settings(max_examples=300, database=None, deadline=None, derandomize=True,
                 suppress_health_check=list(HealthCheck))

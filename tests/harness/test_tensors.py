@@ -11,9 +11,10 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from harness import device, tensors
-from harness.case import TensorCase
-from harness.tensors import GUARD_ELEMENTS, guards_intact, materialize
+from tritondiff.base import device
+from tritondiff.harness import tensors
+from tritondiff.harness.case import TensorCase
+from tritondiff.harness.tensors import GUARD_ELEMENTS, guards_intact, materialize
 
 
 def _storage(t):

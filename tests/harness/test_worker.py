@@ -9,12 +9,12 @@ import time
 import pytest
 import torch
 
-import harness.device  # noqa: F401  (device decision before triton)
+import tritondiff.base.device  # noqa: F401  (device decision before triton)
 import triton
 import triton.language as tl
 
-from harness.exc import UsageError, WorkerStartupError
-from harness.worker import Worker
+from tritondiff.harness.exc import UsageError, WorkerStartupError
+from tritondiff.harness.worker import Worker
 
 
 @triton.jit
@@ -26,7 +26,7 @@ def _scale_kernel(x_ptr, out_ptr, n, factor, BLOCK: tl.constexpr):
 
 def scale_in_worker(x: torch.Tensor, factor: float):
     """Target run inside the worker: launches a Triton kernel (interpreted on CPU, compiled on a GPU)."""
-    x = x.to(harness.device.torch_device())
+    x = x.to(tritondiff.base.device.torch_device())
     out = torch.empty_like(x)
     _scale_kernel[(triton.cdiv(x.numel(), 64),)](x, out, x.numel(), factor, BLOCK=64)
     return out.cpu(), os.environ.get("TRITON_INTERPRET")

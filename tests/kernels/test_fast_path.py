@@ -7,15 +7,15 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-import kernels
-from harness import device
-from kernels import fast_path
-from kernels.config import config
-from kernels.exc import UnsupportedInput
+from tritondiff import kernels
+from tritondiff.base import device
+from tritondiff.kernels import fast_path
+from tritondiff.kernels.config import config
+from tritondiff.kernels.exc import UnsupportedInput
 
 DEV = device.torch_device()
-LN = sys.modules["kernels.layer_norm"]
-NRM2 = sys.modules["kernels.nrm2"]
+LN = sys.modules["tritondiff.kernels.layer_norm"]
+NRM2 = sys.modules["tritondiff.kernels.nrm2"]
 
 
 def _ln_inputs(m=37, n=41, dtype=torch.float32, affine=True, seed=0):

@@ -9,9 +9,9 @@ from unittest import mock
 import pytest
 import torch
 
-from harness import device
-from kernels import launch as L
-from kernels.config import config
+from tritondiff.base import device
+from tritondiff.kernels import launch as L
+from tritondiff.kernels.config import config
 
 
 class _Compiled:
@@ -81,14 +81,14 @@ def test_arguments_it_cannot_key_on_or_left_to_defaults_take_the_jit_path(unobse
 
 
 def test_observers_keep_the_jit_path(monkeypatch):
-    from harness import device
+    from tritondiff.base import device
     if device.is_interpreter():
         assert L._observed()                                          # the interpreter always takes the JIT path
     monkeypatch.setattr(device, "is_interpreter", lambda: False)
     assert not L._observed()                                          # a GPU, nothing watching: the fast path
     with config.patch(fast_launch=False):
         assert L._observed()
-    import harness.launches as launches
+    import tritondiff.harness.launches as launches
     with launches.record_launches():
         assert L._observed()
     import triton

@@ -5,11 +5,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-import kernels
-from harness import device
-from kernels.config import config
-from kernels.exc import UnsupportedInput
-from kernels.layer_norm import layer_norm_reference
+from tritondiff import kernels
+from tritondiff.base import device
+from tritondiff.kernels.config import config
+from tritondiff.kernels.exc import UnsupportedInput
+from tritondiff.kernels.layer_norm import layer_norm_reference
 
 DEV = device.torch_device()
 # Relative tolerance against the float64 reference, scaled by the largest
@@ -122,8 +122,8 @@ def test_looped_subjects_run_the_looped_kernels(monkeypatch):
     column blocks and several M-splits, and still match float64."""
     import sys
 
-    from kernels import subjects
-    module = sys.modules["kernels.layer_norm"]
+    from tritondiff.harness.subjects import kernels as subjects
+    module = sys.modules["tritondiff.kernels.layer_norm"]
     grids = {name: [] for name in ("_layer_norm_fwd_looped_kernel", "_layer_norm_bwd_dx_looped_kernel",
                                    "_layer_norm_bwd_dwdb_kernel", "_layer_norm_fwd_kernel", "_layer_norm_bwd_kernel")}
     for name, seen in grids.items():

@@ -9,14 +9,14 @@ import pytest
 import torch
 from torch import nn
 
-import kernels
-from harness import device
-from kernels.benchmarks import mhc as bench
-from kernels.benchmarks import mhc_gridsearch, mhc_trace
-from kernels.config import config as kernel_config
-from kernels.exc import LaunchConfigError, UnsupportedInput
-from kernels.mhc import MHCLiteBlock, configs, reference, rmsnorm_project
-from kernels.mhc.configs import LaunchConfig
+from tritondiff import kernels
+from tritondiff.base import device
+from bench import mhc as bench
+from bench import mhc_gridsearch, mhc_trace
+from tritondiff.kernels.config import config as kernel_config
+from tritondiff.kernels.exc import LaunchConfigError, UnsupportedInput
+from tritondiff.kernels.mhc import MHCLiteBlock, configs, reference, rmsnorm_project
+from tritondiff.kernels.mhc.configs import LaunchConfig
 
 DEV = device.torch_device()
 mhc = kernels.mhc
@@ -323,7 +323,7 @@ def _k1_configs():
 def test_k1_dot_operand_tiles_are_at_least_16_for_every_size(kernel):
     """tl.dot needs K >= 16 for 16-bit operands on NVIDIA GPUs (and M, N >= 16 before triton 3.2); the
     interpreter accepts anything, so CPU runs cannot show a violation: check every launch's tiles."""
-    from kernels.mhc.rmsnorm_project import MIN_DOT_DIM, k1_blocks
+    from tritondiff.kernels.mhc.rmsnorm_project import MIN_DOT_DIM, k1_blocks
     assert MIN_DOT_DIM == 16
     sizes = _DOT_SIZES + (64, 341, 4231)
     checked = 0
@@ -341,7 +341,7 @@ def test_k1_dot_operand_tiles_are_at_least_16_for_every_size(kernel):
 
 def test_k1_tiles_below_16_are_refused_before_launch():
     """An override so wide that the 2**20-element tile limit halves BLOCK_T below 16 is a LaunchConfigError."""
-    from kernels.mhc.rmsnorm_project import k1_blocks
+    from tritondiff.kernels.mhc.rmsnorm_project import k1_blocks
     with pytest.raises(LaunchConfigError, match="every dot dimension must be >= 16"):
         k1_blocks("k1_fwd", T=64, K=1 << 17, D=32, device=DEV, config=LaunchConfig(16, 1 << 17))
     with pytest.raises(LaunchConfigError, match="k1_fwd' or 'k1_bwd_dx"):
@@ -416,7 +416,7 @@ def test_float32_inv_rms_gradient_in_the_two_pass_form():
 
 def test_backward_kernels_match_their_references():
     """Each backward launcher against the closed-form reference of that kernel (bf16, odd C)."""
-    from kernels.mhc import post_res, pre_map, rmsnorm_project
+    from tritondiff.kernels.mhc import post_res, pre_map, rmsnorm_project
     t = _inputs(45, 41, torch.bfloat16, seed=9)
     x, T, C = t["x"], 45, 41
     g_plane, g_streams = torch.randn(T, C, device=DEV).bfloat16(), torch.randn(T, 4, C, device=DEV).bfloat16()
@@ -839,7 +839,7 @@ def test_gridsearch_overrides_adopt_only_real_winners():
                                             result("k4_fwd", None, 0.4), result("k4_bwd_fused", 0.7, None)])
     assert text == ("mhc_k1_bwd_dx.block_t=32,mhc_k1_bwd_dx.block_c=256,mhc_k1_bwd_dx.num_warps=4,"
                     "mhc_k1_bwd_dx.num_stages=3")
-    from kernels.config import _parse_launch
+    from tritondiff.kernels.config import _parse_launch
     assert _parse_launch(text) == {"mhc_k1_bwd_dx": {"block_t": 32, "block_c": 256, "num_warps": 4,
                                                      "num_stages": 3}}
     assert mhc_gridsearch.launch_overrides([result("k3_fwd", 0.5, 0.499)]) == ""

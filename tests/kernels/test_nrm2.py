@@ -5,11 +5,11 @@ import math
 import pytest
 import torch
 
-import kernels
-from harness import device
-from kernels.config import config
-from kernels.exc import KernelError, LaunchConfigError, UnsupportedInput
-from kernels.nrm2 import nrm2_reference
+from tritondiff import kernels
+from tritondiff.base import device
+from tritondiff.kernels.config import config
+from tritondiff.kernels.exc import KernelError, LaunchConfigError, UnsupportedInput
+from tritondiff.kernels.nrm2 import nrm2_reference
 
 DEV = device.torch_device()
 # Max relative error of the result against the float64 norm: float32 sums, then one

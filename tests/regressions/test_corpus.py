@@ -13,12 +13,12 @@ import os
 
 import pytest
 
-from harness import device  # noqa: F401  (device decision before any kernel module is imported)
-from harness.api import Subject, registry
-from harness.case import Case
-from harness.executor import Isolated
-from harness.loader import load_file, ref, subjects_in
-from harness.runner import Verdict, enabled_hazards, run_case
+from tritondiff.base import device  # noqa: F401  (device decision before any kernel module is imported)
+from tritondiff.harness.api import Subject, registry
+from tritondiff.harness.case import Case
+from tritondiff.harness.executor import Isolated
+from tritondiff.harness.loader import load_file, ref, subjects_in
+from tritondiff.harness.runner import Verdict, enabled_hazards, run_case
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REQUIRED = ("title", "failure_class", "signature", "fixed")

@@ -16,8 +16,8 @@ import torch
 import triton
 import triton.language as tl
 
-from harness import device  # noqa: F401  (device decision before any kernel is defined)
-from harness import subject, tensor
+from tritondiff.base import device  # noqa: F401  (device decision before any kernel is defined)
+from tritondiff.harness import subject, tensor
 
 BLOCK = 1024
 NORM = dict(reference=lambda x: torch.linalg.vector_norm(x),

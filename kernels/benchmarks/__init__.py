@@ -1,1 +1,0 @@
-"""GPU benchmarks of the hand-written kernels (print a notice and exit on CPU)."""

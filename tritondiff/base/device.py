@@ -1,0 +1,96 @@
+"""The one place that decides where kernels run.
+
+CUDA when a GPU is visible, otherwise Triton's interpreter on CPU tensors.
+``TRITONDIFF_DEVICE=cpu`` (or an already-set ``TRITON_INTERPRET=1``) forces the
+interpreter; ``TRITONDIFF_DEVICE=cuda`` forces CUDA and fails loudly without
+one.  The decision is made at import, before any ``@triton.jit`` function is
+defined, because Triton reads ``TRITON_INTERPRET`` when a kernel is decorated:
+every package of the project imports this module first.
+
+Deciding does not import torch where no GPU device node exists (or the
+interpreter is forced), so importing the harness package stays light there.
+"""
+from __future__ import annotations
+
+import os
+
+from .config import config
+from .exc import UsageError
+
+_choice = config.device                   # validated by the config knob: auto, cuda, cpu or interpreter
+
+if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0") and _choice == "auto":
+    _choice = "cpu"
+
+
+def _no_gpu_device_nodes() -> bool:
+    """True where no GPU driver exposes a device: then CUDA cannot be available, and the decision
+    needs no torch import (which keeps ``import tritondiff.harness`` -- and the pytest plugin -- light)."""
+    nodes = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd", "/dev/dxg")
+    return os.name == "posix" and not any(os.path.exists(n) for n in nodes)
+
+
+if _choice == "auto" and _no_gpu_device_nodes():
+    _choice = "cpu"
+
+if _choice in ("cpu", "interpreter"):
+    os.environ["TRITON_INTERPRET"] = "1"
+else:
+    import torch  # noqa: E402  (TRITON_INTERPRET must be decided before triton is imported)
+
+    if _choice == "auto":
+        _choice = "cuda" if torch.cuda.is_available() else "cpu"
+        if _choice == "cpu":
+            os.environ["TRITON_INTERPRET"] = "1"
+    elif not torch.cuda.is_available():
+        raise UsageError("TRITONDIFF_DEVICE=cuda but torch sees no CUDA device; use TRITONDIFF_DEVICE=cpu")
+
+#: "cuda" or "interpreter".
+MODE = "cuda" if _choice == "cuda" else "interpreter"
+
+
+def _check_import_order() -> None:
+    """Triton decides compiled vs interpreted when a jit function is defined, including its own
+    library functions (tl.sum, tl.max, ...); imported earlier, they would not run in the interpreter."""
+    import sys
+
+    std = sys.modules.get("triton.language.standard")
+    if MODE != "interpreter" or std is None:
+        return
+    from triton.runtime.interpreter import InterpretedFunction
+
+    if not isinstance(getattr(std, "sum", None), InterpretedFunction):
+        raise UsageError("triton was imported before tritondiff on a machine without a GPU, so its kernels "
+                         "cannot run in the interpreter; import tritondiff.harness (or .kernels / .compiler) before triton, "
+                         "or set TRITON_INTERPRET=1 in the environment")
+
+
+_check_import_order()
+
+
+def is_interpreter() -> bool:
+    """True when kernels run in Triton's interpreter on CPU tensors."""
+    return MODE == "interpreter"
+
+
+_TORCH_DEVICES: dict = {}
+
+
+def torch_device():
+    """The ``torch.device`` tensors of an example are created on (one object per mode: the compiler's
+    runtime asks on every buffer it allocates)."""
+    dev = _TORCH_DEVICES.get(MODE)
+    if dev is None:
+        import torch
+
+        dev = _TORCH_DEVICES[MODE] = torch.device("cuda" if MODE == "cuda" else "cpu")
+    return dev
+
+
+def describe() -> str:
+    """A one-line description of the device for dumps and reports."""
+    if MODE == "cuda":
+        import torch
+
+        return torch.cuda.get_device_name()
+    return "cpu (triton interpreter)"
