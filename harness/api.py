@@ -20,9 +20,13 @@ from typing import Any, Callable, Mapping, Sequence
 
 from hypothesis.strategies import SearchStrategy
 
-from tritondiff.base import device  # noqa: F401  (subject files define @triton.jit kernels after importing the API)
+from tritondiff.base import device  # (subject files define @triton.jit kernels after importing the API)
+from tritondiff.base import interpreter
 from . import hunters
 from .exc import InvalidSubject
+
+if device.is_interpreter():
+    interpreter.install()           # bf16 arithmetic on values, not bit patterns (see base.interpreter)
 
 #: Dtypes a tensor input may be drawn in, by name.
 DTYPES = ("float32", "float16", "bfloat16", "float64", "int32", "int64", "int8", "uint8", "bool")
@@ -49,11 +53,12 @@ class TensorSpec:
     values: tuple[str, ...]
     nonfinite: bool
     dtype_like: str | None
-    low: float | None
-    high: float | None
+    low: float | str | None     # a number, or a dim name (see tensor())
+    high: float | str | None
 
     def dim_names(self) -> list[str]:
-        return [d for d in self.shape if isinstance(d, str)]
+        """The dims its shape and its bounds name."""
+        return [d for d in (*self.shape, self.low, self.high) if isinstance(d, str)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,14 +71,16 @@ class Constant:
 def tensor(shape: Sequence[str | int], *, dtypes: Sequence[str] = ("float32",),
            layouts: Sequence[str] = LAYOUTS, values: Sequence[str] = VALUE_FAMILIES,
            nonfinite: bool = True, dtype_like: str | None = None,
-           low: float | None = None, high: float | None = None) -> TensorSpec:
+           low: float | str | None = None, high: float | str | None = None) -> TensorSpec:
     """Declare a tensor input.
 
     ``shape`` lists dims by name (resolved through the subject's ``dims``) or as
     int literals.  ``dtypes``, ``layouts`` and ``values`` restrict what is drawn;
     ``nonfinite=False`` never sprinkles NaN/inf; ``dtype_like="x"`` gives this
-    tensor the dtype drawn for input ``x``; ``low``/``high`` clamp values (e.g.
-    ``low=0`` for a ``sqrt`` domain, applied after the family is drawn).
+    tensor the dtype drawn for input ``x``; ``low``/``high`` bound the values: floating
+    values are clamped to them (``low=0`` for a ``sqrt`` domain, after the family is drawn),
+    integer values are drawn uniformly in ``[low, high]``.  Either may name a dim: ``high="V"``
+    draws indices into a dim of size V (at most V - 1), e.g. token or position ids.
     """
     if isinstance(shape, (str, int)) or not isinstance(shape, Sequence):
         raise InvalidSubject(f"tensor(shape=...) takes a tuple of dim names or ints, got {shape!r}; "
@@ -88,7 +95,10 @@ def tensor(shape: Sequence[str | int], *, dtypes: Sequence[str] = ("float32",),
     values = _names(values, VALUE_FAMILIES, "values")
     if dtype_like is not None and not isinstance(dtype_like, str):
         raise InvalidSubject("dtype_like names another input, e.g. dtype_like='x'", argument="dtype_like")
-    if low is not None and high is not None and low > high:
+    for name, bound in (("low", low), ("high", high)):
+        if bound is not None and (isinstance(bound, bool) or not isinstance(bound, (int, float, str))):
+            raise InvalidSubject(f"tensor({name}={bound!r}): give a number or a dim name", argument=name)
+    if isinstance(low, (int, float)) and isinstance(high, (int, float)) and low > high:
         raise InvalidSubject(f"tensor(low={low}, high={high}): low must not exceed high", argument="low")
     return TensorSpec(tuple(shape), dtypes, layouts, values, bool(nonfinite), dtype_like, low, high)
 
@@ -126,8 +136,9 @@ class Subject:
     def __init__(self, fn: Callable, *, reference: Callable, inputs: Mapping[str, Any],
                  dims: Mapping[str, int | tuple[int, int]], name: str | None, tolerance: Tolerance,
                  mutates: Sequence[str], deterministic: bool, disable: Sequence[str],
-                 max_example_bytes: int | None):
+                 max_example_bytes: int | None, where: Sequence[Callable[..., bool]] = ()):
         self.fn = fn
+        self.where = tuple(where)
         self.reference = reference
         self.inputs = dict(inputs)
         self.dims = {k: (v, v) if isinstance(v, int) else tuple(v) for k, v in dims.items()}
@@ -166,7 +177,8 @@ def registry() -> dict[str, Subject]:
 def subject(*, reference: Callable, inputs: Mapping[str, Any], dims: Mapping[str, Any] | None = None,
             name: str | None = None, multiplier: float = 3.0, rtol: float | None = None,
             atol: float | None = None, mutates: Sequence[str] = (), deterministic: bool = True,
-            disable: Sequence[str] = (), max_example_bytes: int | None = None) -> Callable[[Callable], Subject]:
+            disable: Sequence[str] = (), max_example_bytes: int | None = None,
+            where: Callable[..., bool] | Sequence[Callable[..., bool]] = ()) -> Callable[[Callable], Subject]:
     """Declare ``fn`` a subject: a Triton entry point diffed against ``reference``.
 
     ``inputs`` maps each parameter name to a :func:`tensor` spec, a Hypothesis
@@ -175,7 +187,9 @@ def subject(*, reference: Callable, inputs: Mapping[str, Any], dims: Mapping[str
     eager's own error against float64, plus ``rtol``/``atol`` floors (dtype
     defaults).  ``mutates`` names inputs the subject writes on purpose;
     ``deterministic=False`` lets repeated calls differ within the oracle;
-    ``disable`` switches hazard hunters off by name (see ``HAZARDS``).
+    ``disable`` switches hazard hunters off by name (see ``HAZARDS``); ``where`` relates
+    dims with predicates over them by name (``where=lambda H, KV: H % KV == 0``): drawn
+    dims that fail one are redrawn.
     """
     if not callable(reference):
         raise InvalidSubject(f"subject(reference=...) must be callable, got {type(reference).__name__}",
@@ -220,6 +234,7 @@ def subject(*, reference: Callable, inputs: Mapping[str, Any], dims: Mapping[str
         if val is not None and not (isinstance(val, (int, float)) and 0 <= val < 1):
             raise InvalidSubject(f"{arg}={val!r} must be a number in [0, 1)", argument=arg)
     tol = Tolerance(float(multiplier), rtol, atol)
+    where = _check_where(where, dims)
 
     def decorate(fn: Callable) -> Subject:
         if not callable(fn):
@@ -228,11 +243,46 @@ def subject(*, reference: Callable, inputs: Mapping[str, Any], dims: Mapping[str
         _check_signature(reference, parsed, "reference")
         subj = Subject(fn, reference=reference, inputs=parsed, dims=dims, name=name, tolerance=tol,
                        mutates=mutates, deterministic=deterministic, disable=disable,
-                       max_example_bytes=max_example_bytes)
+                       max_example_bytes=max_example_bytes, where=where)
         _REGISTRY[subj.name] = subj
         return subj
 
     return decorate
+
+
+def _check_where(where: Any, dims: dict) -> tuple:
+    """``where=``: one predicate or several over the drawn dims, each taking dims by name as keyword
+    arguments (``where=lambda H, KV: H % KV == 0``); every parameter must name a declared dim."""
+    preds = (where,) if callable(where) else tuple(where) if isinstance(where, (list, tuple)) else None
+    if preds is None or not all(callable(p) for p in preds):
+        raise InvalidSubject("where= takes a predicate over dims (lambda H, KV: H % KV == 0) or a list of them",
+                             argument="where")
+    for pred in preds:
+        try:
+            params = inspect.signature(pred).parameters.values()
+        except (TypeError, ValueError):
+            continue                          # a builtin: its parameters cannot be read, it is called as it is
+        for p in params:
+            if p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
+                continue
+            if p.name not in dims:
+                raise InvalidSubject(f"where= predicate takes {p.name!r}, which dims= does not define; its "
+                                     f"parameters name dims ({', '.join(dims) or 'none declared'})", argument="where")
+    return preds
+
+
+def dims_allowed(subject: Subject, dims: Mapping[str, int]) -> bool:
+    """Whether drawn ``dims`` satisfy every ``where=`` predicate of ``subject``."""
+    for pred in subject.where:
+        try:
+            params = inspect.signature(pred).parameters.values()
+            wants_all = any(p.kind == p.VAR_KEYWORD for p in params)
+            names = [p.name for p in params if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL)]
+        except (TypeError, ValueError):
+            wants_all, names = True, []
+        if not pred(**(dict(dims) if wants_all else {n: dims[n] for n in names})):
+            return False
+    return True
 
 
 def _check_dims(dims: dict) -> None:

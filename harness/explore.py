@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Callable
 from hypothesis import HealthCheck, Phase, Verbosity, given, reject, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis.database import DirectoryBasedExampleDatabase
+from hypothesis.errors import Unsatisfiable
 
 from .api import Subject, registry
 from .case import Case
@@ -145,6 +146,7 @@ class _State:
         self.failures = Failures()
         self.coverage = CoverageTally()          # counts the examples and the skipped ones too
         self.judged = False                      # has an example run to a verdict (not cut short)?
+        self.last_skip: str = ""                 # why the reference refused the last example it refused
 
 
 def new_seed() -> int:
@@ -185,8 +187,17 @@ def explore(subject: Subject, *, budget_s: float | None = None, max_examples: in
     start = time.monotonic()
     probe = _probe(state, executor, subject_ref, hazards, start + budget_s, budget_s, on_example)
     try:
-        _search(_hypothesis_test(subject, probe, max_examples=max_examples, seed=seed, out_dir=out_dir,
-                                 database=database, huge=huge), state.failures)
+        try:
+            _search(_hypothesis_test(subject, probe, max_examples=max_examples, seed=seed, out_dir=out_dir,
+                                     database=database, huge=huge), state.failures)
+        except Unsatisfiable:
+            if not state.coverage.skipped:
+                raise UsageError(f"{subject.name}: no drawn dims satisfied its where= predicates; widen the dims "
+                                 "or relax the predicates") from None
+            raise UsageError(f"{subject.name}: every example drawn was outside the subject's domain "
+                             f"({state.coverage.skipped} drawn, the reference raised on each; last: "
+                             f"{state.last_skip or 'no message'}); declare the dims, dtypes and values the "
+                             "reference accepts") from None
     finally:
         if own_executor:
             executor.close()
@@ -251,6 +262,7 @@ def _probe(state: _State, executor: Executor, subject_ref: dict, hazards: frozen
             if on_example is not None:
                 on_example(case, verdict)
             if verdict.status == "skip":
+                state.last_skip = verdict.message
                 reject()
             if verdict.status == "fail":
                 state.failures.add(case, verdict)
@@ -285,6 +297,9 @@ def _search(test: Callable[[], None], failures: Failures) -> None:
         failures.raised = (e.case, e.verdict)
     except _BudgetSpent:
         pass
+    except Unsatisfiable:
+        if failures.smallest() is None:
+            raise
     except Exception:
         # e.g. Hypothesis's FlakyFailure when a replay fails differently (a crash that replays as a
         # hang on a loaded machine): the failures already recorded stand; anything else is ours.

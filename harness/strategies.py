@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import math
 
+from hypothesis import assume
 from hypothesis import strategies as st
 
 from typing import TYPE_CHECKING
 
-from .api import Constant, Subject, TensorSpec
+from .api import Constant, Subject, TensorSpec, dims_allowed
 from .case import Case, TensorCase
 from .config import config
 from .tensors import torch_dtype
@@ -134,11 +135,14 @@ def cases(draw, subject: Subject, max_example_bytes: int | None = None, *, huge:
         for key, spec in specs.items():
             if spec.dtype_like is None:
                 dtypes[key] = draw(st.sampled_from(spec.dtypes))
+    assume(dims_allowed(subject, dims))               # where=: dims that relate (heads divisible by KV heads)
     tensors: dict[str, TensorCase] = {}
     for key, spec in specs.items():
         dtype = dtypes[spec.dtype_like] if spec.dtype_like is not None else dtypes[key]
         shape = tuple(d if isinstance(d, int) else dims[d] for d in spec.shape)
-        tensors[key] = draw(_tensor_case(spec, shape, dtype, key in subject.mutates, huge is not None))
+        bounds = (dims[spec.low] if isinstance(spec.low, str) else spec.low,
+                  dims[spec.high] - 1 if isinstance(spec.high, str) else spec.high)   # an index into that dim
+        tensors[key] = draw(_tensor_case(spec, shape, dtype, key in subject.mutates, huge is not None, bounds))
     scalars = {}
     for key, spec in subject.inputs.items():
         if isinstance(spec, Constant):
@@ -150,7 +154,7 @@ def cases(draw, subject: Subject, max_example_bytes: int | None = None, *, huge:
 
 @st.composite
 def _tensor_case(draw, spec: TensorSpec, shape: tuple[int, ...], dtype: str, mutated: bool,
-                 huge: bool) -> TensorCase:
+                 huge: bool, bounds: tuple) -> TensorCase:
     """Layout, value family, seed and non-finite sprinkle of one tensor input."""
     layouts = [lay for lay in spec.layouts if _layout_fits(lay, shape, mutated)
                and (not huge or lay in HUGE_LAYOUTS)]
@@ -164,7 +168,7 @@ def _tensor_case(draw, spec: TensorSpec, shape: tuple[int, ...], dtype: str, mut
         nonfinite = ("", "", "", "", "", "", "", "", "", "", "", "", "nan", "inf", "-inf", "mixed")[
             draw(st.integers(0, 15))]
     return TensorCase(shape, dtype, layout, param if layout != "strided" else 2 + param % 2,
-                      family, seed, nonfinite, spec.low, spec.high)
+                      family, seed, nonfinite, *bounds)
 
 
 def _layout_fits(layout: str, shape: tuple[int, ...], mutated: bool) -> bool:

@@ -108,6 +108,10 @@ def _family_values(tc: TensorCase, draws: "_GeneratorDraws | _CounterDraws") -> 
     if not dtype.is_floating_point:
         info = torch.iinfo(dtype)
         lo, hi = (max(info.min, -100), min(info.max, 100)) if tc.values != "large" else (info.min, info.max)
+        if tc.low is not None or tc.high is not None:      # declared bounds, inclusive: [low, high]
+            lo = lo if tc.low is None else min(max(info.min, math.ceil(tc.low)), info.max)
+            top = hi - 1 if tc.high is None else max(min(info.max, math.floor(tc.high)), info.min)
+            hi = min(max(top, lo) + 1, info.max)      # torch draws below hi; int64's max + 1 overflows
         return draws.integers(lo, hi)
     finfo = torch.finfo(dtype)
     fam = tc.values

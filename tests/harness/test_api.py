@@ -64,3 +64,73 @@ def test_tensor_spec_validation():
 def test_subject_signature_must_accept_inputs():
     with pytest.raises(InvalidSubject, match="no parameter"):
         subject(reference=lambda x: x, inputs={"x": tensor(("N",))}, dims={"N": 3})(lambda y: y)
+
+
+def test_integer_inputs_are_drawn_within_their_bounds_and_a_dim_can_bound_them(tmp_path, in_process):
+    """Token or position ids: ``high="V"`` draws indices into a dim of size V, so the reference (an indexing)
+    never rejects an example, and numeric bounds are inclusive."""
+    from tritondiff.harness.case import TensorCase
+    from tritondiff.harness.explore import explore
+    from tritondiff.harness.tensors import materialize
+
+    seen = []
+
+    @subject(reference=lambda ids, table: table[ids],
+             inputs={"ids": tensor(("N",), dtypes=("int64", "int32"), low=0, high="V"), "table": tensor(("V", "D"))},
+             dims={"N": (1, 50), "V": (1, 40), "D": (1, 4)}, name="api_test.gather")
+    def gather(ids, table):
+        seen.append((int(ids.min()), int(ids.max()), table.shape[0]))
+        return table[ids]
+
+    res = explore(gather, budget_s=60, max_examples=40, seed=2, out_dir=str(tmp_path), executor=in_process)
+    assert res.status == "pass" and res.skipped == 0 and len(seen) >= 20
+    assert all(0 <= lo and hi < v for lo, hi, v in seen) and any(hi == v - 1 > 0 for lo, hi, v in seen)
+    for dtype in ("int8", "int32", "int64"):
+        values = materialize(TensorCase((5000,), dtype, "contiguous", 0, "normal", 9, "", 3, 7), guard=0)
+        assert sorted(values.unique().tolist()) == [3, 4, 5, 6, 7]
+
+
+def test_bounds_must_be_numbers_or_declared_dims():
+    with pytest.raises(InvalidSubject, match="give a number or a dim name"):
+        tensor(("N",), low=[0])
+    with pytest.raises(InvalidSubject, match="uses dim 'V', which dims= does not define"):
+        @subject(reference=lambda x: x, inputs={"x": tensor(("N",), dtypes=("int32",), high="V")}, dims={"N": 4})
+        def ids(x):
+            return x
+
+
+def test_where_relates_dims_and_every_drawn_example_satisfies_it(tmp_path, in_process):
+    """Grouped-query attention's shapes: heads divisible by KV heads, an even head size, one dim twice another."""
+    from tritondiff.harness.explore import explore
+
+    seen = []
+
+    @subject(reference=lambda q: q * 2, inputs={"q": tensor(("H", "D", "S"))},
+             dims={"H": (1, 16), "KV": (1, 8), "D": (1, 16), "S": (1, 32)},
+             where=[lambda H, KV: H % KV == 0, lambda D: D % 2 == 0, lambda S, D: S == 2 * D],
+             name="api_test.gqa_shapes")
+    def gqa(q):
+        seen.append(q.shape)
+        return q * 2
+
+    res = explore(gqa, budget_s=60, max_examples=30, seed=4, out_dir=str(tmp_path), executor=in_process)
+    assert res.status == "pass" and len(seen) >= 4          # (filtering: a strict equality keeps few draws)
+    assert all(d % 2 == 0 and s == 2 * d for h, d, s in seen)
+
+
+def test_where_is_validated_and_an_impossible_one_is_one_usage_error(tmp_path, in_process):
+    from tritondiff.harness.exc import UsageError
+    from tritondiff.harness.explore import explore
+
+    with pytest.raises(InvalidSubject, match="where= predicate takes 'K', which dims= does not define"):
+        subject(reference=lambda x: x, inputs={"x": tensor(("N",))}, dims={"N": 4}, where=lambda K: K > 1)
+    with pytest.raises(InvalidSubject, match="where= takes a predicate"):
+        subject(reference=lambda x: x, inputs={"x": tensor(("N",))}, dims={"N": 4}, where="N > 1")
+
+    @subject(reference=lambda x: x, inputs={"x": tensor(("N",))}, dims={"N": (1, 8)}, where=lambda N: N > 100,
+             name="api_test.impossible")
+    def never(x):
+        return x
+
+    with pytest.raises(UsageError, match="api_test.impossible: no drawn dims satisfied its where= predicates"):
+        explore(never, budget_s=60, seed=1, out_dir=str(tmp_path), executor=in_process)

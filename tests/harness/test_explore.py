@@ -206,3 +206,23 @@ def test_the_first_example_runs_to_its_hang_limit_and_later_ones_to_the_budget(t
                   out_dir=str(tmp_path), executor=slow)
     assert res.status == "pass" and res.examples == 1, res.line()
     assert slow.limits[0] is None and len(slow.limits) == 2 and 0 < slow.limits[1] <= 0.6, slow.limits
+
+
+def test_a_subject_whose_every_draw_is_outside_its_domain_is_a_usage_error_naming_the_reference(tmp_path,
+                                                                                                in_process):
+    """Hypothesis gives up (Unsatisfiable) when every example is rejected: that is a declaration to fix, said
+    in one line with the subject and the reference's error, never a traceback."""
+    import pytest
+
+    from tritondiff.harness.exc import UsageError
+
+    def needs_even(x):
+        raise ValueError("needs an even N")
+
+    @subject(reference=needs_even, inputs={"x": tensor(("N",))}, dims={"N": (1, 64)}, name="explore_test.out")
+    def out_of_domain(x):
+        return x
+
+    with pytest.raises(UsageError, match=r"explore_test.out: every example drawn was outside the subject's "
+                                         r"domain \(\d+ drawn.*last: reference raised ValueError: needs an even N"):
+        explore(out_of_domain, budget_s=60, seed=1, out_dir=str(tmp_path), executor=in_process)

@@ -59,6 +59,28 @@ def test_inf_that_eager_also_produces_is_accepted():
     assert compare(eager.clone(), eager, truth).passed
 
 
+def test_nan_or_the_wrong_infinity_where_the_truth_is_infinite_is_a_nonfinite_failure():
+    """A sum that read the wrong elements returned NaN where eager and the truth were -inf: that is a
+    divergence, as is +inf for -inf; only the same kind passes."""
+    x = torch.tensor([[1.0, float("-inf"), 2.0], [3.0, 4.0, 5.0]])
+    eager, truth = _ref(lambda t: t.sum(1), x)
+    assert torch.isinf(eager[0]) and eager[0] < 0
+    for wrong in (float("nan"), float("inf")):
+        res = compare(torch.tensor([wrong, 12.0]), eager, truth)
+        assert not res.passed and res.failure_class == "nonfinite" and res.outputs[0].first_indices == [(0,)]
+    assert compare(eager.clone(), eager, truth).passed
+
+
+def test_any_overflow_is_excused_where_eager_overflows_a_finite_truth():
+    """Near the dtype's max another order of the same sums overflows differently (NaN from +inf + -inf
+    partials where eager's order gave +inf): with a finite truth that eager missed too, not the candidate's bug."""
+    big = torch.finfo(torch.float32).max
+    x = torch.tensor([big, big, -big, -big])
+    eager, truth = _ref(lambda t: t.sum(0, keepdim=True), x)
+    assert torch.isinf(eager).all() and torch.isfinite(truth).all()
+    assert compare(torch.tensor([float("nan")]), eager, truth).passed
+
+
 def test_rounding_across_the_overflow_threshold_is_not_a_nonfinite_mismatch():
     """fp16 overflows past 65520 (65504 plus half its ulp).  A truth of 65520.9 rounds to inf, as eager did; a
     candidate that computed 65519 stores 65504, 2.6e-4 off -- the compiler's layer-norm dx, session 23."""
