@@ -322,6 +322,7 @@ class CampaignResult:
     errors: list[str]
     seed: int
     workers: int = 1                  # lanes of this run
+    strict: bool = False              # edge findings fail the run too (harness.tiers)
 
     @property
     def examples_per_s(self) -> float:
@@ -332,7 +333,8 @@ class CampaignResult:
     def exit_code(self) -> int:
         if self.status == "interrupted":
             return 130
-        return 1 if self.findings or self.errors else 0
+        failing = [f for f in self.findings if f.get("tier", "wrong") == "wrong" or self.strict]
+        return 1 if failing or self.errors else 0
 
 
 class _Campaign:
@@ -429,7 +431,7 @@ class _Campaign:
                 ev.new = ev.new or replaced.get("new", False)
                 self.findings[ev.signature] = {"signature": ev.signature, "subject": ev.subject,
                                                "new": ev.new or self.findings.get(ev.signature, {}).get("new", False),
-                                               "message": ev.text}
+                                               "message": ev.text, "tier": ev.tier or "wrong"}
                 self.display.line(f"{'NEW  ' if ev.new else 'seen '} L{ev.lane} {ev.subject} {ev.text}")
             elif ev.kind == "done":
                 self.explored[ev.subject] += ev.examples
@@ -527,7 +529,7 @@ def run_campaign(targets: Sequence[str] = (), *, budget_s: float | None = None, 
                          "more budget or fewer targets")
         result = CampaignResult(campaign.id, status, db.path, runner.seconds, runner.spent_before + runner.seconds,
                                 campaign.budget_s, runner.examples, list(runner.findings.values()), runner.errors,
-                                campaign.seed, workers)
+                                campaign.seed, workers, strict=config.strict)
         _summary(display, result, db)
     finally:
         db.close()

@@ -8,10 +8,12 @@ subjects, bad flag) or a harness error (the worker cannot load the subject,
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from tritondiff.base import exc as base_exc
 
+from .config import apply_project_settings, config
 from .exc import HarnessError, UsageError
 
 
@@ -53,6 +55,24 @@ def _disable(text: str) -> frozenset:
     return names
 
 
+def _add_verdict_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--strict", action="store_true", default=None,
+                        help="fail on edge findings too (inputs at the dtype's overflow threshold, subnormal or "
+                             "non-finite), not only on findings on normal-range inputs; also TRITONDIFF_STRICT=1 "
+                             "or strict = true in [tool.tritondiff] of pyproject.toml")
+    parser.add_argument("--max-findings", type=_positive_int, default=None,
+                        help="distinct findings to look for per subject before its search stops (default 4)")
+
+
+def _apply_verdict_options(args, start: str) -> None:
+    """The project's [tool.tritondiff] settings, then the command line's, onto the harness config."""
+    apply_project_settings(start)
+    if args.strict:
+        config.strict = True
+    if args.max_findings is not None:
+        config.max_findings = args.max_findings
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="tritondiff", description="Differential correctness testing of Triton kernels.")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
@@ -70,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="comma-separated hazard hunters to switch off")
     check.add_argument("--sanitize", action="store_true",
                        help="on GPU, run each finding's repro under compute-sanitizer memcheck (report in the dump)")
+    _add_verdict_options(check)
     fuzz = sub.add_parser("fuzz", help="a fuzz campaign over many subjects, with a findings store")
     fuzz.add_argument("targets", nargs="*",
                       help="subject files (file.py or file.py::name), bundled subject names or globs; "
@@ -88,6 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     fuzz.add_argument("--list", action="store_true",
                       help="print the subjects the targets name (none: every bundled subject), grouped by prefix, "
                            "and exit")
+    _add_verdict_options(fuzz)
     fuzz.add_argument("--huge", action="store_true",
                       help="CUDA only: draw each target's largest input just past 2^31 elements, within free GPU "
                            "and host memory (targets that do not fit are skipped, with the reason)")
@@ -149,6 +171,7 @@ def _check(args) -> int:
     from .explore import explore
     from .loader import load_file, subjects_in
 
+    _apply_verdict_options(args, args.file)
     module = load_file(args.file)
     subjects = subjects_in(module)
     if not subjects:
@@ -190,6 +213,7 @@ def _fuzz(args) -> int:
     if args.list:
         print(format_name_groups(s.name for s in resolve_targets(args.targets)))
         return 0
+    _apply_verdict_options(args, os.getcwd())
 
     def _terminate(signum, frame):           # SIGTERM stops as cleanly as Ctrl-C
         raise KeyboardInterrupt

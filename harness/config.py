@@ -8,9 +8,15 @@ layer's (``tritondiff.base.config``).
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any, ClassVar
 
 from tritondiff.base.config import TypedConfig, flag, is_bool, knob, one_of, positive
+from tritondiff.base.exc import ConfigError
+
+
+def at_least_one(v: Any) -> str | None:
+    return None if isinstance(v, int) and not isinstance(v, bool) and v >= 1 else "must be a whole number >= 1"
 
 
 def _hazard_names(raw: str) -> frozenset:
@@ -40,6 +46,13 @@ class HarnessConfig(TypedConfig):
     max_example_bytes: int = knob(48 * 2 ** 20, env="TRITONDIFF_MAX_EXAMPLE_BYTES", parse=int, check=positive)
     # Default wall-clock budget per subject for `tritondiff check`, seconds.  TRITONDIFF_BUDGET.
     budget_s: float = knob(90.0, env="TRITONDIFF_BUDGET", parse=float, check=positive)
+    # Fail on edge findings too (inputs at the dtype's overflow threshold, subnormal or non-finite; see
+    # harness.tiers), not only on wrong ones.  TRITONDIFF_STRICT=1, --strict, or strict = true in the
+    # [tool.tritondiff] table of the project's pyproject.toml.
+    strict: bool = knob(False, env="TRITONDIFF_STRICT", parse=flag, check=is_bool)
+    # Distinct findings one exploration looks for before it stops (each shrunk and dumped); the search
+    # goes on after a finding until the budget is spent.  TRITONDIFF_MAX_FINDINGS, --max-findings.
+    max_findings: int = knob(4, env="TRITONDIFF_MAX_FINDINGS", parse=int, check=at_least_one)
     # Seconds one example may run before it counts as a hang.  TRITONDIFF_EXAMPLE_TIMEOUT.
     example_timeout_s: float = knob(120.0, env="TRITONDIFF_EXAMPLE_TIMEOUT", parse=float, check=positive)
     # Examples up to this many input elements also run every autotune config alone; larger
@@ -62,3 +75,57 @@ class HarnessConfig(TypedConfig):
 
 
 config = HarnessConfig()
+
+
+# ------------------------------------------------------------------------------ the project's pyproject
+
+#: Knobs a project may set in the ``[tool.tritondiff]`` table of its pyproject.toml.
+PROJECT_KNOBS = ("strict", "max_findings")
+
+
+def project_settings(start: str) -> tuple[dict, str | None]:
+    """The ``[tool.tritondiff]`` settings of the pyproject.toml nearest above ``start`` (a folder or a
+    file): (knob -> value, the file's path), or ({}, None) without one.  Unknown keys and bad values
+    raise :class:`ConfigError` naming the file."""
+    folder = os.path.abspath(start if os.path.isdir(start) else os.path.dirname(os.path.abspath(start)))
+    while True:
+        path = os.path.join(folder, "pyproject.toml")
+        if os.path.isfile(path):
+            break
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return {}, None
+        folder = parent
+    try:
+        import tomllib
+    except ModuleNotFoundError:                # Python 3.10: read only with tomli installed
+        try:
+            import tomli as tomllib
+        except ModuleNotFoundError:
+            return {}, None
+    try:
+        with open(path, "rb") as f:
+            table = tomllib.load(f).get("tool", {}).get("tritondiff", {})
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"{path}: cannot read [tool.tritondiff]: {e}", knob="tool.tritondiff") from None
+    unknown = sorted(set(table) - set(PROJECT_KNOBS))
+    if unknown:
+        raise ConfigError(f"{path}: [tool.tritondiff] has unknown key(s) {', '.join(unknown)}; known: "
+                          f"{', '.join(PROJECT_KNOBS)}", knob="tool.tritondiff")
+    fields = {f.name: f for f in dataclasses.fields(HarnessConfig)}
+    for key, value in table.items():
+        problem = fields[key].metadata["check"](value)
+        if problem:
+            raise ConfigError(f"{path}: [tool.tritondiff] {key} = {value!r}: {problem}", knob=key)
+    return dict(table), path
+
+
+def apply_project_settings(start: str) -> str | None:
+    """Set the knobs of the project's ``[tool.tritondiff]`` table (see :func:`project_settings`) that the
+    environment does not set; returns the pyproject.toml read, or None."""
+    settings, path = project_settings(start)
+    fields = {f.name: f for f in dataclasses.fields(HarnessConfig)}
+    for key, value in settings.items():
+        if os.environ.get(fields[key].metadata["env"]) is None:
+            setattr(config, key, value)
+    return path

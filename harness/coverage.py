@@ -55,11 +55,14 @@ class CoverageTally:
         self.examples = 0
         self.skipped = 0
         self.axes: dict[str, Counter] = {axis: Counter() for axis in COVERAGE_AXES}
+        self.largest: dict[str, int] = {}          # dim name -> the largest value drawn
 
     def observe(self, case: Case, verdict: "Verdict | None" = None) -> None:
         self.examples += 1
         if verdict is not None and verdict.status == "skip":
             self.skipped += 1
+        for name, value in case.dims.items():
+            self.largest[name] = max(value, self.largest.get(name, value))
         for t in case.tensors.values():
             self.axes["shape"][shape_bucket(t.numel)] += 1
             self.axes["values"][t.values] += 1
@@ -81,4 +84,33 @@ class CoverageTally:
         return out
 
 
-__all__ = ["TENSOR_AXES", "COVERAGE_AXES", "ALLOWANCES", "SPREAD_COUNTER", "TAIL_COUNTER", "allowance", "CoverageTally"]
+def summary(subject, tally: CoverageTally) -> tuple[str, list[str]]:
+    """What an exploration exercised, in one line (the largest value of each dim, the dtypes), and what of
+    the declared space it never drew: dtypes, layouts and value families not drawn, a dim that never came
+    within half of its declared maximum (the example-size cap, or too short a budget)."""
+    from .api import TensorSpec
+
+    dims = ", ".join(f"{name} <= {value:,}" for name, value in sorted(tally.largest.items()))
+    drawn = {axis: set(tally.axes[axis]) for axis in ("dtype", "layout", "values", "nonfinite")}
+    covered = f"largest {dims or 'no dims'}; dtypes {', '.join(sorted(drawn['dtype'])) or 'none'}"
+    untested = []
+    specs = [s for s in subject.inputs.values() if isinstance(s, TensorSpec)]
+    for axis, declared in (("dtype", {d for s in specs for d in s.dtypes}),
+                           ("layout", {lay for s in specs for lay in s.layouts      # as the shapes allow
+                                       if not (lay == "transposed" and len(s.shape) < 2)
+                                       and not (lay == "expanded" and not s.shape)}),
+                           ("values", {v for s in specs for v in s.values})):
+        missing = sorted(declared - drawn[axis])
+        if missing and tally.examples:
+            untested.append(f"{axis} {', '.join(missing)}")
+    if tally.examples and any(s.nonfinite for s in specs) and drawn["nonfinite"] <= {"none"}:
+        untested.append("non-finite inputs")
+    for name, (lo, hi) in sorted(subject.dims.items()):
+        got = tally.largest.get(name)
+        if got is not None and hi > 1 and got < max(lo, hi // 2):
+            untested.append(f"{name} past {got:,} (declared up to {hi:,})")
+    return covered, untested
+
+
+__all__ = ["TENSOR_AXES", "COVERAGE_AXES", "ALLOWANCES", "SPREAD_COUNTER", "TAIL_COUNTER", "allowance", "CoverageTally",
+           "summary"]

@@ -1,4 +1,4 @@
-"""Fuzz one subject with Hypothesis under a wall-clock budget; shrink and dump one finding.
+"""Fuzz one subject with Hypothesis under a wall-clock budget; shrink and dump each distinct finding.
 
 Hypothesis drives generation, replay of saved failures (its example database
 lives under the output directory) and shrinking; every example executes through
@@ -11,8 +11,11 @@ class (a ``nonfinite`` case with an inf sprinkled in shrinks into the plain
 ``mismatch`` underneath).  The finding is the failure Hypothesis finally raises,
 its shrunk one; when the budget (or a crash or hang) ends the search first, it
 is the smallest failing case seen (:func:`~harness.strategies.example_cost`)
-over every class.  One exploration reports one finding, whatever the classes it
-passed through.
+over every class.  That is one search; the exploration then searches again,
+passing by what it found (by tier and class, :func:`finding_key`), until the
+budget or ``max_findings`` runs out -- after an ``edge`` finding in the
+normal-range values first (:mod:`harness.tiers`), so that it cannot hide a
+``wrong`` one.
 """
 from __future__ import annotations
 
@@ -33,12 +36,14 @@ from .case import Case
 from .config import config
 from .counters import counters
 from .coverage import ALLOWANCES, CoverageTally
+from .coverage import summary as coverage_summary
 from .dump import write_dump
 from .exc import SubjectFailed, UsageError
 from .executor import Executor, make_executor
 from .loader import bundled, ref
 from .runner import Verdict, enabled_hazards
 from .strategies import cases, example_cost
+from .tiers import normalized, tier_of
 
 if TYPE_CHECKING:
     from .huge import HugePlan
@@ -73,8 +78,11 @@ def _finding_type(klass: str) -> type:
 
 @dataclasses.dataclass
 class SubjectResult:
+    """An exploration's outcome.  Its failure fields describe the primary finding (the first ``wrong``
+    one, else the first ``edge`` one); ``findings`` holds every finding, each a result of its own."""
+
     subject: str
-    status: str                       # "pass" | "fail"
+    status: str                       # "pass" | "fail" (a wrong finding; an edge one too when strict)
     examples: int = 0
     skipped: int = 0
     seconds: float = 0.0
@@ -86,6 +94,10 @@ class SubjectResult:
     case: Case | None = None
     verdict: Verdict | None = None
     coverage: dict = dataclasses.field(default_factory=dict)
+    tier: str | None = None           # "wrong" | "edge" (harness.tiers)
+    findings: list = dataclasses.field(default_factory=list)
+    covered: str = ""                 # what the examples exercised (harness.coverage.summary)
+    untested: list = dataclasses.field(default_factory=list)   # parts of the declared space never drawn
 
     def line(self) -> str:
         stats = f"{self.examples} examples, {self.skipped} skipped, {self.seconds:.1f} s, seed {self.seed}"
@@ -94,8 +106,28 @@ class SubjectResult:
         if loosened:                 # passes that needed the oracle's allowances say so (harness.coverage)
             stats += "; passed on " + ", ".join(loosened)
         if self.status == "pass":
-            return f"pass  {self.subject}  ({stats})"
-        return f"FAIL  {self.subject}  {self.failure_class}: {self.message}  ({stats})\n      dump: {self.dump}"
+            head = f"pass  {self.subject}  ({stats})"
+        else:
+            head = (f"FAIL  {self.subject}  {self.failure_class}: {self.message}  ({stats})\n"
+                    f"      dump: {self.dump}")
+        others = [f for f in self.findings if f.dump != self.dump]
+        lines = [head, *(f.finding_line() for f in others)]
+        if self.covered:
+            lines.append(f"      covered: {self.covered}")
+        if self.untested:
+            lines.append(f"      untested: {'; '.join(self.untested)}")
+        return "\n".join(lines)
+
+    def finding_line(self) -> str:
+        """One line for a finding beside the primary one: ``also`` when it fails the run too, ``warn`` for an
+        edge finding that does not (not strict)."""
+        tag = "also" if self.status == "fail" else "warn"
+        return f"{tag}  {self.subject}  {self.tier} {self.failure_class}: {_one_line(self.message)}  dump: {self.dump}"
+
+
+def _one_line(text: str, limit: int = 240) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 class Failures:
@@ -111,12 +143,12 @@ class Failures:
     element example costs ~17 s in the interpreter each time.
     """
 
-    def __init__(self):
+    def __init__(self, verdicts: dict[str, Verdict] | None = None):
         self.smallest_by_class: dict[str, tuple[tuple[int, int], Case, Verdict]] = {}
         self.count: Counter = Counter()
         self.raised: tuple[Case, Verdict] | None = None
         self.stopped_by: tuple[Case, Verdict] | None = None
-        self._verdicts: dict[str, Verdict] = {}
+        self._verdicts: dict[str, Verdict] = {} if verdicts is None else verdicts   # shared by an exploration's searches
 
     def add(self, case: Case, verdict: Verdict) -> None:
         klass = verdict.failure_class or "unknown"
@@ -147,6 +179,7 @@ class _State:
         self.coverage = CoverageTally()          # counts the examples and the skipped ones too
         self.judged = False                      # has an example run to a verdict (not cut short)?
         self.last_skip: str = ""                 # why the reference refused the last example it refused
+        self.ignored: set[tuple[str, str]] = set()   # finding keys already found: later searches pass them by
 
 
 def new_seed() -> int:
@@ -158,8 +191,17 @@ def explore(subject: Subject, *, budget_s: float | None = None, max_examples: in
             seed: int | None = None, out_dir: str | None = None, disabled: frozenset = frozenset(),
             executor: Executor | None = None, database: bool = True,
             on_example: Callable[[Case, Verdict], None] | None = None,
-            huge: "HugePlan | None" = None) -> SubjectResult:
-    """Search ``subject``'s input space for a failure; shrink it and write its dump.
+            on_finding: Callable[["SubjectResult"], None] | None = None,
+            huge: "HugePlan | None" = None, strict: bool | None = None,
+            max_findings: int | None = None) -> SubjectResult:
+    """Search ``subject``'s input space for failures; shrink and dump each distinct one.
+
+    The search goes on after a finding, within the budget, for up to ``max_findings``
+    (``config.max_findings``) distinct ones -- distinct by tier and failure class
+    (:mod:`harness.tiers`) -- and an ``edge`` finding never hides a ``wrong`` one: after an
+    edge finding the next search draws normal-range values only.  The result fails on a
+    wrong finding, and on an edge one too when ``strict`` (``config.strict``);
+    ``on_finding`` gets each finding's result as it is dumped.
 
     ``seed`` seeds Hypothesis; without one a fresh seed is drawn
     (:func:`new_seed`) and recorded in the result and the dump's ``summary.json``.
@@ -178,6 +220,8 @@ def explore(subject: Subject, *, budget_s: float | None = None, max_examples: in
     budget_s = config.budget_s if budget_s is None else budget_s
     out_dir = out_dir or config.out_dir
     seed = new_seed() if seed is None else seed
+    strict = config.strict if strict is None else strict
+    max_findings = config.max_findings if max_findings is None else max_findings
     hazards = enabled_hazards(subject, disabled)
     own_executor = executor is None
     executor = executor or make_executor(hazards, timeout_s)
@@ -185,37 +229,95 @@ def explore(subject: Subject, *, budget_s: float | None = None, max_examples: in
     executor.prepare(subject_ref)             # worker start-up and imports are not the subject's budget
     state = _State()
     start = time.monotonic()
-    probe = _probe(state, executor, subject_ref, hazards, start + budget_s, budget_s, on_example)
+    deadline = start + budget_s
+    findings: list[SubjectResult] = []
+    normal = False                            # the first search draws the whole declared space
     try:
-        try:
-            _search(_hypothesis_test(subject, probe, max_examples=max_examples, seed=seed, out_dir=out_dir,
-                                     database=database, huge=huge), state.failures)
-        except Unsatisfiable:
-            if not state.coverage.skipped:
-                raise UsageError(f"{subject.name}: no drawn dims satisfied its where= predicates; widen the dims "
-                                 "or relax the predicates") from None
-            raise UsageError(f"{subject.name}: every example drawn was outside the subject's domain "
-                             f"({state.coverage.skipped} drawn, the reference raised on each; last: "
-                             f"{state.last_skip or 'no message'}); declare the dims, dtypes and values the "
-                             "reference accepts") from None
+        for search in range(2 * max_findings + 1):
+            state.failures = Failures(state.failures._verdicts)      # a failing case runs once per exploration
+            probe = _probe(state, executor, subject_ref, hazards, deadline, budget_s, on_example)
+            test = _hypothesis_test(subject, probe, max_examples=max_examples, seed=seed + search, out_dir=out_dir,
+                                    database=database, huge=huge, normal=normal)
+            try:
+                _search(test, state.failures)
+            except Unsatisfiable:
+                if findings or state.coverage.examples > state.coverage.skipped:
+                    break                     # this space is used up; what was found stands
+                _unsatisfiable(subject, state)
+            failure = state.failures.report()
+            if failure is None:
+                if not normal:
+                    break                     # the whole space passed within the budget
+                normal = False                # the normal range passed: the rest of the space, found ones aside
+                continue
+            failure = _wrong_without_the_edge(failure, executor, subject_ref, hazards, deadline, budget_s)
+            found = _finding(subject, subject_ref, failure, seed, out_dir, hazards, strict)
+            findings.append(found)
+            state.ignored.add(finding_key(failure[0], failure[1]))
+            if on_finding is not None:
+                on_finding(found)
+            if len(findings) >= max_findings or time.monotonic() >= deadline:
+                break
+            # an edge finding must not hide a wrong one: look in the normal range first
+            normal = found.tier == "edge" and not any(f.tier == "wrong" for f in findings)
     finally:
         if own_executor:
             executor.close()
     tally = state.coverage
+    covered, untested = coverage_summary(subject, tally)
     result = SubjectResult(subject.name, "pass", tally.examples, tally.skipped, time.monotonic() - start,
-                           seed=seed, coverage=tally.counts())
-    failure = state.failures.report()
-    if failure is not None:
-        case, verdict = failure
-        counters["findings"] += 1
+                           seed=seed, coverage=tally.counts(), findings=findings, covered=covered, untested=untested)
+    failing = [f for f in findings if f.status == "fail"]
+    if failing:
+        primary = next((f for f in failing if f.tier == "wrong"), failing[0])
         result.status = "fail"
-        result.failure_class = verdict.failure_class
-        result.message = verdict.message
-        result.signature = verdict.signature(subject.name)
-        result.case, result.verdict = case, verdict
-        result.dump = write_dump(out_dir, subject, subject_ref, case, verdict, seed=seed, hazards=hazards)
-        verdict.dump = result.dump
+        for name in ("failure_class", "message", "signature", "dump", "case", "verdict", "tier"):
+            setattr(result, name, getattr(primary, name))
     return result
+
+
+def finding_key(case: Case, verdict: Verdict) -> tuple[str, str]:
+    """What makes findings distinct within one exploration: tier and failure class (a second mismatch
+    on normal inputs is the same bug seen elsewhere; a wrong one beside an edge one is not)."""
+    return tier_of(case, verdict.failure_class), verdict.failure_class or "unknown"
+
+
+def _wrong_without_the_edge(failure: tuple[Case, Verdict], executor: Executor, subject_ref: dict,
+                            hazards: frozenset, deadline: float, budget_s: float) -> tuple[Case, Verdict]:
+    """An edge finding's control run: its case with the edge inputs made ordinary
+    (:func:`~harness.tiers.normalized`).  When that fails too, the finding is that ``wrong`` one."""
+    case, verdict = failure
+    control = normalized(case) if tier_of(case, verdict.failure_class) == "edge" else None
+    if control is None:
+        return failure
+    again = executor.run(subject_ref, control, hazards, timeout_s=max(0.0, deadline - time.monotonic()) + 0.2 * budget_s)
+    return (control, again) if again.status == "fail" else failure
+
+
+def _finding(subject: Subject, subject_ref: dict, failure: tuple[Case, Verdict], seed: int, out_dir: str,
+             hazards: frozenset, strict: bool) -> SubjectResult:
+    """A finding's own result, its dump written."""
+    case, verdict = failure
+    tier = tier_of(case, verdict.failure_class)
+    found = SubjectResult(subject.name, "fail" if tier == "wrong" or strict else "pass", seed=seed,
+                          failure_class=verdict.failure_class, message=verdict.message,
+                          signature=verdict.signature(subject.name), case=case, verdict=verdict, tier=tier)
+    verdict.details.setdefault("tier", tier)
+    counters["findings"] += 1
+    found.dump = write_dump(out_dir, subject, subject_ref, case, verdict, seed=seed, hazards=hazards)
+    verdict.dump = found.dump
+    return found
+
+
+def _unsatisfiable(subject: Subject, state: "_State") -> None:
+    """Hypothesis gave up: every draw was rejected, before any example was judged."""
+    if not state.coverage.skipped:
+        raise UsageError(f"{subject.name}: no drawn dims satisfied its where= predicates; widen the dims "
+                         "or relax the predicates") from None
+    raise UsageError(f"{subject.name}: every example drawn was outside the subject's domain "
+                     f"({state.coverage.skipped} drawn, the reference raised on each; last: "
+                     f"{state.last_skip or 'no message'}); declare the dims, dtypes and values the "
+                     "reference accepts") from None
 
 
 def check(subject: Subject | str, **options) -> SubjectResult:
@@ -264,12 +366,14 @@ def _probe(state: _State, executor: Executor, subject_ref: dict, hazards: frozen
             if verdict.status == "skip":
                 state.last_skip = verdict.message
                 reject()
+            if verdict.status == "fail" and finding_key(case, verdict) in state.ignored:
+                return                                  # found already: look for another
             if verdict.status == "fail":
                 state.failures.add(case, verdict)
                 if verdict.failure_class in ("hang", "crash"):
                     state.failures.stopped_by = (case, verdict)
                     raise _BudgetSpent()             # each shrink attempt would cost a timeout / a new worker
-        if verdict.status == "fail":
+        if verdict.status == "fail" and finding_key(case, verdict) not in state.ignored:
             # one raise site for a first run and a replay: Hypothesis tells failures apart by where they rise
             raise _finding_type(verdict.failure_class)(case, verdict)
 
@@ -277,14 +381,14 @@ def _probe(state: _State, executor: Executor, subject_ref: dict, hazards: frozen
 
 
 def _hypothesis_test(subject: Subject, probe: Callable[[Case], None], *, max_examples: int, seed: int,
-                     out_dir: str, database: bool, huge: "HugePlan | None") -> Callable[[], None]:
+                     out_dir: str, database: bool, huge: "HugePlan | None", normal: bool = False) -> Callable[[], None]:
     db = DirectoryBasedExampleDatabase(os.path.join(out_dir, ".hypothesis")) if database else None
     test = settings(max_examples=max_examples, deadline=None, database=db, derandomize=False,
                     suppress_health_check=list(HealthCheck), report_multiple_bugs=False, print_blob=False,
                     verbosity=Verbosity.quiet,
                     phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink))(
-        given(cases(subject, huge=huge))(probe))
-    mode = ":huge" if huge is not None else ""     # huge failures replay only in huge mode
+        given(cases(subject, huge=huge, normal=normal))(probe))
+    mode = (":huge" if huge is not None else "") + (":normal" if normal else "")   # each space replays its own
     test._hypothesis_internal_database_key = f"tritondiff:{subject.name}:{subject.file}{mode}".encode()
     return hypothesis_seed(seed)(test)
 

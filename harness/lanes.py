@@ -36,6 +36,7 @@ from .executor import Isolated
 from .explore import explore
 from .loader import ref
 from .runner import Verdict, enabled_hazards
+from .tiers import tier_of
 from .store import FindingRecord, Store, Task
 from .strategies import example_cost
 from .worker import Worker
@@ -228,6 +229,7 @@ class LaneEvent:
     new: bool = False
     signature: str | None = None
     replaces: str | None = None      # a first sighting that shrank into this signature
+    tier: str | None = None          # a finding's: "wrong" | "edge" (harness.tiers)
     examples: int = 0
 
 
@@ -320,16 +322,19 @@ class Lane(threading.Thread):
             return
         rec.flush()
         seconds = time.monotonic() - started
-        signature = rec.finalize(result) if result.status == "fail" else None
+        signatures = [rec.finalize(found, first=i == 0) for i, found in enumerate(result.findings)]
+        signature = signatures[0] if signatures else None
         store.finish_task(task.id, status="done", outcome=result.status, seconds=seconds, examples=result.examples,
                           signature=signature)
         exhausted = result.status == "pass" and seconds < 0.5 * budget
-        self.c.scheduler.finished(task.subject, seconds, close=result.status == "fail" or exhausted)
+        self.c.scheduler.finished(task.subject, seconds, close=bool(result.findings) or exhausted)
         rate = result.examples / seconds if seconds > 0 else 0.0
         if result.status == "pass" and result.examples == 0:
             verdict = f"no example finished within the {budget:.0f} s slot"
         elif result.status == "pass":
             verdict = "pass" + (" (input space exhausted)" if exhausted else "")
+            edge = sorted({f.failure_class for f in result.findings})
+            verdict += f" (edge only: {', '.join(edge)})" if edge else ""
         else:
             verdict = f"FAIL {result.failure_class} on {result.case.describe()}"
         self.c.events.put(LaneEvent("done", self.index, task.subject,
@@ -387,11 +392,13 @@ class Recorder:
         self.c.events.put(LaneEvent("finding", self.lane.index, self.subject.name,
                                  _short(f"{record.failure_class}: {record.message}")
                                  + ("" if new else f" (seen {count}x)"),
-                                 new=new, signature=record.signature))
+                                 new=new, signature=record.signature, tier=tier_of(case, verdict.failure_class)))
 
-    def finalize(self, result) -> str:
-        """Install the shrunk case of a failed task; returns its signature."""
+    def finalize(self, result, *, first: bool = True) -> str:
+        """Install the shrunk case of one finding of the task; returns its signature.  The task's first
+        finding supersedes the first sighting it shrank from (``first``); the others stand beside it."""
         record = self._record(result.case, result.verdict)
+        superseded = self.first.signature if first and self.first is not None else None
         final = dump_dir_for(self.c.dump_root, self.subject.name, record.signature)
         with dump_lock(self.c.dump_root):
             # the slot ran out (an example answered "budget"): Hypothesis may not have finished shrinking
@@ -404,13 +411,11 @@ class Recorder:
             # two transactions left the first finding superseded and the shrunk one not yet recorded
             # (and a better case replaces the stored one in that transaction too)
             new, _ = self.store.record_finding(record, source=self.source, state=state if wanted else "first_seen",
-                                               replaces=self.first.signature if self.first is not None else None,
-                                               improve=wanted)
-        if self.first is None or self.first.signature != record.signature:
+                                               replaces=superseded, improve=wanted)
+        if not first or self.first is None or self.first.signature != record.signature:
             self.c.events.put(LaneEvent("finding", self.lane.index, self.subject.name,
                                      _short(f"{record.failure_class}: {record.message}"), new=new,
-                                     signature=record.signature,
-                                     replaces=self.first.signature if self.first is not None else None))
+                                     signature=record.signature, replaces=superseded, tier=result.tier))
         return record.signature
 
 

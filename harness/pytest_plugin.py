@@ -36,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import uuid
+import warnings
 import zlib
 
 import pytest
@@ -55,6 +56,11 @@ PROFILES = {
     "nightly": Profile("nightly", budget_s=600.0, max_examples=2000, max_example_bytes=512 * 2 ** 20),
     "gpu_huge": Profile("gpu_huge", budget_s=240.0, max_examples=4, max_example_bytes=512 * 2 ** 20, huge=True),
 }
+
+
+class EdgeFinding(UserWarning):
+    """A finding only at the dtype's edge (overflow threshold, subnormal, non-finite inputs): reported, and
+    a failure only under strict (harness.tiers)."""
 
 
 def pytest_addoption(parser):
@@ -95,6 +101,13 @@ def _activate(config) -> None:
     # One id per test run, shared by every xdist worker (a finding counts once per run and node).
     workerinput = getattr(config, "workerinput", None)
     config._tritondiff_run = (workerinput or {}).get("testrunuid") or uuid.uuid4().hex
+    from tritondiff.base.exc import ConfigError
+    from tritondiff.harness.config import apply_project_settings
+
+    try:
+        apply_project_settings(str(config.rootpath))      # [tool.tritondiff]: strict, max_findings
+    except ConfigError as e:
+        raise pytest.UsageError(str(e)) from None
     if _profile(config).huge:
         from tritondiff.harness.exc import HugeShapesUnavailable
         from tritondiff.harness.huge import require_cuda
@@ -170,6 +183,9 @@ class TritondiffFixture:
             result = explore(subject, **kwargs)
         if self.store_path:
             self._record(subject, result, tally, overrides)
+        for found in result.findings:
+            if found.status == "pass":                     # an edge finding, not strict: said, not failed
+                warnings.warn(EdgeFinding(found.finding_line()), stacklevel=2)
         if result.status != "pass":
             pytest.fail(f"{result.subject}: {result.failure_class}: {result.message}\n"
                         f"case: {result.case.describe() if result.case else '?'}\ndump: {result.dump}",

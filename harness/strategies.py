@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from typing import TYPE_CHECKING
 
 from .api import Constant, Subject, TensorSpec, dims_allowed
+from .tiers import normal_families
 from .case import Case, TensorCase
 from .config import config
 from .tensors import torch_dtype
@@ -110,8 +111,12 @@ def _dtypes_of(subject: Subject, spec: TensorSpec) -> tuple[str, ...]:
 
 
 @st.composite
-def cases(draw, subject: Subject, max_example_bytes: int | None = None, *, huge: "HugePlan | None" = None) -> Case:
+def cases(draw, subject: Subject, max_example_bytes: int | None = None, *, huge: "HugePlan | None" = None,
+          normal: bool = False) -> Case:
     """Draw one example for ``subject``.
+
+    ``normal``: values from the declared families that are not at the dtype's edge, never a
+    non-finite sprinkle (:mod:`harness.tiers`: the space where a finding is ``wrong``).
 
     ``huge`` (a :class:`harness.huge.HugePlan`, GPU only): draw the dtype, the size
     dim and the other dims from the plan's combinations (the largest input just past
@@ -142,7 +147,8 @@ def cases(draw, subject: Subject, max_example_bytes: int | None = None, *, huge:
         shape = tuple(d if isinstance(d, int) else dims[d] for d in spec.shape)
         bounds = (dims[spec.low] if isinstance(spec.low, str) else spec.low,
                   dims[spec.high] - 1 if isinstance(spec.high, str) else spec.high)   # an index into that dim
-        tensors[key] = draw(_tensor_case(spec, shape, dtype, key in subject.mutates, huge is not None, bounds))
+        tensors[key] = draw(_tensor_case(spec, shape, dtype, key in subject.mutates, huge is not None, bounds,
+                                         normal))
     scalars = {}
     for key, spec in subject.inputs.items():
         if isinstance(spec, Constant):
@@ -154,16 +160,16 @@ def cases(draw, subject: Subject, max_example_bytes: int | None = None, *, huge:
 
 @st.composite
 def _tensor_case(draw, spec: TensorSpec, shape: tuple[int, ...], dtype: str, mutated: bool,
-                 huge: bool, bounds: tuple) -> TensorCase:
+                 huge: bool, bounds: tuple, normal: bool = False) -> TensorCase:
     """Layout, value family, seed and non-finite sprinkle of one tensor input."""
     layouts = [lay for lay in spec.layouts if _layout_fits(lay, shape, mutated)
                and (not huge or lay in HUGE_LAYOUTS)]
     layout = draw(st.sampled_from(layouts or ["contiguous"]))
     param = draw(st.integers(0, 7)) if layout != "contiguous" else 0
-    family = draw(st.sampled_from(spec.values))
+    family = draw(st.sampled_from(normal_families(spec.values) if normal else spec.values))
     seed = draw(st.integers(0, 2 ** 31 - 1))
     nonfinite = ""
-    if spec.nonfinite and torch_dtype(dtype).is_floating_point:
+    if spec.nonfinite and not normal and torch_dtype(dtype).is_floating_point:
         # a minority of examples (1 in 4) sprinkle one kind of non-finite value; shrinks to none
         nonfinite = ("", "", "", "", "", "", "", "", "", "", "", "", "nan", "inf", "-inf", "mixed")[
             draw(st.integers(0, 15))]

@@ -1,6 +1,12 @@
 """Shared fixtures.  tritondiff.base.device is imported first: it decides CUDA vs the Triton interpreter
 before any test module defines a Triton kernel."""
-from tritondiff.base import device  # noqa: F401
+import os
+
+# One finding per exploration unless a test asks for more: a test of a planted bug asserts the first
+# finding, and the search after it would spend the test's whole budget (tests of keep-going set it).
+os.environ.setdefault("TRITONDIFF_MAX_FINDINGS", "1")
+
+from tritondiff.base import device  # noqa: F401,E402
 import signal
 import zlib
 

@@ -137,3 +137,35 @@ def test_harness_error_lines_keep_the_cause_of_a_traceback():
     assert _one_line(WorkerStartupError("worker died at start-up", log_tail="Traceback ...\nOSError: x")) == \
         "worker died at start-up"
     assert _one_line(HarnessError("")) == "HarnessError"
+
+
+_EDGE_ONLY = '''import torch
+from tritondiff import subject, tensor
+
+
+@subject(reference=lambda x: x.sum(), inputs={"x": tensor(("N",), dtypes=("float32",))}, dims={"N": (1, 64)})
+def drops_nan(x):
+    return torch.nan_to_num(x, nan=0.0).sum()
+'''
+
+
+def test_an_edge_finding_warns_and_fails_only_when_strict(tmp_path):
+    """NaN dropped is found only with non-finite inputs: exit 0 with a warning line and its dump, exit 1
+    under --strict or strict = true in the project's [tool.tritondiff]; the search's other options apply."""
+    project = tmp_path / "proj"
+    project.mkdir()
+    subjects = project / "edge.py"
+    subjects.write_text(_EDGE_ONLY)
+    args = ("check", str(subjects), "--budget", "60", "--seed", "3", "--max-findings", "1", "--out", str(tmp_path))
+    res = _run(*args)
+    assert res.returncode == 0, res.stdout + res.stderr
+    lines = res.stdout.strip().splitlines()
+    assert lines[0].startswith("pass  drops_nan")
+    assert lines[1].startswith("warn  drops_nan  edge nonfinite") and "dump: " in lines[1]
+    res = _run(*args, "--strict")
+    assert res.returncode == 1 and res.stdout.startswith("FAIL  drops_nan  nonfinite"), res.stdout + res.stderr
+    (project / "pyproject.toml").write_text("[tool.tritondiff]\nstrict = true\n")
+    assert _run(*args).returncode == 1
+    (project / "pyproject.toml").write_text("[tool.tritondiff]\nstrictly = true\n")
+    res = _run(*args)
+    assert res.returncode == 2 and "[tool.tritondiff] has unknown key(s) strictly; known: strict" in res.stderr

@@ -64,3 +64,20 @@ def test_the_kernels_config_is_built_on_the_same_base(monkeypatch):
     monkeypatch.setenv("TRITONDIFF_KERNEL_LAUNCH", "nrm2.num_warps=four")
     with pytest.raises(LaunchConfigError, match="'four' is not an integer"):   # its own error, not wrapped
         KernelConfig()
+
+
+def test_project_settings_come_from_the_nearest_pyproject_and_the_environment_wins(tmp_path, monkeypatch):
+    from tritondiff.harness.config import apply_project_settings, project_settings
+
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n\n[tool.tritondiff]\nstrict = true\nmax_findings = 2\n")
+    (tmp_path / "pkg").mkdir()
+    settings, path = project_settings(str(tmp_path / "pkg" / "kernels.py"))
+    assert settings == {"strict": True, "max_findings": 2} and path == str(tmp_path / "pyproject.toml")
+    monkeypatch.setenv("TRITONDIFF_MAX_FINDINGS", "3")
+    with config.patch(strict=False, max_findings=3):
+        apply_project_settings(str(tmp_path))
+        assert config.strict is True and config.max_findings == 3          # the environment's stands
+    (tmp_path / "pyproject.toml").write_text("[tool.tritondiff]\nmax_findings = 0\n")
+    with pytest.raises(ConfigError, match=r"\[tool.tritondiff\] max_findings = 0: must be a whole number >= 1"):
+        project_settings(str(tmp_path))
+    assert project_settings("/") == ({}, None)

@@ -53,3 +53,26 @@ def test_a_check_line_says_when_passes_needed_an_allowance():
     assert "passed on" not in plain.line()
     loose = SubjectResult("k", "pass", 12, 0, 3.0, seed=5, coverage={"allowance": {"none": 9, "tail": 2, "spread": 1}})
     assert loose.line().endswith("seed 5; passed on spread: 1, tail: 2)")
+
+
+def test_the_summary_says_what_was_drawn_and_what_of_the_declared_space_was_not():
+    from tritondiff.harness import subject, tensor
+    from tritondiff.harness.case import Case, TensorCase
+    from tritondiff.harness.coverage import CoverageTally, summary
+
+    @subject(reference=lambda x, y: x, inputs={"x": tensor(("N",), dtypes=("float32", "bfloat16")),
+                                               "y": tensor(("M", "N"), layouts=("contiguous", "transposed"))},
+             dims={"N": (1, 1000), "M": (1, 4)}, name="coverage_test.summary")
+    def two(x, y):
+        return x
+
+    tally = CoverageTally()
+    for n in (3, 40):
+        tally.observe(Case({"N": n, "M": 2}, {"x": TensorCase((n,), "float32", "contiguous", 0, "normal", 1, ""),
+                                               "y": TensorCase((2, n), "float32", "contiguous", 0, "zeros", 1, "")}, {}))
+    covered, untested = summary(two, tally)
+    assert covered == "largest M <= 2, N <= 40; dtypes float32"
+    assert "dtype bfloat16" in untested and "non-finite inputs" in untested
+    assert "layout expanded, offset, strided, transposed" in untested
+    assert "N past 40 (declared up to 1,000)" in untested and not any(u.startswith("M past") for u in untested)
+    assert any(u.startswith("values ") and "near_max" in u for u in untested)

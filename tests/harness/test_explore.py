@@ -226,3 +226,31 @@ def test_a_subject_whose_every_draw_is_outside_its_domain_is_a_usage_error_namin
     with pytest.raises(UsageError, match=r"explore_test.out: every example drawn was outside the subject's "
                                          r"domain \(\d+ drawn.*last: reference raised ValueError: needs an even N"):
         explore(out_of_domain, budget_s=60, seed=1, out_dir=str(tmp_path), executor=in_process)
+
+
+def _two_bugs_subject():
+    """NaN dropped (an edge divergence: seen only with NaN inputs) and, on ordinary values, a wrong sum
+    for lengths 3 mod 7: the edge finding must not hide the wrong one."""
+    def two_bugs(x):
+        y = torch.nan_to_num(x, nan=0.0).sum()
+        return y + 1.0 if x.numel() % 7 == 3 else y
+
+    return subject(reference=lambda x: x.sum(), inputs={"x": tensor(("N",), dtypes=("float32",))},
+                   dims={"N": (1, 200)}, name="explore_test.two_bugs")(two_bugs)
+
+
+def test_the_search_goes_on_after_a_finding_and_an_edge_one_does_not_hide_a_wrong_one(tmp_path, in_process):
+    res = explore(_two_bugs_subject(), budget_s=120, max_examples=200, seed=11, out_dir=str(tmp_path),
+                  executor=in_process, max_findings=4)
+    keys = {(f.tier, f.failure_class) for f in res.findings}
+    assert ("wrong", "mismatch") in keys and ("edge", "nonfinite") in keys, keys
+    assert res.status == "fail" and (res.tier, res.failure_class) == ("wrong", "mismatch")
+    assert res.case.dims["N"] % 7 == 3 and not res.case.tensors["x"].nonfinite
+    assert len({f.dump for f in res.findings}) == len(res.findings)            # each dumped on its own
+    assert "warn  explore_test.two_bugs  edge nonfinite" in res.line()
+
+
+def test_max_findings_stops_the_search(tmp_path, in_process):
+    res = explore(_two_bugs_subject(), budget_s=120, max_examples=200, seed=11, out_dir=str(tmp_path),
+                  executor=in_process, max_findings=1, strict=True)
+    assert len(res.findings) == 1 and res.status == "fail"

@@ -1,4 +1,6 @@
 """The harness's power: planted bugs are found with the right class and shrunk; correct twins pass."""
+import os
+
 import pytest
 
 from tritondiff.base import device
@@ -67,11 +69,15 @@ def test_contiguity_assumed(tmp_path, in_process):
     assert res.case.dims["M"] == 2 or res.case.dims["N"] <= 2
 
 
-def test_nan_dropped(tmp_path, in_process):
+def test_nan_dropped_is_an_edge_finding_that_fails_only_when_strict(tmp_path, in_process):
+    """NaN dropped where eager propagates it: a real divergence, seen only with non-finite inputs."""
     res = _explore(planted.nan_dropping_sum, tmp_path, in_process)
-    assert res.status == "fail" and res.failure_class == "nonfinite"
-    assert res.case.tensors["x"].nonfinite
-    assert res.case.dims["N"] == 1
+    (found,) = res.findings
+    assert res.status == "pass" and (found.tier, found.failure_class) == ("edge", "nonfinite")
+    assert found.case.tensors["x"].nonfinite and found.case.dims["N"] == 1 and os.path.isdir(found.dump)
+    assert found.finding_line().startswith("warn  ") and found.dump in res.line()
+    strict = _explore(planted.nan_dropping_sum, tmp_path, in_process, strict=True)
+    assert strict.status == "fail" and (strict.tier, strict.failure_class) == ("edge", "nonfinite")
 
 
 @pytest.mark.parametrize("subj", [planted.correct_sum, planted.correct_sumsq_norm], ids=lambda s: s.name)
