@@ -18,7 +18,7 @@ a range that holds 1 is a tie at the run's noise (``--rounds`` sets how many rou
 geometric mean of the speedups closes the table.  A workload that fails is reported with its error and the run goes on; workloads
 left when ``--budget-s`` is spent are reported as skipped, so the command fits the nightly slot.
 ``--variant`` adds tritondiff runs with ``compiler.config`` knobs patched: the heuristics'
-defaults are chosen from such sweeps on a GPU (reports/gpu/).
+defaults are chosen from such sweeps on a GPU (reports/performance-log.md).
 
 On a machine without a CUDA GPU it exits 2 with one line; ``--dry-run`` lists the workloads
 and their byte counts anywhere, and ``--summary`` prints an earlier run's ``--json`` file one line per

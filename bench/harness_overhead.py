@@ -1,7 +1,7 @@
 """Measure what the hazard hunters cost: examples/s with all of them, with each one switched off alone,
 and with none.
 
-    python -m bench.harness_overhead [--examples 100] [--repeats 5] [--out reports/hazard_overhead_cpu.md]
+    python -m bench.harness_overhead [--examples 100] [--repeats 5] [--out overhead.md]
 
 Every setting runs the same seeded examples of each subject (same Hypothesis
 seed, and correct subjects, so the same cases), ``--repeats`` times; a row
@@ -115,7 +115,7 @@ def render(rows: list[dict], loads: list[float], examples: int, repeats: int, ma
             f"{r['lo']:.2f}-{r['hi']:.2f} | {r['vs_default']:.2f}x |" for r in rows]
     legend = ["", "What each hunter costs when on: " + "; ".join(f"`{h}`: {w}" for h, w in WHAT.items()) + ".",
               "", f"Reproduce: `python -m bench.harness_overhead --examples {examples} --repeats {repeats} "
-              f"--max-bytes {max_bytes} --out reports/hazard_overhead_cpu.md`."]
+              f"--max-bytes {max_bytes} --out overhead.md` (published in reports/harness.md)."]
     return "\n".join(head + body + legend)
 
 

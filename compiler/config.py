@@ -8,6 +8,7 @@ so it gets large blocks and few programs; a GPU gets blocks sized for registers.
 Tests change knobs with ``config.patch(...)``, which validates names and values and
 restores the previous values on exit.  Knobs that change generated code are part of
 ``cache_key()``, so a compiled function re-specialises when a test forces a strategy.
+What was measured behind each default is in ``reports/performance-log.md``, by knob name.
 """
 from __future__ import annotations
 
@@ -68,44 +69,21 @@ class CompilerConfig:
     # Auto strategy: a reduction whose padded extent is at most this runs persistent (the whole
     # axis in one block); longer ones loop over RBLOCK chunks.
     persistent_max_rnumel: int = _by_mode(16_384, 8192)
-    # Auto strategy, rows past persistent_max_rnumel: persistent all the same, one row per program at
-    # persistent_wide_warps warps (past max_num_warps, which caps num_warps alone), up to
-    # persistent_wide_max_rnumel elements, where the row tiles the kernel keeps in registers from one pass to a
-    # later one (codegen.reduction.live_row_tiles: softmax's x, then exp(x - max); an RMSNorm's x) times RBLOCK
-    # are at most persistent_wide_held_numel: 32 values a thread at 32 warps, half of the 64 registers a thread
-    # has when 1024 threads share an SM's 65,536 (sm_90 offline: such kernels take 52-64 registers, none
-    # spilled; reports/gpu/2026-11-27-session18).  A looped kernel reads such a row once per pass; a kernel
-    # that keeps nothing (one pass) stays looped.  H100, GPU ms at 4096 x 32768 fp32 (session 18 call 1, reports/gpu/2026-11-27-
-    # session18): softmax 0.362 persistent / 0.477 looped, log_softmax 0.362 / 0.414, rms_norm 0.359 /
-    # 0.537 (Inductor, persistent at 32 warps too: 0.408 / 0.373 / 0.358).  A layer-norm backward keeps x,
-    # dy and w (3 x 32768 > 32768): it stays looped.  The interpreter keeps its persistent_max_rnumel.
-    # The row must fill at least persistent_wide_min_fill of its power-of-two block: padded lanes are threads
-    # that load nothing while the program holds an SM's registers.  Layer norm 4096 x 10240 fp16 (rows of
-    # 10240 in blocks of 16384, 62.5%) fwd+bwd took 0.182 ms of GPU time with its forward persistent at 32
-    # warps, 0.152 looped (H200, session 18 call 2); full rows gain as above.  Fills in between are unmeasured.
+    # Auto strategy, rows past persistent_max_rnumel: still persistent (one row per program at
+    # persistent_wide_warps warps) up to persistent_wide_max_rnumel elements, when the row tiles kept between
+    # passes times RBLOCK fit persistent_wide_held_numel (32 values a thread at 32 warps) and the row fills at
+    # least persistent_wide_min_fill of its padded block: a looped kernel would read the row once per pass.
     persistent_wide_max_rnumel: int = _by_mode(16_384, 32_768)
     persistent_wide_held_numel: int = 32_768
     persistent_wide_warps: int = 32
     persistent_wide_min_fill: float = 0.75
-    # Auto strategy, rows up to persistent_max_rnumel: a kernel of two passes whose row tiles kept from the first
-    # to the second are all plain loads of its inputs (an RMSNorm's x; codegen.reduction.held_tiles_are_loads)
-    # reads them again instead: a looped kernel of one RBLOCK step per pass, the first read hinted evict_last,
-    # the second evict_first beside the pass's other loads (Inductor's form).  Kept values that took arithmetic
-    # (softmax's exp(x - max)) stay in registers, and so do kernels of three passes (a layer norm's forward;
-    # unmeasured).  rms_norm 8192 x 8192 fp32, GPU us read again / held / Inductor (session 20,
-    # reports/gpu/2026-11-27-session20): H200 127.9 / 129.7 / 127.8 (call 5), 127.5 / 128.5 / 127.3 (call 7);
-    # H100 179.8 / 178.9 / 179.5 (call 8), within noise.  Hand-written on the H200 (call 6): read again without
-    # the hints 134.4, held 135.1, read again 130.9.  Softmax read again: 153.8 against 131.3 held (call 5).
+    # Auto strategy, two-pass rows up to persistent_max_rnumel whose kept tiles are plain loads (an RMSNorm's
+    # x): read them again in the second pass (evict_last, then evict_first) instead of holding them in
+    # registers, as Inductor does; tiles that took arithmetic, and three-pass kernels, stay held.
     persistent_reread_loads: bool = True
-    # Auto strategy: a looped kernel that makes looped_reread_min_held or more reads along the row again in a
-    # later pass (codegen.reduction.reread_row_reads; a layer-norm backward's dx rereads x, dy and w) takes at
-    # least looped_reread_warps warps (past max_num_warps): each row's passes end sooner, while the row is
-    # still in L2 for the second read.  Layer norm
-    # 2048 x 32768 fp16's dx kernel (looped, 4096-element chunks): 211.6 us at 8 warps, 177.2 at 16; its other
-    # kernels unchanged (H100, session 18 call 4).  Of both benchmark suites' kernels it changes that one
-    # alone (scripts/plan_diff_cpu.py there).  Loops that reread one value keep their warps: at 16 warps for
-    # every 4096-element block, layer norm 4096 x 10240 (whose loop is its forward, rereading x) took 0.159 ms
-    # against 0.152 on an H200 (call 2, e256_old).
+    # Auto strategy: a looped kernel that rereads at least looped_reread_min_held values along the row in a
+    # later pass (a layer-norm backward's dx: x, dy and w) takes looped_reread_warps warps, so each row's
+    # passes end while the row is still in L2.
     looped_reread_min_held: int = 2
     looped_reread_warps: int = 16
     # Auto strategy: RBLOCK of a looped reduction (a power of two).
@@ -130,33 +108,23 @@ class CompilerConfig:
     programs_per_sm: int = _by_mode(1, 2)
     # ... with each split partial reducing at least this many elements.
     split_min_chunk: int = _by_mode(16_384, 2_048)
-    # ... but a split whose partials would take one RBLOCK step each at programs_per_sm (launch-bound) aims at
-    # this many programs per SM.  nrm2 2^20 on an H100, GPU us (session 19 call 3, reports/gpu/2026-11-27-session19):
-    # 256 partials of one 4096-element step 3.33-3.38, 128 of two steps 3.15 (two kernels: 3.23), 64 3.38;
-    # Inductor 3.36.
+    # ... but a split whose partials would take one RBLOCK step each (launch-bound) aims at this many
+    # programs per SM.
     split_short_programs_per_sm: int = 1
-    # ... and where the last program finishes through tagged partials (split_last_program_sync), at this many:
-    # with no fence per program, more of them cost less.  nrm2 2^20 on an H200, hand-written tagged forms
-    # (session 25 call 1): 256 partials of one 4096-element step at 8 warps 2.65 us of GPU time, 128 of two
-    # steps at 16 warps 2.72-2.81, the fence form 2.85-3.11; Inductor 2.67.  Unmeasured on an H100.
+    # ... and this many where the last program finishes through tagged partials (split_last_program_sync):
+    # with no fence per program, more programs cost less.
     split_short_tagged_programs_per_sm: int = 2
-    # Mixed-order reductions: a row reduction group and a column reduction group over the same
-    # rows (layer-norm backward's dx and dW/dB) run as one kernel that reads the shared inputs
-    # once, when the rows fit one block of at most this many elements.  16384: layer norm 4096 x 10240
-    # fp16's backward took 150 us as one mixed-order kernel and its final pass, against 161 us as a dx
-    # and a dW/dB kernel (H100, reports/gpu/2026-11-24-h100-session8).
+    # Mixed-order reductions: a row reduction group and a column reduction group over the same rows
+    # (layer-norm backward's dx and dW/dB) run as one kernel that reads the shared inputs once, when the
+    # rows fit one block of at most mixed_order_max_rnumel elements.
     mixed_order_reductions: bool = True
     mixed_order_max_rnumel: int = 16384
     # Rows per block of a mixed-order kernel (its column accumulators are a whole tile, so this
     # bounds their registers on a GPU; the interpreter pays per loop step, so it takes large tiles).
     mixed_order_max_xblock: int = _by_mode(4096, 256)
-    # A mixed-order kernel whose column accumulators ([XBLOCK, RBLOCK] lanes per column reduction) take
-    # more than mixed_order_wide_bytes per program is wide: it runs one program per SM, with at most
-    # mixed_order_wide_warps warps, at which each thread may keep 255 registers.  Layer norm 4096 x 10240's
-    # backward holds 2 x 16384 x 4 bytes = 128 KiB, half an SM's register file.  H100 (hand-written
-    # shapes of its kernel, kernels.benchmarks.mixed_order_probe, reports/gpu/2026-11-24-h100-session9):
-    # 113 us at 8 warps and one program per SM (253 registers, none spilled), 120 us at two programs per
-    # SM, 127 us at 16 warps (128 registers, 10 spilled).
+    # A mixed-order kernel whose column accumulators take more than mixed_order_wide_bytes per program is
+    # wide: one program per SM, at most mixed_order_wide_warps warps, so each thread may keep 255 registers
+    # (layer norm 4096 x 10240's backward holds 128 KiB, half an SM's register file).
     mixed_order_wide_bytes: int = 65536
     mixed_order_wide_warps: int = 8
     # Forced block sizes / split count (None: chosen automatically).  A forced value that
@@ -170,19 +138,13 @@ class CompilerConfig:
     # Triton pipelines a loop without tl.dot only when the loop itself asks; a launch's num_stages does
     # not reach it.  None: no directive (plain range); 1: none either.
     loop_stages: Optional[int] = None
-    # The same for mixed-order kernels' row loops alone (None: loop_stages), so their pipelining can be measured
-    # without the forward's loops.  Session 9 measured loop_stages=2 on layer norm 4096 x 10240's backward partial
-    # while its weight was still read in the row loop: 159.9 us, 30 registers spilled, against 141.0 (H100,
-    # reports/gpu/2026-11-24-h100-session9).  Unmeasured since the weight left the loop (lift_invariant_loads).
+    # The same for mixed-order kernels' row loops alone (None: loop_stages), so their pipelining can be
+    # measured apart from the forward's loops.
     mixed_order_loop_stages: Optional[int] = None
-    # A mixed-order kernel's row held as static chunks instead of one padded block: at most mixed_order_row_chunks
-    # chunks of a power of two columns, each at least mixed_order_min_chunk, where they cover the row in fewer lanes
-    # than the padded block (heuristics.mixed_order_row_chunk; 1: always the padded block).  Layer norm 4096 x 10240
-    # fp16's backward, hand-written (H200, session 22 call 1, reports/gpu/2026-11-28-session22): one 16384-lane
-    # block 91.4 us, 5 chunks of 2048 89.2 us -- and room for the next row's loads (mixed_order_prefetch) in the
-    # registers the padding took: 75.0 us, against 100.5 (34 registers spilled) prefetching in the padded block.
-    # Generated, chunked and prefetching: 67.2 us on the H200 (104.9 without prefetch), 96.2 on the H100 (121.1);
-    # the padded block took 87.6 / 108.4 (calls 4-5).
+    # A mixed-order kernel's row held as static chunks instead of one padded block: at most
+    # mixed_order_row_chunks chunks of a power of two columns, each at least mixed_order_min_chunk, where they
+    # cover the row in fewer lanes than the padded block (heuristics.mixed_order_row_chunk; 1: always the
+    # padded block); the lanes saved hold the next row's loads (mixed_order_prefetch).
     mixed_order_row_chunks: int = 8
     mixed_order_min_chunk: int = _by_mode(64, 1024)
     # Load the next row block's inputs at the top of each step of a mixed-order kernel's row loop, so they are in
@@ -230,89 +192,55 @@ class CompilerConfig:
     # results, and none in the interpreter.
     eviction_hints: bool = True
     # Inside a loop, write each load (and the index it needs) as early in its straight-line block as its
-    # inputs allow (codegen.kernel.hoist_loads), so a row's loads are all in flight before its first
-    # reduction.  Layer norm 4096 x 10240's mixed-order backward loaded dy, reduced (a barrier), then
-    # loaded x: 128.3 us, hoisted 121.3 us (H100, reports/gpu/2026-11-24-h100-session9, call 6).
+    # inputs allow (codegen.kernel.hoist_loads), so a row's loads are all in flight before its first reduction.
     hoist_loads: bool = True
     # Move a load (and an index) that does not change inside a loop above the loop (codegen.kernel.
-    # lift_invariant_loads): a mixed-order kernel's row loop read its weight vector again on every row.  Layer
-    # norm 4096 x 10240 fp16's backward partial, H100 (reports/gpu/2026-11-28-session21): 131.3 us so, 123.3 with
-    # the load above the loop (call 3, the kernel edited by hand); compiled, with the streaming loads then left
-    # unhinted (TritonKernel._eviction_policies), 120.5 -> 108.4 us and fwd+bwd 183.8 -> 170.3 us (call 5);
-    # H200 fwd+bwd 137.7 us (call 7; 153 in session 20).  Of both benchmark suites' kernels only layer norms'
-    # change (their weights, and per-row scalars read in a chunk loop).
+    # lift_invariant_loads): a mixed-order kernel's row loop would read its weight vector again on every row.
     lift_invariant_loads: bool = True
     # Where a whole row is in one block (persistent and mixed-order kernels), take a load of each row's first
     # element -- the shift of layer norm's two-pass variance -- from the row already in registers (its lane 0,
     # bit-exact) instead of a second, strided load (codegen.kernel.TritonKernel.row_element).
     row_elements_from_registers: bool = True
     # In a reduction kernel none of whose loads moves along the reduced axis (every input expanded along it),
-    # load each value over the whole [XBLOCK, RBLOCK] tile (the same address along a row) instead of as an
-    # [XBLOCK, 1] block: Triton otherwise lays the tile out a row per thread (codegen.reduction.
-    # reads_along_reduced_axis).  H100: a 4093-element sum 266 -> 1.2 ulp; bf16 [2, 956086] looped, 2,582
-    # spilled registers and a 45 s compile -> none and 0.2 s (reports/gpu/2026-11-25-h100-session12).
+    # load each value over the whole [XBLOCK, RBLOCK] tile instead of as an [XBLOCK, 1] block: Triton
+    # otherwise lays the tile out a row per thread (codegen.reduction.reads_along_reduced_axis).
     spread_row_loads: bool = True
-    # num_warps of every launch (None: one warp per elements_per_warp elements of the block,
-    # at least 4 and at most max_num_warps; a streaming split partial takes split_streaming_warps).
-    # GPU only.  512 (16 values per thread of a 4096-element block): on an H100 the layer-norm backward
-    # dx kernel (4096 x 10240 fp16, RBLOCK 4096) took 93 us with 8 warps and 120 us with 16, its dW/dB
-    # kernel 67 us against 73 us (python -m kernels.benchmarks.ln_dx_probe, reports/gpu/2026-11-24-h100-session7).
+    # num_warps of every launch (None: one warp per elements_per_warp elements of the block, at least 4 and
+    # at most max_num_warps; a streaming split partial takes split_streaming_warps).  GPU only.
     num_warps: Optional[int] = None
     elements_per_warp: int = 512
-    # ... but kernels whose grid is one wave of looping programs (split partials, mixed-order kernels: as
-    # many programs as fill the machine) take one warp per one_wave_elements_per_warp: their warps per
-    # SM are fixed by it (split partials that stream their chunk: split_streaming_warps, below).  256:
-    # layer norm fwd+bwd 1,152,000 x 16 took 0.071 ms of GPU time (fp16) and 0.134 ms (fp32) with it,
-    # 0.088 / 0.145 ms at 512 (H100, bench.compiler sweep, session 7).
+    # ... but kernels whose grid is one wave of looping programs (split partials, mixed-order kernels) take
+    # one warp per one_wave_elements_per_warp: their warps per SM are fixed by it.
     one_wave_elements_per_warp: int = 256
     max_num_warps: int = 16
     # A split reduction's partial pass of one reduction that loops over at least split_streaming_min_steps
-    # RBLOCK steps per program streams its chunk: it takes at least split_streaming_warps warps, a whole
-    # SM's 64 warp slots at the GPU's two programs per SM (programs_per_sm; more loads in flight).  nrm2
-    # 2^28 (1M elements per partial), GPU ms at 32 warps / 16 / Inductor: H100 0.346 / 0.347 / 0.345, H200
-    # 0.237 / 0.241 / 0.237.  A partial of one step (nrm2 2^20) is launch-bound and keeps the one-wave
-    # warps.  Two such programs fit an SM only at 32 registers per thread: a 4096-element sum or argmax
-    # partial takes 32 at 32 warps, four fused reductions (sum, amax, amin, sum of squares) 34 -- one
-    # program per SM --, so partials of several reductions keep the one-wave warps too (ptxas 12.9 for
-    # sm_90; reports/gpu/2026-11-25-h100-session16).
+    # RBLOCK steps per program streams its chunk at split_streaming_warps warps (a whole SM's warp slots at
+    # two programs per SM).  Launch-bound partials, and partials of several reductions (whose registers do
+    # not fit two such programs an SM), keep the one-wave warps.
     split_streaming_warps: int = 32
     split_streaming_min_steps: int = 8
     # A split reduction runs its final pass in the partial kernel: the last of a row block's partial programs
-    # to finish (an int32 arrival count per row block, kept zeroed per device and stream by the runtime) reduces
-    # the block's partials in split order, as the final kernel would, when that is at most
-    # split_last_program_max_numel partials (XBLOCK x splits, padded to a power of two).  One launch, not two:
-    # less host time per call where a split is launch-bound (nrm2 2^20 back to back on an H100: 29.8 us a call
-    # against 40.7).  GPU time about the same: the last program's count, reads and store sit on the critical path
-    # as the final kernel did (nrm2 GPU us, last program / two kernels / Inductor: 2^20 at 256 partials 3.35 /
-    # 3.29 / 3.32, at 128 3.15 / 3.23; 2^28 346.3 / 345.4 / 348.5; reports/gpu/2026-11-27-session19; session 11
-    # measured the same and dropped it for that).  Off: a second kernel.
+    # to finish (an int32 arrival count per row block, kept zeroed per device and stream by the runtime)
+    # reduces the block's partials in split order, as the final kernel would, when that is at most
+    # split_last_program_max_numel partials.  One launch, not two: less host time where a split is
+    # launch-bound.  Off: a second kernel.
     split_last_program_final: bool = True
     split_last_program_max_numel: int = 4096
-    # How the last program learns that the others' partials are in ("tagged" / "fence").  "fence": each program
-    # stores its partials and counts in with an acq_rel atomic; the release in that count waits until the stores
-    # are visible at GPU scope, in every program.  "tagged": each program writes each partial with a flag bit
-    # into a 64-bit slot (a relaxed atomic exchange; the slots are kept zeroed per device and stream like the
-    # counters) and counts in with a relaxed atomic; the last to count polls its row block's slots, one thread to
-    # a slot, until every flag is set, reduces them in split order and zeroes them.  No fence in any program.
-    # Partials of 32 bits or fewer only (an arg reduction's int64 index, a float64 sum: "fence").  nrm2 2^20 on
-    # an H200 (reports/gpu/2026-11-28-session24 calls 1-3, 2026-11-28-session25 call 1): the acq_rel count alone
-    # costs 0.5-0.65 us of the fence form's 2.9-3.0; hand-written at 256 partials and 8 warps, tagged 2.65 us,
-    # fence 2.85, Inductor 2.67.  Session 24's race fix (a barrier and a reload of the slots) took 7.5-13 us and
-    # is replaced by the one-thread-a-slot poll (SplitReduction._tagged_last_program, compiler.layouts).
+    # How the last program learns that the others' partials are in.  "fence": each program stores its
+    # partials and counts in with an acq_rel atomic.  "tagged": each program writes each partial with a flag
+    # bit into a 64-bit slot (a relaxed atomic exchange; slots kept zeroed per device and stream) and counts
+    # in relaxed; the last polls its block's slots, one thread to a slot (checked in the compiled layout,
+    # compiler.layouts), reduces them in split order and zeroes them: no fence in any program.  Partials of
+    # 32 bits or fewer only (an int64 index or a float64 sum takes "fence").
     split_last_program_sync: str = "tagged"
-    # Let Triton / LLVM contract a * b + c into one FMA (Triton's enable_fp_fusion, True by
-    # default there).  Off here: contraction changes rounding where the IR says otherwise, e.g.
-    # layer norm's backward at N = 1 computed g * 1.0 - sum(g) as an FMA and gave dx = 5.7e-7
-    # instead of exactly 0 on an H100.  Passed as enable_fp_fusion= to every generated and GEMM
-    # template launch (the interpreter accepts and ignores it).  TRITONDIFF_COMPILER_FP_FUSION=1.
+    # Let Triton / LLVM contract a * b + c into one FMA (Triton's enable_fp_fusion).  Off: contraction
+    # changes rounding where the IR says otherwise (layer norm's backward at N = 1 gave dx = 5.7e-7 for an
+    # exact 0).  Passed to every generated and GEMM template launch.  TRITONDIFF_COMPILER_FP_FUSION=1.
     fp_fusion: bool = dataclasses.field(default_factory=lambda: _env_flag("TRITONDIFF_COMPILER_FP_FUSION"))
-    # bf16 conversions as Triton's own casts (.to(tl.float32), .to(tl.bfloat16): one cvt instruction, rounding to
-    # nearest even on a GPU) instead of the prelude's integer helpers (_td_bf16_to_f32, _td_to_bf16), which
-    # exist because Triton's interpreter truncates fp32 -> bf16 and loses bf16 subnormals.  Both give the same
-    # bits on a GPU; the helpers cost about ten integer operations an element, enough to bound a bf16 RMSNorm
-    # by arithmetic: H100, 65536 x 2560 bf16, 326.9 us (68% of copy bandwidth) against Inductor's 257.8 with the
-    # helpers (session 20 call 9, reports/gpu/2026-11-27-session20), 224.9 against 257.0 with the casts (call 10).
-    # The interpreter keeps the helpers.
+    # bf16 conversions as Triton's own casts (one cvt instruction, round to nearest even on a GPU) instead
+    # of the prelude's integer helpers, which exist because Triton's interpreter truncates fp32 -> bf16 and
+    # loses bf16 subnormals; the helpers cost about ten integer operations an element.  The interpreter keeps
+    # the helpers.
     native_bf16_casts: bool = bool(_by_mode(False, True))
     # ATen ops (e.g. "aten.exp.default" or "aten.exp") lowered to ExternKernel regardless of
     # the registry.  TRITONDIFF_COMPILER_FALLBACK, comma separated.

@@ -167,8 +167,7 @@ def split_count(xprograms: int, rnumel: int, rblock: int, tagged: bool = False) 
 
 def _tiling_split(count: int, rnumel: int, rblock: int) -> int:
     """The largest split count at most 10% below ``count`` whose chunks (whole RBLOCKs) tile the axis
-    exactly, so the partial kernel's loads need no mask; else ``count``.  nrm2 2^28 on an H100 (session 10,
-    call 6): 256 exact chunks 0.346 ms of GPU time, 264 masked 0.348, Inductor 0.345."""
+    exactly, so the partial kernel's loads need no mask; else ``count``.  nrm2 2^28 on an H100: 256 exact chunks 0.346 ms of GPU time, 264 masked 0.348, Inductor 0.345."""
     if rnumel % rblock:
         return count
     blocks = rnumel // rblock
@@ -351,9 +350,8 @@ def tagged_split_warps(warps: int, steps: int, poll_words: int) -> int:
     (``codegen.reduction.SplitReduction._tagged_last_program``), from the ``warps`` it would take otherwise.
     Where each partial takes one RBLOCK step (a launch-bound split: nrm2 2^20), at most one warp per 32 words
     and at least 4, so the poll needs no padding to give each thread its own words.  A longer split, or forced
-    warps (``config.num_warps``), keeps its warps and pads the poll.  nrm2 2^20 on an H200, 256 programs of 4096
-    (session 25 call 1, hand-written forms): 8 warps and a 256-word poll 2.65 us, 16 warps and the poll padded
-    to 1024 words 2.83, 8 warps padded to 512 2.77; the partial pass alone 1.74 at 8 warps, 1.78 at 16."""
+    warps (``config.num_warps``), keeps its warps and pads the poll (measured: reports/performance-log.md,
+    split_short_tagged_programs_per_sm)."""
     if config.num_warps or steps > 1:
         return warps
     return max(4, min(warps, poll_words // 32))

@@ -69,8 +69,7 @@ def hang_limit_s(example_timeout_s: float | None, workers: int) -> float:
 
 def lanes_per_gpu(workers: int) -> int:
     """How many lanes share one GPU (1 in the interpreter).  Processes on one GPU without MPS run in turn: an
-    example that takes 7 s alone took over 120 s with 14 lanes on one H100 (kernels.mhc.post_res_backward, T =
-    378,897; session 12), so the campaign gives each example that many times the hang limit."""
+    example that takes 7 s alone took over 120 s with 14 lanes on one H100, so the campaign gives each example that many times the hang limit."""
     if device.MODE != "cuda":
         return 1
     return max(1, math.ceil(workers / max(1, len(_visible_gpus()))))

@@ -4,7 +4,7 @@ The custom ops (``torch.ops.tritondiff.*``) are what ``torch.compile`` traces, w
 ``opcheck`` tests, and what tensor subclasses, dispatch / function modes and functorch
 transforms see; they always stay the interface.  Their dispatch costs host time,
 though, and a memory-bound kernel pays that time in full: on an H100 VM (torch 2.11,
-reports/gpu/2026-11-24-h100/breakdown.md) a no-op custom op took 27 us of host time and
+reports/performance-log.md) a no-op custom op took 27 us of host time and
 layer norm forward + backward through the op's ``register_autograd`` path ~2 ms, against
 0.17 ms of GPU time.  So in plain eager mode -- plain tensors, no mode or transform
 active, not traced by dynamo or torch.jit -- the public wrappers (``kernels.nrm2``,

@@ -3,7 +3,7 @@
 ``kernel[grid](...)`` goes through ``JITFunction.run``, which binds every argument and
 recomputes the specialisation key on each call: 30 us of host time per launch on an H100 VM
 with triton 3.6, against 12 us through the compiled kernel's launcher
-(reports/gpu/2026-11-24-h100/breakdown.md).  Layer norm forward + backward is three launches
+(reports/performance-log.md).  Layer norm forward + backward is three launches
 around 0.16 ms of GPU time, so that host time is most of what a caller waits for.
 
 :func:`launch` takes the JIT path once per specialisation and keeps the ``CompiledKernel`` it

@@ -102,8 +102,7 @@ def launch(kernel, grid: tuple, *args, **meta) -> None:
 
     The kernels rely on exact cancellations -- a constant row's x * scale - shift is 0, so is
     g - mean(g) at N = 1 -- that a contracted a * b + c breaks: on an H100 every M = N = 1
-    backward gave dx ~ -7.7e-7 (eager: 0) until contraction was switched off (GPU campaign finding,
-    reports/gpu/2026-11-24-h100-session4).  The kernels are memory-bound: FMA saves nothing here.
+    backward gave dx ~ -7.7e-7 (eager: 0) until contraction was switched off.  The kernels are memory-bound: FMA saves nothing here.
     """
     _launch.launch(kernel, grid, *args, enable_fp_fusion=False, **meta)
 

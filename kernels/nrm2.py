@@ -78,8 +78,7 @@ def _nrm2_partial_kernel(x_ptr, ws_ptr, N, BLOCK: tl.constexpr):
     # N is 64-bit when it is >= 2**31, and then so are the tile counts and the
     # loop index: tile * BLOCK never wraps.
     # n_tiles = ceil(N / BLOCK) as (N - 1) // BLOCK + 1 (N >= 1: the wrapper returns early at N = 0), not
-    # (N + BLOCK - 1) // BLOCK, which wraps for an int32 N near 2**31 (N = 2**31 - 1 read no tile at all and
-    # returned 0 on an H100: GPU huge-shape finding, reports/gpu/2026-11-24-h100-session4).
+    # (N + BLOCK - 1) // BLOCK, which wraps for an int32 N near 2**31.
     n_full = N // BLOCK
     n_tiles = (N - 1) // BLOCK + 1
     for tile in tl.range(pid, n_tiles, num_programs):

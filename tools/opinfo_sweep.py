@@ -1,6 +1,6 @@
 """OpInfo sweep: every op of PyTorch's ``op_db`` with float32 samples, compiled vs eager.
 
-    python -m tools.opinfo_sweep [--ops add,softmax] [--out reports/opinfo_sweep.md]
+    python -m tools.opinfo_sweep [--ops add,softmax] [--out sweep.md]
                                     [--max-samples 3] [--timeout 120] [--premerge]
 
 Each sample runs eagerly (float32: "eager"; float64: "truth") and through the compiler, and
@@ -46,7 +46,7 @@ SKIP_RANDOM = frozenset({
     "nn.functional.dropout3d", "nn.functional.alpha_dropout", "nn.functional.feature_alpha_dropout",
     "nn.functional.rrelu", "nn.functional.gumbel_softmax",
     # CUDA only: their philox seed and offset outputs are fresh RNG state on every call (the GPU sweep of
-    # session 7 reported the seed as a mismatch)
+    # reported the seed as a mismatch)
     "torch.ops.aten._efficient_attention_forward", "torch.ops.aten._flash_attention_forward",
 })
 SKIP_UNINITIALIZED = frozenset({"empty", "empty_like", "empty_permuted", "empty_strided", "new_empty",
@@ -346,7 +346,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.opinfo_sweep", description=__doc__.split("\n\n")[0])
     parser.add_argument("--ops", help="comma-separated OpInfo names (default: all of op_db)")
     parser.add_argument("--premerge", action="store_true", help="sweep the fixed pre-merge subset")
-    parser.add_argument("--out", help="write a markdown report here (e.g. reports/opinfo_sweep.md)")
+    parser.add_argument("--out", help="write a markdown report here (its counts are published in reports/compiler.md)")
     parser.add_argument("--max-samples", type=int, default=3, help="samples per op (default 3)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds per sample (default 120)")
     parser.add_argument("--quiet", action="store_true", help="no per-op progress lines")

@@ -499,14 +499,14 @@ class SplitReduction(ReductionStrategy):
         One thread alone loads each slot.  A tile smaller than the program's ``threads`` would have Triton give
         several warps a copy of each word, each loaded on its own, and a reduction takes each element from
         whichever copy writes shared memory last: the poll's count could then come from a copy that saw a flag
-        while the sum took one that did not (a review's reading of the PTX, session 24).  So the poll's tile
+        while the sum took one that did not.  So the poll's tile
         (XBLOCK x width words, padded splits masked off) holds at least one word per thread: Triton's coalescing
         then gives a thread at most words / threads of them and covers the tile without a copy (the kernel
         records ``max_warps``, which tuning keeps to, and ``owned_loads``, its count of volatile loads, which the
         runtime checks in the compiled layout before the first launch: ``compiler.layouts``).  The count and the sum read the same registers, and the poll's
-        last count, a reduction across the warps, has every load in before any slot is zeroed.  Session 24's
-        fix instead, a barrier and a second load of the slots, took 126 registers a thread at 16 warps and 7.5
-        to 13.4 us for nrm2 2^20 against 2.8 (session 25 call 1)."""
+        last count, a reduction across the warps, has every load in before any slot is zeroed.  (A barrier and
+        a second load of the slots would close the race too, at several times the poll's cost:
+        reports/performance-log.md, split_last_program_sync.)"""
         group = ctx.group
         pid = "tl.program_id(1).to(tl.int64)" if k.int64 else "tl.program_id(1)"
         xmask = _xmask(k)

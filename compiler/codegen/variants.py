@@ -106,7 +106,7 @@ def _with(spec: KernelSpec, warps: int) -> KernelSpec:
 MAX_REDUCTION_CANDIDATES = 12
 # A mixed-order group's candidates: factors of its warps.  Its row loop is not pipelined: 2 and 3 stages
 # (tl.range) made layer norm 4096 x 10240's backward 159.9 / 161.6 us against 141.0 us, with more
-# spills (H100, reports/gpu/2026-11-24-h100-session9, call 2).
+# spills.
 MIXED_ORDER_CANDIDATES = (0.5, 2)
 
 

@@ -42,7 +42,7 @@ NO_NEAR_MAX = ("normal", "uniform_pos", "large_offset", "large", "tiny", "zeros"
 # mHC's stream mixing sums four products per element, its projection NC: with near-max factors the partial
 # sums overflow or not by the order of the adds, which the float64 truth cannot rule on -- the kernels' mHC
 # subjects leave "near_max" out for that reason (tritondiff.harness.subjects.kernels._ACT_VALUES), and so do these.  Seen on
-# an H100 (session 12): near_max h_res, inf in 80 of 80 cases where eager paired the products and stayed
+# an H100: near_max h_res, inf in 80 of 80 cases where eager paired the products and stayed
 # finite; near_max projection weights, inf or NaN in 3 of 8160 outputs.
 MHC_STREAM_VALUES = NO_NEAR_MAX
 # Layer norm's statistics in float32 (as Inductor) lose to CPU eager's float64 on rows with a large

@@ -49,7 +49,7 @@ def nrm2_backward(x, g):
 # Every value family, including the ones of issue #4 (fixed): "large" and "near_max" rows, whose
 # squares overflow float32, and subnormal "tiny" rows, whose squares underflow.  The kernels scale
 # each row by a power of two before any sum (kernels/layer_norm.py, "Range"); the regression
-# tests/regressions/issue4_layer_norm_near_max keeps the original near_max finding.
+# tests/regressions/layer_norm_near_max keeps the original near_max finding.
 _LN_VALUES = ("normal", "uniform_pos", "large_offset", "large", "near_max", "tiny", "zeros", "integer")
 # Weight and bias near the dtype's max are left out: y = xhat * w + b overflows at xhat * w
 # (|xhat| up to sqrt(N)) where the exact sum would fit, and CPU eager's different association
@@ -84,8 +84,7 @@ def _ln_grads(x, weight, bias, dy, layer_norm):
 def _layer_norm_two_pass(x, normalized_shape, weight, bias, eps):
     """Layer norm as two passes, the mean and then the variance of x - mean: the float64 truth's form.  PyTorch's
     float64 kernel leaves x - mean a rounding off zero in a row of one element, which its backward multiplies by
-    the gradient's scale: dx = -2.4e24 at dy = 2.1e38, where the exact dx is 0 (and the kernel's was; a campaign's
-    kernels.layer_norm_backward false positive, session 24).  Here a one-element row centres to exactly 0."""
+    the gradient's scale: dx = -2.4e24 at dy = 2.1e38, where the exact dx is 0.  Here a one-element row centres to exactly 0."""
     mean = x.mean(-1, keepdim=True)
     xc = x - mean
     return xc * torch.rsqrt((xc * xc).mean(-1, keepdim=True) + eps) * weight + bias
@@ -163,8 +162,7 @@ _ACT_VALUES = tuple(v for v in VALUE_FAMILIES if v != "near_max")
 _COEF = dict(dtypes=("float32",), nonfinite=False, values=_ACT_VALUES)   # they enter the same float32 sums
 # K1 squares x and sums the squares in float32 (its contract, as Inductor's RMSNorm): past sqrt(FLT_MAX) ("large")
 # the mean square overflows, r = rsqrt(inf) = 0, and y, dx and dW come out 0 where float64 is finite -- eager's
-# backward gives NaN there, so the oracle has no error level to judge by (H100 campaign, session 12, dx of
-# x near 1e19).  The compiler subjects leave the family out for the same reason (NO_OVERFLOWING_SQUARES).
+# backward gives NaN there, so the oracle has no error level to judge by.  The compiler subjects leave the family out for the same reason (NO_OVERFLOWING_SQUARES).
 _SQUARED_VALUES = tuple(v for v in _ACT_VALUES if v != "large")
 # T reaches past 2^20 tokens for small C (the memory budget keeps T * C in range); C includes odd sizes.
 _MHC_DIMS = {"T": (0, 1_100_000), "C": (1, 4231)}

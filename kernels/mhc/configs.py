@@ -20,17 +20,16 @@ Entries:
   elements per thread per live tile and ``num_stages * live tiles`` inside
   shared memory.  Values chosen by that rule and checked by compiling every
   kernel for sm_90a with triton 3.9 + ptxas (no register spills in bfloat16,
-  float16 or float32 -- since session 13 float32 K1 runs in float64 tiles,
-  with its own block_c: rmsnorm_project._FLOAT64_TILE_BLOCK_C; at most 186
-  registers a thread), then timed: the grid
+  float16 or float32 -- float32 K1 runs in float64 tiles, with its own
+  block_c: rmsnorm_project._FLOAT64_TILE_BLOCK_C; at most 186 registers a
+  thread), then timed: the grid
   search ran on an H100 80GB HBM3 (2026-11-22, torch 2.11, triton 3.6; T =
   65536, C = 2560, bfloat16; 168 candidates, none failed) and its winners were
   at most 1.03x faster than these entries (K1 bwd dx 1.030x, K1 fwd 1.019x,
-  the rest <= 1.011x), so the entries were kept
-  (reports/gpu/2026-11-22-h100-session2/mhc-gridsearch.md and that folder's
-  README).  After K1 bwd dx's K loop became the pipelined innermost loop, a
+  the rest <= 1.011x), so the entries were kept (reports/performance-log.md).
+  After K1 bwd dx's K loop became the pipelined innermost loop, a
   search of that kernel alone (2026-11-24, same machine and versions, 10
-  candidates; reports/gpu/2026-11-24-h100/k1-search.md) found BT=32 BC=128
+  candidates; reports/performance-log.md) found BT=32 BC=128
   2 warps 3 stages 1.041x faster than the old entry (0.985 vs 1.024 ms, 90.8%
   of copy bandwidth): adopted.  They have not been timed on an H200; re-run
   the search there, or after a kernel changes.

@@ -286,7 +286,7 @@ def _precision(dtype: torch.dtype) -> str:
 #: GPUs (compute capability) with float64 tensor cores at a useful rate: A100, H100 / H200, B200.
 _FLOAT64_MMA = {(8, 0), (9, 0), (10, 0)}
 #: block_c of float32 K1 in float64 tiles (twice the registers per element): at the table's 128 the backward dx
-#: kernel spilled 2,860 bytes (ptxas, sm_90a).  H100, T = 65536, K = 10240, D = 32 (session 13, call 7): forward
+#: kernel spilled 2,860 bytes (ptxas, sm_90a).  H100, T = 65536, K = 10240, D = 32: forward
 #: 1.72 / 1.78 / 1.56 ms at block_c 128 / 64 / 32, backward dx 5.11 / 4.22 / 4.49 ms.
 _FLOAT64_TILE_BLOCK_C = {"k1_fwd": 32, "k1_bwd_dx": 64}
 
@@ -311,7 +311,7 @@ def _accumulation(dtype: torch.dtype, device: torch.device) -> tuple:
     (exactly) and tl.dot sums in float64, on the H100 faster than the float32 "ieee" dot (an FMA loop):
     forward 1.56 ms (block_c 32) against 6.24 at T = 65536, K = 10240, D = 32.  That float32 dot summed all K products through
     acc in one rounding chain: y was 4.3e-6 off at x, W ~ 1000 +- 1 and K = 16,924 (eager 2.9e-7), and 4.3e-4 at
-    K = 2**18; in float64 y and inv_rms are correctly rounded (H100, session 13).  Elsewhere float64 runs at
+    K = 2**18; in float64 y and inv_rms are correctly rounded.  Elsewhere float64 runs at
     1/32-1/64 of float32's rate, so float32 keeps the float32 dot there, with that chain's error.  bf16 / fp16
     keep their tensor cores and float32 sums."""
     if _float64_tiles(dtype, device):
@@ -545,12 +545,11 @@ def _backward(ctx, gy, g_inv_rms):
 #
 # dW = (g r)^T @ x, a sum over T that may cancel.  Rounding g r to x's 16-bit dtype for the GEMM lost 13 (fp16)
 # or 16 (bf16) of float32's 24 bits in every term: fp16 x of integers, g near 2e4, 1644 rows -- dW RMS error 181
-# against eager's 7 (the H100 campaign of session 12).  Here g r is split into 16-bit parts that sum to it
+# against eager's 7.  Here g r is split into 16-bit parts that sum to it
 # within float32's precision (two for fp16, three for bf16), each column first moved by a power of two; one
 # tensor-core GEMM runs over the stacked parts with a float32 result (``torch.mm``'s ``out_dtype``, CUDA only:
 # the interpreter multiplies the parts in float32, exactly), and the parts' products are summed, moved back and
-# rounded to W's dtype.  Four launches and the GEMM (session 13: ~15 small torch ops before; bf16 535-582 us
-# against 702-1198 on the H100 at T = 65536, K = 10240, D = 32, the GEMM alone 470).
+# rounded to W's dtype.  Four launches and the GEMM.
 #
 # The shift takes each column's largest finite |g r| to [2^13, 2^14) for fp16 (inside its range; first parts
 # stay normal for columns down to 2^-141), to [0.5, 1) for bf16 (float32's range: parts stay normal, and the

@@ -148,7 +148,7 @@ def test_the_cache_token_follows_every_knob_change_through_its_shortcut():
 
 
 def test_review_finding_a_stale_token_cannot_poison_the_knob_steps():
-    """Review finding (session 8): a step was recorded as the token of the whole config after the change, so a
+    """Review finding: a step was recorded as the token of the whole config after the change, so a
     config whose token was stale (a field written around __setattr__) taught every later config a wrong step:
     a clean config then claimed autotune=True in its key.  A step now follows from the old token's own key."""
     import pickle

@@ -288,7 +288,7 @@ def test_only_a_wide_mixed_order_kernel_prefetches_its_rows_unless_asked_and_nev
 
 def test_a_wide_mixed_order_kernel_runs_one_program_per_sm_with_at_most_8_warps():
     """Layer norm 4096 x 10240's backward: two fp32 column accumulators over a 16384-lane row are 128 KiB,
-    half an SM's registers.  H100 (session 9): 113 us at 8 warps and one program per SM, 127 us at 16
+    half an SM's registers.  H100: 113 us at 8 warps and one program per SM, 127 us at 16
     warps (spilling), 141 us as generated before (16 warps, two programs per SM)."""
     with compiler.config.patch(**H100):
         wide = heuristics.choose_mixed_order(4096, 10240, accumulator_bytes=8)

@@ -62,7 +62,7 @@ def test_simplify_is_exact_when_a_mod_sits_inside_the_split(m, k, c, q, low):
 
 
 def test_review_finding_mod_of_a_mod_no_longer_reads_out_of_bounds():
-    """Review finding (session 7): the split rule turned Mod(12*Mod(x, 4) + y, 16) into
+    """Review finding: the split rule turned Mod(12*Mod(x, 4) + y, 16) into
     4*Mod(3*Mod(x, 4), 4) + y, which sympy evaluates to 12*Mod(x, 4) + y: a transposed reshape read past
     its 48-element input (an illegal address on a GPU)."""
     from tritondiff import compiler

@@ -22,7 +22,7 @@ OWNED = """#blocked = #ttg.blocked<{sizePerThread = [1, 1], threadsPerWarp = [1,
     %w = tt.load %p, %m, %c {isVolatile = true} : tensor<1x256x!tt.ptr<i64>, #blocked> loc(#loc7)
     %v = tt.load %q, %m2, %c2 {isVolatile = true} : tensor<1x1024x!tt.ptr<i64>, #blocked1> loc(#loc9)
 """
-# session 24's poll at 16 warps: 1 x 128 words under 4 x 4 warps, so four warps load each word
+# poll at 16 warps: 1 x 128 words under 4 x 4 warps, so four warps load each word
 SHARED = """#blocked1 = #ttg.blocked<{sizePerThread = [1, 1], threadsPerWarp = [1, 32], warpsPerCTA = [4, 4], order = [1, 0]}>
     %v_18 = tt.load %v_17, %m, %cst_2 {isVolatile = true} : tensor<1x128x!tt.ptr<i64>, #blocked1> loc(#loc77)
 """

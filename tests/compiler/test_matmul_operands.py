@@ -155,7 +155,7 @@ def test_strided_narrow_operands_are_read_through_their_layout():
 
 
 def test_gemm_template_widens_bf16_through_the_helpers_where_other_kernels_use_native_casts():
-    """A GEMM template's fp32 dot of bf16 operands ran 9% slower widened by .to() on an H100 (session 21):
+    """A GEMM template's fp32 dot of bf16 operands ran 9% slower widened by .to() on an H100:
     its kernels keep the prelude's helper under config.native_bf16_casts, which other kernels follow."""
     a, b = seeded_randn(37, 64, seed=23).bfloat16(), seeded_randn(24, 64, seed=24)   # one narrow operand: widened
 

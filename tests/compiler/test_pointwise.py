@@ -85,7 +85,7 @@ def test_auto_keeps_1d_when_no_row_is_shared():
 
 
 def test_review_finding_a_node_of_another_shape_read_from_a_register_keeps_1d():
-    """Review finding (session 7): post_res's output and a reshape of it in one kernel; the dim of 4 is not a
+    """Review finding: post_res's output and a reshape of it in one kernel; the dim of 4 is not a
     dim of the (8, 3, 40) node, whose read of the register then failed the legality check at codegen."""
     x, h, y = torch.randn(6, 4, 40), torch.randn(6, 4, 4), torch.randn(6, 40)
 

@@ -196,7 +196,7 @@ def _row_iota_sum_and_column_sum(x):
 
 def test_loop_local_iota_counts_loops_over_the_reduced_axis_only():
     # Seeded, and the column sums (341 terms, cancelling to ~0.1 here and there) compared at an absolute 1e-4:
-    # an unseeded draw once differed from eager by 1.5e-5 on an H100 (session 19), a summation order, not a bug.
+    # an unseeded draw once differed from eager by 1.5e-5 on an H100, a summation order, not a bug.
     x = seeded_randn(341, 16, seed=3)
     tol = dict(rtol=1e-5, atol=1e-4)
     # Mixed order: the row loop is not a loop over the reduced axis; rindex there is the whole row.

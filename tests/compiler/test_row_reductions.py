@@ -121,7 +121,7 @@ def test_an_epilogue_reading_the_reduction_by_column_keeps_it_a_kernel():
 
 def test_tuned_templates_fold_the_reduction_too_and_drop_the_aten_candidate(tmp_path):
     """Tuning used to keep the reduction a kernel so that the ATen candidate could run: mHC rmsnorm_project
-    tuned read x twice, 0.90 ms against 0.47 (H100, session 8).  The tile candidates fold it; ATen is left
+    tuned read x twice, 0.90 ms against 0.47.  The tile candidates fold it; ATen is left
     out of that template's candidates."""
     from tritondiff.compiler import autotune
     x, w = seeded_randn(19, 50, seed=16), seeded_randn(6, 50, seed=17)
@@ -139,7 +139,7 @@ def test_tuned_templates_fold_the_reduction_too_and_drop_the_aten_candidate(tmp_
 
 
 def test_review_finding_a_reduction_the_template_reads_as_an_operand_or_bias_stays_a_kernel():
-    """Review finding (session 7): folded anyway, nothing wrote the buffer the template reads (KeyError)."""
+    """Review finding: folded anyway, nothing wrote the buffer the template reads (KeyError)."""
     x, w = seeded_randn(19, 50, seed=21), seeded_randn(50, 6, seed=22)
 
     def as_bias(x, w):

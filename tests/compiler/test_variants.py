@@ -18,7 +18,7 @@ def _names(choice, xnumel, rnumel, gpu=True):
 
 def test_a_looped_row_that_fits_one_block_is_also_tried_persistent():
     """Layer norm 4096 x 10240's backward: looped over 4096-element chunks by the heuristic; one row per
-    program held whole (16384) ran its dx kernel in 86 us against 93 (reports/gpu session 7)."""
+    program held whole (16384) ran its dx kernel in 86 us against 93."""
     with compiler.config.patch(**GPU):
         choice = ReductionChoice("looped", 1, 4096)
         cands = reduction_candidates(choice, 4096, 10240, gpu=True)
@@ -55,8 +55,7 @@ def test_split_candidates_keep_the_split_and_the_interpreter_tries_two_shapes():
 
 def test_warps_candidates_scale_the_generated_warps_within_triton_s_limit():
     """A streaming split partial is generated at 32 warps, past max_num_warps (16): its factor-1 candidate
-    keeps them, x0.5 halves them, x2 stays at Triton's 32 (review finding, session 16: every candidate was
-    cut back to 16, so 'w2x' halved the partial).  Other kernels keep max_num_warps as their ceiling."""
+    keeps them, x0.5 halves them, x2 stays at Triton's 32.  Other kernels keep max_num_warps as their ceiling."""
     with compiler.config.patch(max_num_warps=16):
         assert [variants._scaled_warps(32, f) for f in (1, 0.5, 2)] == [32, 16, 32]
         assert [variants._scaled_warps(8, f) for f in (1, 0.5, 2, 4)] == [8, 4, 16, 16]
@@ -64,7 +63,7 @@ def test_warps_candidates_scale_the_generated_warps_within_triton_s_limit():
 
 
 def test_review_findings_a_forced_strategy_stays_and_tiny_blocks_still_get_warps_candidates():
-    """Review findings (session 8): tuning tried persistent kernels under reduction_strategy="looped" (a
+    """Review findings: tuning tried persistent kernels under reduction_strategy="looped" (a
     subject forcing a path then ran another); a persistent reduction with RBLOCK < 16 got no candidate."""
     with compiler.config.patch(**GPU, reduction_strategy="looped"):
         names = _names(ReductionChoice("looped", 1, 4096), 4096, 10240)
@@ -96,8 +95,7 @@ def test_every_gpu_candidate_of_a_row_reduction_compiles_runs_and_is_timed(tmp_p
 
 
 def test_a_mixed_order_group_is_tuned_over_its_warps(tmp_path, monkeypatch):
-    """Layer norm 4096 x 10240's mixed-order backward: 141 us with its heuristic 16 warps, 134 with 8 (H100,
-    session 8).  Its candidates keep the blocks (whole rows) and halve / double every kernel's warps."""
+    """Layer norm 4096 x 10240's mixed-order backward: 141 us with its heuristic 16 warps, 134 with 8.  Its candidates keep the blocks (whole rows) and halve / double every kernel's warps."""
     monkeypatch.setattr(variants, "_gpu_candidates", lambda: True)
     autotune._caches.clear()
     x, dy = seeded_randn(40, 24, seed=5).requires_grad_(), seeded_randn(40, 24, seed=6)
@@ -119,7 +117,7 @@ def test_a_mixed_order_group_is_tuned_over_its_warps(tmp_path, monkeypatch):
 
 
 def test_review_finding_a_looped_alternative_to_a_persistent_choice_takes_the_configured_loop_stages():
-    """Review finding (session 9): under loop_stages=2 the looped candidate of a persistent choice inherited
+    """Review finding: under loop_stages=2 the looped candidate of a persistent choice inherited
     the persistent kernel's None (no loop) and ran unpipelined."""
     with compiler.config.patch(**GPU, loop_stages=2):
         cands = reduction_candidates(ReductionChoice("persistent", 1, 4096), 4096, 4000, gpu=True)

@@ -337,7 +337,7 @@ def test_targets_files_names_and_globs(planted, monkeypatch):
 
 def test_a_dump_folder_named_after_a_subject_does_not_hide_the_subject(planted, monkeypatch, tmp_path):
     """A campaign dumps each finding into a folder named after its subject; the next campaign run from there
-    named the subject and got "<folder>: not a Python file" (session 23)."""
+    named the subject and got "<folder>: not a Python file"."""
     subjects = {s.name: s for s in resolve_targets([planted])}
     monkeypatch.setattr(campaign_mod, "bundled", lambda: {"k.nrm2": subjects["doubles"]})
     monkeypatch.chdir(tmp_path)

@@ -76,7 +76,7 @@ def test_programs_draw_every_strategy_large_sizes_and_inputs_that_fit():
 
 def test_every_program_has_a_step_even_when_its_drawn_steps_grow_too_large():
     """A step whose value would pass max_numel is dropped; with all dropped, the program returned its input
-    and dynamo had no graph for the compiler (a campaign's graph_fuzz_backward finding, session 23)."""
+    and dynamo had no graph for the compiler."""
     drawn = []
 
     @settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
@@ -91,7 +91,7 @@ def test_every_program_has_a_step_even_when_its_drawn_steps_grow_too_large():
 
 def test_programs_never_norm_over_a_single_element():
     """x * rsqrt(x * x + eps) over one element: its gradient is the remainder of two O(1) terms that cancel, which
-    eager's own error over a few elements cannot bound (session 24's graph_fuzz_backward false positive); a
+    eager's own error over a few elements cannot bound; a
     softmax over one element stays (exactly 1, gradient exactly 0), and norms over longer dims are drawn."""
     from tritondiff.harness.graph_fuzz import OPS
     norm_extents, softmax_extents = set(), set()

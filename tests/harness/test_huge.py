@@ -134,7 +134,7 @@ def test_a_square_input_is_sized_by_a_dim_it_uses_once_or_not_at_all():
 
 def test_a_plan_falls_back_to_the_next_input_when_the_first_cannot_fit():
     """addmm's bias (M, N) is declared first, but sized by M its N must move with K (the output is then as large
-    as the input); a (M, K) sized by M keeps N short (a GPU-planning finding of session 14's review)."""
+    as the input); a (M, K) sized by M keeps N short."""
     @subject(reference=lambda bias, a, b: torch.addmm(bias, a, b),
              inputs={"bias": tensor(("M", "N"), dtypes=F), "a": tensor(("M", "K"), dtype_like="bias"),
                      "b": tensor(("K", "N"), dtype_like="bias")},

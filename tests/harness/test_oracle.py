@@ -83,7 +83,7 @@ def test_any_overflow_is_excused_where_eager_overflows_a_finite_truth():
 
 def test_rounding_across_the_overflow_threshold_is_not_a_nonfinite_mismatch():
     """fp16 overflows past 65520 (65504 plus half its ulp).  A truth of 65520.9 rounds to inf, as eager did; a
-    candidate that computed 65519 stores 65504, 2.6e-4 off -- the compiler's layer-norm dx, session 23."""
+    candidate that computed 65519 stores 65504, 2.6e-4 off -- the compiler's layer-norm dx."""
     truth = torch.tensor([65520.9, 1000.0, 65519.0], dtype=torch.float64)
     eager = torch.tensor([float("inf"), 1000.0, 65504.0], dtype=torch.float16)
     assert compare(torch.tensor([65504.0, 1000.0, 65504.0], dtype=torch.float16), eager, truth).passed
@@ -241,7 +241,7 @@ def _heavy_tailed(seed, outliers, sigma=1e-4, shape=(64, 128), at=6):
 
 
 def test_an_equally_accurate_candidate_with_its_own_heavy_tail_passes():
-    """Layer-norm dx with dy at a large offset (session 15, an H100 and the CPU): eager and the compiled code err
+    """Layer-norm dx with dy at a large offset: eager and the compiled code err
     alike overall, each with a few elements 4-9x past their row's RMS -- at different elements.  Judged element
     by element against 3x eager's local level, 14 of 30 seeded GPU cases failed; the tail allowance passes them."""
     from tritondiff.harness.oracle import TAIL_MIN_ELEMENTS

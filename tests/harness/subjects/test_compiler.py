@@ -148,7 +148,7 @@ def test_the_backward_fuzz_subject_places_a_bug_in_the_backward_graph():
 
 def ln_large_offset_case(m: int, n: int, seed: int):
     """compiler.layer_norm_fwd_bwd's case of the session-11 finding, as the harness draws it: float32, x normal,
-    weight expanded uniform_pos, bias uniform_pos, dy large_offset (also used by session 15's GPU dump script)."""
+    weight expanded uniform_pos, bias uniform_pos, dy large_offset."""
     from tritondiff.harness.case import Case, TensorCase
 
     def t(shape, layout, values, k):
@@ -168,7 +168,7 @@ def test_layer_norm_dx_with_dy_at_a_large_offset_passes_and_errs_no_more_than_ea
 
     On a GPU eager computes in float32 too and errs as much as we do overall, each at a few elements of its
     own 4-9x past the row's RMS: there the oracle's tail allowance (harness.oracle._tail_excused) is what
-    passes them (an H100, session 15: 14 of 30 such cases failed without it)."""
+    passes them."""
     from tritondiff.harness.runner import build_inputs, run_case
 
     subj = registry()["compiler.layer_norm_fwd_bwd"]
@@ -299,7 +299,7 @@ def _triton_downcasts_without_rounding():
 
 
 def test_a_gradient_computed_in_float32_after_a_cast_to_half_passes():
-    """A campaign's graph_fuzz_backward finding (session 22): float32 x cast to float16, sigmoid, widened
+    """A campaign's graph_fuzz_backward finding: float32 x cast to float16, sigmoid, widened
     back.  CPU eager's fp16 sigmoid_backward rounds each step to half; the compiled gradient computes in
     float32 and rounds once, as CUDA eager does.  The truth run used to cast its float64 inputs to half as
     well and repeat eager's roundings, so eager's error was 0 and the better gradient failed at 12-21 of 41
@@ -324,7 +324,7 @@ def test_the_truth_rounds_where_the_program_casts():
 
 
 def test_the_truths_gradient_passes_a_cast_unrounded():
-    """A review's graph_fuzz_backward finding (session 23): a softmax after a cast to half.  Differentiated
+    """A review's graph_fuzz_backward finding: a softmax after a cast to half.  Differentiated
     through the cast, the truth rounded its gradient to half at the cast, so eager's half gradient landed on
     it and a float32 gradient one fp16 ulp away failed at 10 of 1705 elements."""
     from tritondiff.harness.runner import run_case
@@ -345,7 +345,7 @@ def test_the_truths_gradient_passes_a_cast_unrounded():
 
 
 def test_a_fuzz_program_traces_into_one_graph():
-    """A graph break inside Program.__call__ (session 23: bool() of the inputs tuple, which dynamo of torch 2.11
+    """A graph break inside Program.__call__ (bool() of the inputs tuple, which dynamo of torch 2.11
     cannot trace) compiles its frame once per process and reuses it: the subjects would judge stale code, and
     graph_fuzz_backward under AOTAutograd's runtime ran eagerly on every GPU example."""
     program = Program(((4, 5),), (Step("cast", (0,), (("dtype", "float16"),)), Step("sigmoid", (1,)),
