@@ -376,8 +376,7 @@ class TritonKernel:
         The streaming reads go first to keep the others' lines in L2.  Where every load kept so was lifted out
         of every loop (``lifted``: lines ``lift_invariant_loads`` moved to the kernel's top level: a mixed-order
         kernel's weight, a looped kernel's per-row scalar) nothing is read from L2 again, and the streaming reads
-        get no hint: layer norm 4096 x 10240 fp16's backward partial took 113.9 us with them hinted evict_first,
-        110.7 without."""
+        get no hint (measured: reports/performance-log.md, eviction hints)."""
         if not config.eviction_hints:
             return {}
         policies = {}
@@ -410,9 +409,7 @@ class TritonKernel:
         for comment in self.meta.get("comments", []):
             out.append(f"    # {comment}")
         # A kernel that prefetches its next rows keeps its invariant loads in the loop and gives no eviction
-        # hints: layer norm 4096 x 10240 fp16's backward partial took 83.7 us with its weight lifted (the
-        # weight's fp32 copy held across the loop: 12 registers spilled), 70.2 with it read in the loop, 66.9
-        # without hints too.
+        # hints: a lifted weight held across the loop spills (reports/performance-log.md, prefetch).
         prefetch = self.meta.get("prefetch_next_rows")
         lift = config.lift_invariant_loads and not prefetch
         placed = lift_invariant_loads(self.lines) if lift else list(enumerate(self.lines))
@@ -505,8 +502,7 @@ def lift_invariant_loads(lines: Sequence[tuple[int, str]]) -> list[tuple[int, tu
     pointer it names, nor through any input pointer (``p_arg*``, which could alias it) when it reads an input.
     A loop with a store through anything but a kernel argument, a barrier, an atomic or a volatile load keeps
     all its loads, and a loop keeps at least one line.  A mixed-order kernel's row loop read its weight vector
-    (indexed by rindex alone) again on every row: layer norm 4096 x 10240 fp16's backward partial took 131.3 us
-    so, 123.3 with the load above the loop.
+    (indexed by rindex alone) again on every row (measured: reports/performance-log.md, lift_invariant_loads).
     Repeated until nothing moves, so a load leaves nested loops too.  The runtime's loops have static trip counts
     of at least one, so a lifted load reads nothing the loop would not have.
     """
@@ -606,8 +602,8 @@ def prefetch_next_rows(lines: Sequence[tuple[int, str]]) -> list[tuple[int, str]
       (the last step reads its own rows again: in bounds, and from L1 / L2), and its body runs as before.
 
     The next row's loads are then in flight through the current row's reductions (barriers) and stores: one
-    program per SM has no other program to overlap them with.  Layer norm 4096 x 10240 fp16's backward,
-    hand-written: 89.2 us -> 75.0.  A load stays in place where the loop writes
+    program per SM has no other program to overlap them with (measured: reports/performance-log.md,
+    mixed_order_row_chunks).  A load stays in place where the loop writes
     through any pointer it names (or through any input pointer when it reads an input), and nothing rotates
     in a loop with a nested block, a barrier, an atomic, a volatile load, a store through a pointer variable,
     or a single step.  Returns ``lines`` unchanged where nothing rotates."""
@@ -704,7 +700,7 @@ _HELPER_BF16_CASTS = contextvars.ContextVar("helper_bf16_casts", default=False)
 def helper_bf16_casts() -> Iterator[None]:
     """Within: ``cast_source`` converts bf16 through the prelude's helpers even where
     ``config.native_bf16_casts`` is on.  The GEMM templates' kernels use it: their fp32 dot of bf16 operands
-    widened by ``.to()`` took 510.3 us against 468.6 with the helpers, the same bits either way."""
+    ran slower widened by ``.to()``, the same bits either way (reports/performance-log.md, GEMM bf16 casts)."""
     token = _HELPER_BF16_CASTS.set(True)
     try:
         yield
