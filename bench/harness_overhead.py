@@ -27,7 +27,7 @@ from tritondiff.harness import hunters
 from tritondiff.harness.hunters import HUNTERS
 from tritondiff.harness.config import config
 from tritondiff.harness.dump import versions
-from tritondiff.harness.campaign import warm_up
+from tritondiff.harness.lanes import warm_up
 from tritondiff.harness.executor import InProcess, Isolated
 from tritondiff.harness.explore import explore
 from tritondiff.harness.loader import load_file, ref, subjects_in
@@ -61,7 +61,7 @@ def _warm(executor) -> None:
     """Pay the runner's first-use costs (lazy imports, the CPU benchmarker) where the examples will run:
     a fresh worker would otherwise charge them to the first timed example of every isolated run."""
     if isinstance(executor, Isolated):
-        res = executor.worker.call("tritondiff.harness.campaign:warm_up", timeout=300)
+        res = executor.worker.call("tritondiff.harness.lanes:warm_up", timeout=300)
         if not res.ok:
             raise RuntimeError(f"the worker's warm-up failed:\n{res.error}")
     else:

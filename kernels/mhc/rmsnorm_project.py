@@ -215,8 +215,8 @@ def _fused_rmsnorm_project_bwd_dx_kernel(
         # wrong by ~2**-24 * ssq / (K eps) relative at tiny K (6% at x ~ 1, eps = 1e-6), and at x, W ~ 1000
         # +- 1 4x eager's error (H100, K = 16,924) or 6x on some rows (CPU, K = 333, equal heads); now it is
         # within 1e-7 of its size, eager's within 1e-4.  One K tile (any dtype) reads x once; longer
-        # float32 / float64 rows (TWO_PASS) read it twice, summing s and ssq first: the float32 backward
-        # takes 4.2 ms against 2.1 at T = 65536, K = 10240, D = 32 on the H100 (its forward 1.6 against 6.2).
+        # float32 / float64 rows (TWO_PASS) read it twice, summing s and ssq first, at about twice the time
+        # (reports/performance-log.md, mHC K1 in float32).
         # 16-bit rows over several tiles keep the one-pass form below: their own rounding is far larger.
         if ONE_K_TILE:
             offs_k = tl.arange(0, BLOCK_K)
@@ -286,8 +286,8 @@ def _precision(dtype: torch.dtype) -> str:
 #: GPUs (compute capability) with float64 tensor cores at a useful rate: A100, H100 / H200, B200.
 _FLOAT64_MMA = {(8, 0), (9, 0), (10, 0)}
 #: block_c of float32 K1 in float64 tiles (twice the registers per element): at the table's 128 the backward dx
-#: kernel spilled 2,860 bytes (ptxas, sm_90a).  H100, T = 65536, K = 10240, D = 32: forward
-#: 1.72 / 1.78 / 1.56 ms at block_c 128 / 64 / 32, backward dx 5.11 / 4.22 / 4.49 ms.
+#: kernel spilled 2,860 bytes (ptxas, sm_90a); the values are the fastest measured
+#: (reports/performance-log.md, mHC K1 in float32).
 _FLOAT64_TILE_BLOCK_C = {"k1_fwd": 32, "k1_bwd_dx": 64}
 
 
