@@ -400,20 +400,19 @@ def _kernel_run_factory(mode: str):
 
 
 _install_lock = threading.Lock()
-_installed = False
 
 
 def install() -> None:
-    """Install the class-level wrappers (idempotent; done by the first recorder)."""
-    global _installed
+    """Install the class-level wrappers (idempotent: each is found by its tag; done by every recorder).
+
+    Checked on every call, not remembered: a wrapper installed over a method that something else had
+    replaced for a while (a test's monkeypatch of ``Autotuner._bench``) goes when that is undone, and
+    the next recorder must put it back, or tuning trials would be counted as real launches."""
     with _install_lock:
-        if _installed:
-            return
         patch_method(JITFunction, "run", "tritondiff.launches", _kernel_run_factory("compiled"))
         patch_method(InterpretedFunction, "run", "tritondiff.launches", _kernel_run_factory("interpreted"))
         patch_method(Autotuner, "run", "tritondiff.launches.frames", _tuner_run_factory)
         patch_method(Autotuner, "_bench", "tritondiff.launches.frames", _tuner_bench_factory)
-        _installed = True
 
 
 # --------------------------------------------------------------------------------------------

@@ -240,3 +240,25 @@ def test_check_grid_limits_per_axis():
         with pytest.raises(GridLimitExceeded) as e:
             launches.check_grid("k", grid)
         assert e.value.axis == axis
+
+
+def test_trials_are_told_apart_after_the_tuners_bench_was_replaced_and_restored(monkeypatch):
+    """A recorder first created while ``Autotuner._bench`` is replaced (a test's monkeypatch) wraps the
+    replacement; once it is restored, the next recorder wraps the original again, so tuning trials are
+    never counted as real launches."""
+    from triton.runtime.autotuner import Autotuner
+
+    original = Autotuner.__dict__["_bench"]
+    while getattr(original, "__wrapped__", None) is not None:      # the method as triton defines it
+        original = original.__wrapped__
+    with monkeypatch.context() as m:
+        m.setattr(Autotuner, "_bench", original)                      # as if no recorder had been made yet
+        with m.context() as inner:
+            inner.setattr(Autotuner, "_bench", lambda self, *a, **k: original(self, *a, **k))
+            with record_launches():
+                pass                                                  # wraps the replacement
+        with record_launches() as rec:                                # the replacement is gone: wraps again
+            autotuning.clear_caches([_tuned_copy])
+            x = torch.randn(341, device=device.torch_device())
+            _tuned_copy[lambda meta: (triton.cdiv(341, meta["BLOCK"]),)](x, torch.empty_like(x), 341)
+        assert len(rec.real_launches) == 1 and rec.trial_count >= len(_CONFIGS)
