@@ -8,6 +8,7 @@ subjects, bad flag) or a harness error (the worker cannot load the subject,
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 
@@ -90,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="comma-separated hazard hunters to switch off")
     check.add_argument("--sanitize", action="store_true",
                        help="on GPU, run each finding's repro under compute-sanitizer memcheck (report in the dump)")
+    check.add_argument("--json", action="store_true",
+                       help="one JSON object per subject instead of the text lines: status, findings (tier, class, "
+                            "message, case, dump), what was covered and what went untested")
     _add_verdict_options(check)
     fuzz = sub.add_parser("fuzz", help="a fuzz campaign over many subjects, with a findings store")
     fuzz.add_argument("targets", nargs="*",
@@ -189,7 +193,7 @@ def _check(args) -> int:
                          out_dir=args.out, disabled=args.disable, on_example=last)
         if args.sanitize:
             result = memcheck.sanitize(subj, result, last, out_dir=args.out, disabled=args.disable)
-        print(result.line(), flush=True)
+        print(json.dumps(result.to_json()) if args.json else result.line(), flush=True)
         failed += result.status == "fail"
     return 1 if failed else 0
 

@@ -118,6 +118,20 @@ class SubjectResult:
             lines.append(f"      untested: {'; '.join(self.untested)}")
         return "\n".join(lines)
 
+    def to_json(self) -> dict:
+        """The verdict as plain data (``tritondiff check --json``): the run's status and stats, every
+        finding, and the coverage."""
+        def finding(f: "SubjectResult") -> dict:
+            return {"tier": f.tier, "failure_class": f.failure_class, "fails_run": f.status == "fail",
+                    "message": f.message, "signature": f.signature, "case": f.case.describe() if f.case else None,
+                    "dump": f.dump}
+
+        return {"subject": self.subject, "status": self.status, "examples": self.examples, "skipped": self.skipped,
+                "seconds": round(self.seconds, 3), "seed": self.seed,
+                "primary": finding(self) if self.status == "fail" else None,
+                "findings": [finding(f) for f in self.findings], "covered": self.covered,
+                "untested": list(self.untested), "coverage": self.coverage}
+
     def finding_line(self) -> str:
         """One line for a finding beside the primary one: ``also`` when it fails the run too, ``warn`` for an
         edge finding that does not (not strict)."""

@@ -169,3 +169,18 @@ def test_an_edge_finding_warns_and_fails_only_when_strict(tmp_path):
     (project / "pyproject.toml").write_text("[tool.tritondiff]\nstrictly = true\n")
     res = _run(*args)
     assert res.returncode == 2 and "[tool.tritondiff] has unknown key(s) strictly; known: strict" in res.stderr
+
+
+def test_check_json_gives_one_object_per_subject_with_its_findings_and_coverage(tmp_path):
+    subjects = tmp_path / "edge.py"
+    subjects.write_text(_EDGE_ONLY)
+    res = _run("check", str(subjects), "--budget", "60", "--seed", "3", "--max-findings", "1", "--json",
+               "--out", str(tmp_path))
+    assert res.returncode == 0, res.stdout + res.stderr
+    (line,) = res.stdout.strip().splitlines()
+    verdict = json.loads(line)
+    assert verdict["subject"] == "drops_nan" and verdict["status"] == "pass" and verdict["primary"] is None
+    (found,) = verdict["findings"]
+    assert (found["tier"], found["failure_class"], found["fails_run"]) == ("edge", "nonfinite", False)
+    assert os.path.isdir(found["dump"]) and verdict["covered"].startswith("largest N <= ")
+    assert verdict["examples"] >= 1 and isinstance(verdict["untested"], list)
