@@ -246,8 +246,10 @@ def explore(subject: Subject, *, budget_s: float | None = None, max_examples: in
     deadline = start + budget_s
     findings: list[SubjectResult] = []
     normal = False                            # the first search draws the whole declared space
+    normal_done = False                       # the normal-range values are searched once at most
     try:
         for search in range(2 * max_findings + 1):
+            normal_done = normal_done or normal
             state.failures = Failures(state.failures._verdicts)      # a failing case runs once per exploration
             probe = _probe(state, executor, subject_ref, hazards, deadline, budget_s, on_example)
             test = _hypothesis_test(subject, probe, max_examples=max_examples, seed=seed + search, out_dir=out_dir,
@@ -273,7 +275,7 @@ def explore(subject: Subject, *, budget_s: float | None = None, max_examples: in
             if len(findings) >= max_findings or time.monotonic() >= deadline:
                 break
             # an edge finding must not hide a wrong one: look in the normal range first
-            normal = found.tier == "edge" and not any(f.tier == "wrong" for f in findings)
+            normal = not normal_done and found.tier == "edge" and not any(f.tier == "wrong" for f in findings)
     finally:
         if own_executor:
             executor.close()

@@ -254,3 +254,32 @@ def test_max_findings_stops_the_search(tmp_path, in_process):
     res = explore(_two_bugs_subject(), budget_s=120, max_examples=200, seed=11, out_dir=str(tmp_path),
                   executor=in_process, max_findings=1, strict=True)
     assert len(res.findings) == 1 and res.status == "fail"
+
+
+def test_the_normal_range_is_searched_once_however_many_edge_findings(tmp_path, in_process, monkeypatch):
+    """Two edge bugs (NaN dropped; 50% off on subnormal-sized values): after the first edge finding the
+    normal-range values are searched, once; later edge findings do not search them again."""
+    import sys
+
+    explore_module = sys.modules["tritondiff.harness.explore"]      # (the package's `explore` is the function)
+    spaces = []
+    real = explore_module._hypothesis_test
+
+    def recording(*args, normal=False, **kwargs):
+        spaces.append(normal)
+        return real(*args, normal=normal, **kwargs)
+
+    monkeypatch.setattr(explore_module, "_hypothesis_test", recording)
+
+    def two_edge_bugs(x):
+        y = torch.nan_to_num(x, nan=0.0).sum()    # nonfinite: NaN dropped
+        finite = x[torch.isfinite(x)]
+        tiny = finite.numel() and 0 < float(finite.abs().max()) < 1e-30
+        return y * 1.5 if tiny else y             # mismatch, only on subnormal-sized values
+
+    subj = subject(reference=lambda x: x.sum(), inputs={"x": tensor(("N",), dtypes=("float32",))},
+                   dims={"N": (1, 64)}, name="explore_test.two_edge_bugs")(two_edge_bugs)
+    res = explore(subj, budget_s=60, max_examples=100, seed=5, out_dir=str(tmp_path), executor=in_process,
+                  max_findings=4)
+    assert {(f.tier, f.failure_class) for f in res.findings} == {("edge", "nonfinite"), ("edge", "mismatch")}
+    assert res.status == "pass" and spaces.count(True) == 1 and spaces[0] is False
