@@ -116,7 +116,7 @@ def _keep_mask(n, seed, device):
 
 def _dropout_ref(x, seed):
     # the same Philox stream, drawn by a standalone mask kernel; the rest in torch
-    keep = _keep_mask(x.numel(), seed, x.device).view(x.shape)
+    keep = _keep_mask(x.numel(), int(seed), x.device).view(x.shape)
     return torch.where(keep, x / (1 - P_DROP), torch.zeros((), dtype=x.dtype))
 
 
