@@ -86,7 +86,7 @@ def swiglu(a, b):
 
 
 @triton.jit
-def _rope_kernel(x_ptr, cos_ptr, sin_ptr, y_ptr, H, D, sx_t, sx_h, sx_d, sc_t, sc_d, BLOCK_H: tl.constexpr,
+def _rope_kernel(x_ptr, cos_ptr, sin_ptr, y_ptr, H, D, sx_t, sx_h, sx_d, sc_t, sc_d, ss_t, ss_d, BLOCK_H: tl.constexpr,
                  BLOCK_D: tl.constexpr):
     # GPT-NeoX style: rotate the two halves of the head dim; one program per position
     t = tl.program_id(0)
@@ -95,7 +95,7 @@ def _rope_kernel(x_ptr, cos_ptr, sin_ptr, y_ptr, H, D, sx_t, sx_h, sx_d, sc_t, s
     rd = tl.arange(0, BLOCK_D)
     m = (rh[:, None] < H) & (rd[None, :] < half)
     cos = tl.load(cos_ptr + t * sc_t + rd * sc_d, mask=rd < half, other=0.0).to(tl.float32)
-    sin = tl.load(sin_ptr + t * sc_t + rd * sc_d, mask=rd < half, other=0.0).to(tl.float32)
+    sin = tl.load(sin_ptr + t * ss_t + rd * ss_d, mask=rd < half, other=0.0).to(tl.float32)
     base = x_ptr + t * sx_t + rh[:, None] * sx_h
     x1 = tl.load(base + rd[None, :] * sx_d, mask=m, other=0.0).to(tl.float32)
     x2 = tl.load(base + (rd[None, :] + half) * sx_d, mask=m, other=0.0).to(tl.float32)
@@ -123,6 +123,6 @@ def rope(x, cos, sin):
     T, H, D = x.shape
     y = torch.empty((T, H, D), dtype=x.dtype, device=x.device)
     if T:
-        _rope_kernel[(T,)](x, cos, sin, y, H, D, *x.stride(), *cos.stride(), BLOCK_H=triton.next_power_of_2(H),
+        _rope_kernel[(T,)](x, cos, sin, y, H, D, *x.stride(), *cos.stride(), *sin.stride(), BLOCK_H=triton.next_power_of_2(H),
                            BLOCK_D=triton.next_power_of_2(D // 2))
     return y
