@@ -64,3 +64,65 @@ def test_a_kernel_computing_in_bf16_passes_and_its_planted_bug_is_found(tmp_path
     assert explore(_subject(False), executor=InProcess(), **opts).status == "pass"
     found = explore(_subject(True), executor=InProcess(), **opts)
     assert found.status == "fail" and found.failure_class == "mismatch"
+
+
+@triton.jit
+def _column_sum_kernel(x_ptr, out_ptr, R: tl.constexpr, C: tl.constexpr, ROWS: tl.constexpr):
+    r = tl.arange(0, ROWS)
+    c = tl.arange(0, C)
+    x = tl.load(x_ptr + r[:, None] * C + c[None, :], mask=r[:, None] < R, other=0.0)
+    tl.store(out_ptr + c, tl.sum(x, axis=0))
+
+
+def test_sums_add_as_a_tree_not_row_after_row():
+    """2188 equal rows of 0.1 summed in one block: row after row (numpy's axis-0 order) is about 260 ulp off,
+    a tree (the GPU's order) a few."""
+    x = torch.full((2188, 4), 0.1, dtype=torch.float32)
+    out = torch.empty(4, dtype=torch.float32)
+    _column_sum_kernel[(1,)](x, out, R=2188, C=4, ROWS=4096)
+    truth = 2188 * float(torch.tensor(0.1, dtype=torch.float32))
+    ulp = truth * 2.0 ** -23
+    sequential = torch.zeros(4)
+    for row in x:
+        sequential += row
+    assert float((sequential - truth).abs().max()) > 50 * ulp          # the order the interpreter used
+    assert float((out.double() - truth).abs().max()) < 8 * ulp
+
+
+def test_tree_sum_matches_numpy_on_every_axis_and_keepdims():
+    import numpy as np
+
+    from tritondiff.base.interpreter import tree_sum
+
+    data = np.arange(2 * 3 * 5, dtype=np.float64).reshape(2, 3, 5)     # exact sums: any order agrees
+    for axis in (None, 0, 1, 2, -1):
+        for keepdims in (False, True):
+            np.testing.assert_array_equal(tree_sum(data, axis, keepdims, np), np.sum(data, axis=axis, keepdims=keepdims))
+    assert tree_sum(np.zeros((0, 3)), 0, False, np).shape == (3,)
+
+
+@triton.jit
+def _row_cumsum_kernel(x_ptr, y_ptr, N: tl.constexpr, BLOCK: tl.constexpr):
+    c = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + c, mask=c < N, other=0.0)
+    tl.store(y_ptr + c, tl.cumsum(x, axis=0), mask=c < N)
+
+
+def test_scans_add_in_log_steps_and_match_numpy_where_exact():
+    """4027 equal values scanned in one block: along the axis the last prefix is hundreds of ulp off, in
+    log2(n) steps (a GPU's order) a few."""
+    import numpy as np
+
+    from tritondiff.base.interpreter import tree_cumsum
+
+    x = torch.full((4027,), 1.3, dtype=torch.float32)
+    y = torch.empty_like(x)
+    _row_cumsum_kernel[(1,)](x, y, N=4027, BLOCK=4096)
+    truth = torch.arange(1, 4028, dtype=torch.float64) * float(x[0])
+    ulp = truth * 2.0 ** -23
+    assert float(((torch.cumsum(x.double(), 0).float().double() - truth).abs() / ulp).max()) <= 1
+    assert float(((torch.from_numpy(np.cumsum(x.numpy())).double() - truth).abs() / ulp).max()) > 50
+    assert float(((y.double() - truth).abs() / ulp).max()) < 16
+    exact = np.arange(24, dtype=np.float64).reshape(2, 3, 4)
+    for axis in (0, 1, 2):
+        np.testing.assert_array_equal(tree_cumsum(exact, axis, np), np.cumsum(exact, axis=axis))
