@@ -45,6 +45,8 @@ from typing import Any
 
 import torch
 
+from .rounding import overflow_threshold
+
 # Per-dtype floors: (rtol, atol relative to the output's largest magnitude).
 DEFAULT_FLOORS = {
     torch.float64: (1e-9, 1e-9),
@@ -102,14 +104,20 @@ def flatten(value: Any) -> list:
 
 
 def compare(candidate: Any, eager: Any, truth: Any, *, multiplier: float = 3.0,
-            rtol: float | None = None, atol: float | None = None, spread: Any = None) -> Comparison:
+            rtol: float | None = None, atol: float | None = None, spread: Any = None,
+            noise: Any = None) -> Comparison:
     """Judge ``candidate`` against ``truth`` (float64 reference) with ``eager`` as the error yardstick.
 
     ``spread`` (optional, shaped like ``truth``'s outputs): how far the truth moves when the inputs move
     by one ulp -- each element's conditioning, a floor for eager's error there (see the module docstring).
+    ``noise`` (optional, a :class:`harness.rounding.Noise`): the reference's rounding noise -- a further floor
+    for the error level, and where it marks an element as one a legitimate order overflows, an excuse for a
+    non-finite candidate there.
     """
     cands, eagers, truths = flatten(candidate), flatten(eager), flatten(truth)
     spreads = flatten(spread) if spread is not None else [None] * len(truths)
+    levels = list(noise.levels) if noise is not None else []
+    overflows = list(noise.may_overflow) if noise is not None else []
     if len(cands) != len(eagers):
         return Comparison(False, "structure", f"candidate returned {len(cands)} output(s), the reference "
                           f"{len(eagers)}", [])
@@ -117,7 +125,9 @@ def compare(candidate: Any, eager: Any, truth: Any, *, multiplier: float = 3.0,
     with torch.device("cpu"):      # the comparison runs on CPU copies, whatever default device the caller set
         for i, (c, e, t) in enumerate(zip(cands, eagers, truths)):
             reports.append(_compare_one(i, c, e, t, multiplier, rtol, atol,
-                                        spreads[i] if i < len(spreads) else None))
+                                        spreads[i] if i < len(spreads) else None,
+                                        levels[i] if i < len(levels) else None,
+                                        overflows[i] if i < len(overflows) else None))
     bad = [r for r in reports if r.failure_class]
     if not bad:
         return Comparison(True, None, "match", reports)
@@ -133,7 +143,8 @@ def _as_tensor(x: Any) -> torch.Tensor | None:
     return None
 
 
-def _compare_one(i: int, c: Any, e: Any, t: Any, multiplier: float, rtol, atol, spread=None) -> OutputReport:
+def _compare_one(i: int, c: Any, e: Any, t: Any, multiplier: float, rtol, atol, spread=None, noise=None,
+                 may_overflow=None) -> OutputReport:
     if e is None or c is None:
         rep = OutputReport(i, (), "none", 0)
         if (e is None) != (c is None):
@@ -167,15 +178,21 @@ def _compare_one(i: int, c: Any, e: Any, t: Any, multiplier: float, rtol, atol, 
             return rep
         return _finish(rep, wrong, ct.double() if et.dtype != torch.bool else ct.long(),
                        et.double() if et.dtype != torch.bool else et.long(), "mismatch", exact=True)
-    if isinstance(spread, torch.Tensor) and tuple(spread.shape) == tuple(tt.shape) and not et.dtype.is_complex:
-        spread = spread.detach().cpu().double()
-    else:
-        spread = None
-    return _compare_float(rep, ct, et, tt, multiplier, rtol, atol, spread)
+    spread, noise, may_overflow = (_matching(x, tt) for x in (spread, noise, may_overflow))
+    return _compare_float(rep, ct, et, tt, multiplier, rtol, atol, spread, noise, may_overflow)
+
+
+def _matching(x: Any, truth: torch.Tensor) -> torch.Tensor | None:
+    """An allowance tensor shaped like the (real) truth, on CPU; None otherwise."""
+    if isinstance(x, torch.Tensor) and tuple(x.shape) == tuple(truth.shape) and not x.dtype.is_complex:
+        x = x.detach().cpu()
+        return x if x.dtype == torch.bool else x.double()
+    return None
 
 
 def _compare_float(rep: OutputReport, c: torch.Tensor, e: torch.Tensor, t: torch.Tensor,
-                   multiplier: float, rtol, atol, spread: torch.Tensor | None = None) -> OutputReport:
+                   multiplier: float, rtol, atol, spread: torch.Tensor | None = None,
+                   noise: torch.Tensor | None = None, may_overflow: torch.Tensor | None = None) -> OutputReport:
     dtype = e.dtype
     t64 = t.double()
     rounded = t64.to(dtype).double()                   # the best the dtype can represent
@@ -186,6 +203,8 @@ def _compare_float(rep: OutputReport, c: torch.Tensor, e: torch.Tensor, t: torch
     # non-finite, a candidate of another kind (NaN for -inf, +inf for -inf) is wrong.
     nf_c, nf_t, nf_e = _nonfinite_code(c64), _nonfinite_code(rounded), _nonfinite_code(e64)
     nf_wrong = (nf_c != nf_t) & (nf_c != nf_e) & ~((nf_c != 0) & (nf_e != 0) & (nf_t == 0))
+    if may_overflow is not None:       # a legitimate order of the same sums overflows here
+        nf_wrong &= ~((nf_c != 0) & (nf_t == 0) & may_overflow)
     finite = torch.isfinite(c64) & torch.isfinite(t64)
     d_rtol, d_atol = DEFAULT_FLOORS.get(dtype, (1e-5, 1e-5))
     rtol = d_rtol if rtol is None else rtol
@@ -194,12 +213,14 @@ def _compare_float(rep: OutputReport, c: torch.Tensor, e: torch.Tensor, t: torch
     err_e = torch.where(finite & torch.isfinite(e64), (e64 - t64).abs(), torch.zeros_like(c64))
     mag = torch.where(finite, t64.abs(), torch.zeros_like(t64))
     scale = float(mag.max()) if mag.numel() else 0.0
-    tiny = torch.finfo(dtype).tiny * torch.finfo(dtype).eps if dtype != torch.float64 else 0.0
+    tiny = _absolute_floor(dtype)
     counted = finite & torch.isfinite(e64)
     rms_e = _local_rms(err_e, counted)
     level = torch.maximum(err_e, rms_e)
     if spread is not None:
         level = torch.maximum(level, torch.where(finite, spread, torch.zeros_like(spread)))
+    if noise is not None:
+        level = torch.maximum(level, torch.where(finite, noise, torch.zeros_like(noise)))
     floor = multiplier * level + atol * scale + tiny
     allowed = floor + rtol * mag
     if bool(nf_wrong.any()):        # mag is 0 where the candidate is not finite: the truth's own magnitude there
@@ -223,12 +244,22 @@ def _compare_float(rep: OutputReport, c: torch.Tensor, e: torch.Tensor, t: torch
                        f"{rep.eager_max_abs:.3g}), {rep.where}; first at {rep.first_indices[:3]}")
         return rep
     # Degenerate: all zeros where the truth carries signal above eager's own noise, and eager is not zero.
-    signal = scale > float(err_e.max()) if err_e.numel() else scale > 0
+    signal = scale > max(float(err_e.max()) if err_e.numel() else 0.0, tiny)     # a flushed subnormal is no signal
     if (scale > 0 and signal and bool((c64[finite] == 0).all()) and bool((t64[finite] != 0).any())
             and not bool((e64[torch.isfinite(e64)] == 0).all())):
         rep.failure_class, rep.location, rep.where = "degenerate", "all", "everywhere"
         rep.message = f"output {rep.index}: candidate is all zeros, the reference is not"
     return rep
+
+
+def _absolute_floor(dtype: torch.dtype) -> float:
+    """The error no output element is judged below: the dtype's smallest subnormal, and for outputs a device
+    computes in float32, float32's smallest normal -- GPU arithmetic may flush float32 subnormals to zero (the
+    approximate math functions do), so a subnormal result and a zero are one legitimate answer."""
+    if dtype == torch.float64:
+        return 0.0
+    info = torch.finfo(dtype)
+    return max(info.tiny * info.eps, torch.finfo(torch.float32).tiny)
 
 
 #: Fewest elements an RMS of eager's error is taken over: rows shorter than this are grouped with their
@@ -303,8 +334,7 @@ def _across_overflow(c64: torch.Tensor, t64: torch.Tensor, allowed: torch.Tensor
     ``allowed`` below the threshold."""
     if dtype == torch.float64 or not dtype.is_floating_point:
         return torch.zeros(c64.shape, dtype=torch.bool)
-    info = torch.finfo(dtype)
-    threshold = info.max + 2.0 ** math.floor(math.log2(info.max)) * info.eps / 2
+    threshold = overflow_threshold(dtype)
     exact = torch.isfinite(t64)
     over = exact & (t64.abs() >= threshold) & torch.isfinite(c64) & ((c64 - t64).abs() <= allowed)
     under = (exact & (t64.abs() < threshold) & torch.isinf(c64) & (torch.sign(c64) == torch.sign(t64))

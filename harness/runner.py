@@ -28,7 +28,7 @@ import torch
 
 from tritondiff.base import device
 
-from . import hunters
+from . import hunters, rounding
 from .api import Subject
 from .case import Case
 from .config import config
@@ -183,7 +183,8 @@ def _run_case(subject: Subject, case: Case, hazards: frozenset | None) -> Verdic
     except Exception:  # noqa: BLE001 - reference has no float64 path: eager is the best arbiter
         upcast, truth = None, eager
     spread = (lambda: _spread(subject, case, upcast, truth)) if upcast is not None else None
-    verdict = _judge(subject, case, hazards, Reference(eager, truth, spread))
+    noise = (lambda: _noise(subject, case, upcast, truth)) if upcast is not None else None
+    verdict = _judge(subject, case, hazards, Reference(eager, truth, spread, noise))
     verdict.seconds = time.perf_counter() - start
     if verdict.status == "fail":
         counters["failures"] += 1
@@ -195,14 +196,28 @@ class Reference:
     when a comparison without it fails, since it can only loosen a verdict -- the truth's spread under
     one-ulp input moves (:func:`_spread`)."""
 
-    def __init__(self, eager: Any, truth: Any, spread: Callable[[], Any] | None = None):
+    def __init__(self, eager: Any, truth: Any, spread: Callable[[], Any] | None = None,
+                 noise: Callable[[], Any] | None = None):
         self.eager, self.truth = eager, truth
         self._measure, self._spread = spread, None
+        self._measure_noise, self._noise = noise, None
 
     def spread(self) -> Any:
         if self._measure is not None:
             self._spread, self._measure = self._measure(), None
         return self._spread
+
+    def noise(self) -> rounding.Noise | None:
+        """The reference's rounding noise (:mod:`harness.rounding`), measured on first use."""
+        if self._measure_noise is not None:
+            self._noise, self._measure_noise = self._measure_noise(), None
+        return self._noise
+
+
+def _noise(subject: Subject, case: Case, upcast: dict[str, Any], truth: Any) -> rounding.Noise | None:
+    dtypes = [torch_dtype(t.dtype) for t in case.tensors.values()]
+    return rounding.measure(subject.reference, {k: _detach(v) for k, v in upcast.items()}, flatten(truth),
+                            dtypes, flatten)
 
 
 #: Relative move of a floating input for :func:`_spread`: one float32 ulp -- eager's accumulation precision
@@ -268,11 +283,12 @@ def _oracle(subject: Subject, out: Any, ref: Reference) -> Comparison:
     (``passed_on_spread`` / ``passed_on_tail``: the example's ``allowance`` in :mod:`harness.coverage`)."""
     tol = subject.tolerance
     cmp = compare(out, ref.eager, ref.truth, multiplier=tol.multiplier, rtol=tol.rtol, atol=tol.atol)
-    if cmp.failure_class == "mismatch":
-        spread = ref.spread()                  # an ill-conditioned element is not the candidate's fault
-        if spread is not None:
+    if cmp.failure_class in ("mismatch", "nonfinite"):
+        # an ill-conditioned element, or one a legitimate order of rounding moves, is not the candidate's fault
+        spread, noise = ref.spread(), ref.noise()
+        if spread is not None or noise is not None:
             cmp = compare(out, ref.eager, ref.truth, multiplier=tol.multiplier, rtol=tol.rtol, atol=tol.atol,
-                          spread=spread)
+                          spread=spread, noise=noise)
             if cmp.passed:
                 counters["passed_on_spread"] += 1
     if cmp.passed and any(r.tail_excused for r in cmp.outputs):

@@ -257,7 +257,7 @@ def test_max_findings_stops_the_search(tmp_path, in_process):
 
 
 def test_the_normal_range_is_searched_once_however_many_edge_findings(tmp_path, in_process, monkeypatch):
-    """Two edge bugs (NaN dropped; 50% off on subnormal-sized values): after the first edge finding the
+    """Two edge bugs (NaN dropped; 50% off on values past 1e15, the `large` family): after the first edge finding the
     normal-range values are searched, once; later edge findings do not search them again."""
     import sys
 
@@ -274,8 +274,8 @@ def test_the_normal_range_is_searched_once_however_many_edge_findings(tmp_path, 
     def two_edge_bugs(x):
         y = torch.nan_to_num(x, nan=0.0).sum()    # nonfinite: NaN dropped
         finite = x[torch.isfinite(x)]
-        tiny = finite.numel() and 0 < float(finite.abs().max()) < 1e-30
-        return y * 1.5 if tiny else y             # mismatch, only on subnormal-sized values
+        large = finite.numel() and float(finite.abs().max()) > 1e15
+        return y * 1.5 if large else y            # mismatch, only on edge-sized values
 
     subj = subject(reference=lambda x: x.sum(), inputs={"x": tensor(("N",), dtypes=("float32",))},
                    dims={"N": (1, 64)}, name="explore_test.two_edge_bugs")(two_edge_bugs)
@@ -283,3 +283,25 @@ def test_the_normal_range_is_searched_once_however_many_edge_findings(tmp_path, 
                   max_findings=4)
     assert {(f.tier, f.failure_class) for f in res.findings} == {("edge", "nonfinite"), ("edge", "mismatch")}
     assert res.status == "pass" and spaces.count(True) == 1 and spaces[0] is False
+
+
+def test_a_pass_on_mostly_skipped_examples_says_so(tmp_path, in_process):
+    """A reference that raises on most draws (a seed passed the wrong way) leaves a pass judged on the few
+    draws it accepted: the result must say how many were not judged, and why."""
+    def picky(x):
+        if x.numel() > 1:
+            raise TypeError("planted: the reference wants a 1-element tensor")
+        return x * 2
+
+    subj = subject(reference=picky, inputs={"x": tensor(("N",), dtypes=("float32",))}, dims={"N": (1, 64)},
+                   name="explore_test.picky_reference")(lambda x: x * 2)
+    res = explore(subj, budget_s=60, max_examples=40, seed=3, database=False, out_dir=str(tmp_path),
+                  executor=in_process)
+    assert res.status == "pass" and res.skipped * 2 > res.examples
+    assert res.untested and "the reference raised on" in res.untested[0] and "planted" in res.untested[0]
+    assert "untested: the reference raised on" in res.line()
+    roomy = subject(reference=lambda x: x * 2, inputs={"x": tensor(("N",), dtypes=("float32",))},
+                    dims={"N": (1, 64)}, name="explore_test.roomy_reference")(lambda x: x * 2)
+    res = explore(roomy, budget_s=60, max_examples=40, seed=3, database=False, out_dir=str(tmp_path / "roomy"),
+                  executor=in_process)
+    assert res.status == "pass" and not any("reference raised" in u for u in res.untested)

@@ -1,0 +1,275 @@
+"""Rounding noise: how far a legitimate low-precision implementation of the reference may land from the truth.
+
+Eager PyTorch is one implementation; a kernel is another, with other intermediates.  Both round every value
+they compute, and what a rounding costs is set by the magnitude of the *value rounded*, not of the output:
+a layer norm whose mean is summed at 1000 carries an error of 1000 ulp-units into ``x - mean`` even when the
+result is near 1; a fused cross entropy forms ``lse`` at the logits' magnitude and subtracts; a backward
+formula cancels ``w*dy - mean(w*dy)`` to an exact zero that a contracted multiply-add leaves at one
+rounding of ``w*dy``.  Whether eager happened to avoid a particular intermediate says nothing about the
+candidate.
+
+So the float64 reference is run again a few times (:data:`PROBES`) under a dispatch mode that rounds like a
+float32 machine, each time with other random rounding directions (Monte Carlo arithmetic):
+
+* composite ops are decomposed first (``torch._decomp``), so the intermediates of layer norm, softmax,
+  log-softmax, losses and their backwards are rounded one by one;
+* every arithmetic result moves by one unit roundoff of its own magnitude, in a random direction;
+* an addition or subtraction moves by a roundoff of ``|a| + |b|``: another association of the same terms
+  (``lse - x`` formed as ``m + log(s) - x``) rounds a partial at the operands' size, not the result's;
+* an accumulation (sum, mean, matmul, convolution, scatter-add ...) moves by ``sqrt(n)`` roundoffs of the
+  magnitude it passes through -- the same op applied to the absolute values -- since its partial sums are
+  never seen and a sum that cancels is rounded at the size of its terms (Higham & Mary's probabilistic bound
+  for any summation order);
+* values below float32's smallest normal are flushed to zero in half the probes (devices flush subnormals);
+* values past float32's overflow threshold are infinite in every probe, and an accumulation (or addition)
+  whose magnitude passes the threshold of the narrowest floating input dtype is infinite in the other half:
+  another order of the same sum overflows -- in float32, or in the inputs' own dtype where a kernel
+  accumulates there (atomic adds into a float16 output).
+
+Per output element the *noise* is the largest distance of a probe from the truth, and *may_overflow* marks
+elements a probe made non-finite where the truth is finite.  The oracle uses both only as allowances (a
+floor for the error level, an excuse for a non-finite candidate), and only after a comparison without them
+failed: a bug far past rounding still fails.  Exact ops (copies, views, selections, comparisons, max/min,
+abs, where) are not rounded.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+#: Independent probes: the noise at an element is the largest of their distances from the truth.
+PROBES = 4
+#: Inputs larger than this (elements, all floating inputs together) get no noise estimate: each probe holds
+#: float64 copies of every intermediate.
+MAX_ELEMENTS = 1 << 24
+
+#: Unit roundoff of the arithmetic a kernel does: float32 for float32, float16 and bfloat16 inputs (Triton
+#: kernels accumulate and compute in float32), float64 where every floating input is float64.
+UNIT_ROUNDOFF = {torch.float64: 2.0 ** -53}
+UNIT_ROUNDOFF_DEFAULT = 2.0 ** -24
+
+#: Ops whose results are exact functions of their inputs' values: never rounded.
+EXACT = frozenset({
+    "abs", "neg", "where", "masked_fill", "masked_fill_", "clamp", "clamp_", "clamp_min", "clamp_max",
+    "relu", "relu_", "maximum", "minimum", "fmax", "fmin", "sign", "sgn", "signbit", "floor", "ceil", "round",
+    "trunc", "frac", "fill", "fill_", "copy", "copy_", "_to_copy", "to", "lift_fresh", "lift_fresh_copy",
+    "clone", "nan_to_num", "hardtanh", "threshold", "threshold_backward", "fmod", "remainder", "heaviside",
+    "copysign", "isnan", "isinf", "isfinite", "logical_not", "logical_and", "logical_or", "logical_xor",
+    "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "eq", "ne", "lt", "le", "gt", "ge",
+    "zero_", "zeros_like", "ones_like", "full_like", "empty_like",
+})
+#: Accumulations: each output element is a sum of products of input elements, rounded at the size of the
+#: sum of their magnitudes.  The value is how to count the terms summed into one output element.
+ACCUMULATIONS = frozenset({
+    "sum", "mean", "nansum", "cumsum", "mm", "bmm", "addmm", "baddbmm", "addbmm", "addmv", "mv", "dot",
+    "vdot", "matmul", "convolution", "_convolution", "convolution_backward", "scatter_add", "scatter_add_",
+    "index_add", "index_add_", "embedding_dense_backward", "_embedding_bag", "var", "var_mean", "std",
+    "std_mean", "linalg_vector_norm", "norm", "_scaled_dot_product_flash_attention_for_cpu",
+})
+#: Additions: rounded at the sum of their operands' magnitudes (``|a| + |alpha| |b|``).
+ADDITIONS = frozenset({"add", "add_", "sub", "sub_", "rsub"})
+#: Where the decompositions used live (``torch._decomp`` and the ``torch._refs`` it registers): a composite op
+#: is run as its decomposition so its intermediates are rounded one by one; an op without one is rounded as a
+#: whole (once, at its output's magnitude).
+_DECOMPOSED_MODULES = ("torch._decomp", "torch._refs")
+
+
+def _name(func: Any) -> str:
+    return func.__name__.split(".")[0] if hasattr(func, "__name__") else str(func)
+
+
+def _arithmetic(func: Any) -> bool:
+    """A pointwise op that computes (rounds) its result: tagged pointwise in aten; a prims op by the aten op of
+    its name (prims carry no tags)."""
+    if torch.Tag.pointwise in func.tags:
+        return True
+    if getattr(func, "namespace", "") != "prims":
+        return False
+    packet = getattr(torch.ops.aten, _name(func), None)
+    if packet is None:
+        return False
+    return any(torch.Tag.pointwise in getattr(packet, o).tags for o in packet.overloads())
+
+
+def _decomposition(func: Any) -> Callable | None:
+    from torch._decomp import decomposition_table
+
+    d = decomposition_table.get(func)
+    if d is None or not getattr(d, "__module__", "").startswith(_DECOMPOSED_MODULES):
+        return None
+    return d
+
+
+def _terms(name: str, args: tuple, out: torch.Tensor) -> int:
+    """How many terms one output element of an accumulation sums (a bound: the larger input's size over
+    the output's, or a matmul's inner dim)."""
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    if name in ("mm", "bmm", "matmul", "mv", "dot", "vdot", "addmm", "baddbmm", "addbmm", "addmv"):
+        mats = tensors[-2:] if name.startswith("add") or name == "baddbmm" else tensors[:2]
+        return max(1, int(mats[0].shape[-1]) if mats and mats[0].dim() else 1)
+    if name in ("convolution", "_convolution") and len(tensors) >= 2:
+        w = tensors[1]
+        return max(1, w.numel() // max(1, int(w.shape[0])))
+    if name == "cumsum" and len(args) > 1 and isinstance(args[1], int) and out.dim():
+        return max(1, int(out.shape[args[1]]))          # the last element sums the whole dim
+    biggest = max((a.numel() for a in tensors), default=1)
+    return max(1, biggest // max(1, out.numel()))
+
+
+def _magnitude(func: Any, args: tuple, kwargs: dict) -> Any:
+    """The op applied to the absolute values of its floating inputs (and scalars): the size of the sum an
+    accumulation passes through.  None where that does not run."""
+    def absolute(x):
+        if isinstance(x, torch.Tensor) and x.dtype.is_floating_point:
+            return x.abs()
+        if isinstance(x, float):
+            return abs(x)
+        if isinstance(x, (list, tuple)):
+            return type(x)(absolute(v) for v in x)
+        return x
+    try:
+        return func(*absolute(args), **{k: absolute(v) for k, v in kwargs.items()})
+    except Exception:  # noqa: BLE001 - the op refuses the absolute values (an out= variant, an index op)
+        return None
+
+
+def _operands(args: tuple, kwargs: dict) -> Any:
+    """``|a| + |alpha| |b|`` of an addition or subtraction (tensors or numbers); None where neither is a tensor."""
+    a, b = (args + (0, 0))[:2]
+    alpha = abs(kwargs.get("alpha", args[2] if len(args) > 2 and not isinstance(args[2], torch.Tensor) else 1))
+    if not any(isinstance(v, torch.Tensor) for v in (a, b)):
+        return None
+    size = (lambda v: v.abs() if isinstance(v, torch.Tensor) else abs(v))
+    try:
+        return size(a) + alpha * size(b)
+    except Exception:  # noqa: BLE001 - operands that do not broadcast as given (never for a valid add)
+        return None
+
+
+class RoundingProbe(TorchDispatchMode):
+    """Runs the float64 reference rounding like a float32 machine with random directions (module docstring)."""
+
+    def __init__(self, probe: int, roundoff: float, threshold: float, tiny: float,
+                 through_threshold: float | None = None):
+        super().__init__()
+        self.probe, self.roundoff, self.threshold, self.tiny = probe, roundoff, threshold, tiny
+        self.through_threshold = threshold if through_threshold is None else through_threshold
+        self.generator = torch.Generator().manual_seed(0x5EED + probe)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        decomposition = _decomposition(func)
+        if decomposition is not None:
+            with self:
+                out = decomposition(*args, **kwargs)
+            if out is not NotImplemented:
+                return out
+        name = _name(func)
+        accumulation = name in ACCUMULATIONS
+        if name in EXACT or not (accumulation or _arithmetic(func)):
+            return func(*args, **kwargs)
+        # the sizes an op passes through, taken before it runs (an in-place op overwrites its operand)
+        if accumulation:
+            magnitudes = _magnitude(func, args, kwargs)
+        elif name in ADDITIONS:
+            magnitudes = _operands(args, kwargs)
+        else:
+            magnitudes = None
+        out = func(*args, **kwargs)
+        if isinstance(out, torch.Tensor):
+            return self._round(func, out, magnitudes, args)
+        if isinstance(out, (tuple, list)):
+            mags = magnitudes if isinstance(magnitudes, (tuple, list)) else [None] * len(out)
+            return type(out)(self._round(func, o, m, args) if isinstance(o, torch.Tensor) else o
+                             for o, m in zip(out, mags))
+        return out
+
+    def _round(self, func: Any, out: torch.Tensor, magnitude: Any, args: tuple) -> torch.Tensor:
+        if not out.dtype.is_floating_point or out.numel() == 0:
+            return out
+        size = out.abs()
+        through = None
+        if isinstance(magnitude, torch.Tensor):
+            try:
+                through = torch.maximum(size, magnitude.to(size.device, size.dtype).expand(out.shape))
+            except RuntimeError:       # not the output's shape (an op returning several): its own size only
+                through = None
+        if through is not None:
+            terms = _terms(_name(func), args, out) if _name(func) in ACCUMULATIONS else 1
+            size = through * math.sqrt(terms)
+        signs = torch.randint(0, 2, out.shape, generator=self.generator).to(out.device, out.dtype) * 2 - 1
+        step = signs * self.roundoff * size
+        # non-finite values stay as they are; an infinite magnitude (an inf input, a NaN) moves nothing
+        new = torch.where(torch.isfinite(out) & torch.isfinite(step), out + step, out)
+        if self.probe % 2 == 0:
+            new = torch.where(new.abs() < self.tiny, torch.zeros_like(new), new)
+        overflow = new.abs() >= self.threshold
+        if through is not None and self.probe % 2 == 1:
+            overflow |= torch.isfinite(through) & (through >= self.through_threshold)
+        new = torch.where(overflow & torch.isfinite(new), torch.copysign(torch.full_like(new, math.inf), new), new)
+        if func._schema.is_mutable:
+            return out.copy_(new)          # the op wrote into its argument: so does its rounding
+        return new
+
+
+class Noise:
+    """Per output (flattened like the reference's outputs): ``level`` -- the largest distance of a probe
+    from the truth, 0 where the truth is not finite -- and ``may_overflow`` -- a probe was not finite where
+    the truth is.  Entries are None for outputs that are not floating tensors."""
+
+    def __init__(self, levels: list, may_overflow: list):
+        self.levels, self.may_overflow = levels, may_overflow
+
+
+def overflow_threshold(dtype: torch.dtype) -> float:
+    """The smallest magnitude that rounds to inf in ``dtype``: its largest finite value plus half an ulp."""
+    info = torch.finfo(dtype)
+    return info.max + 2.0 ** math.floor(math.log2(info.max)) * info.eps / 2
+
+
+def roundoff_for(dtypes: list[torch.dtype]) -> float:
+    floating = [d for d in dtypes if d.is_floating_point]
+    if floating and all(d == torch.float64 for d in floating):
+        return UNIT_ROUNDOFF[torch.float64]
+    return UNIT_ROUNDOFF_DEFAULT
+
+
+def measure(reference: Callable[..., Any], inputs: dict[str, Any], truth: list, dtypes: list[torch.dtype],
+            flatten: Callable[[Any], list]) -> Noise | None:
+    """The rounding noise of ``reference`` at the float64 ``inputs`` (``truth`` is its flattened result there;
+    ``dtypes`` the subject's floating input dtypes).  None where the inputs are too large or a probe raises:
+    the verdict is then judged without it."""
+    size = sum(v.numel() for v in inputs.values() if isinstance(v, torch.Tensor))
+    if size > MAX_ELEMENTS:
+        return None
+    roundoff = roundoff_for(dtypes)
+    if roundoff == UNIT_ROUNDOFF[torch.float64]:
+        threshold = through = math.inf
+        tiny = 0.0
+    else:
+        threshold, tiny = overflow_threshold(torch.float32), torch.finfo(torch.float32).tiny
+        through = min([overflow_threshold(d) for d in dtypes if d.is_floating_point and d != torch.float64]
+                      + [threshold])
+    levels: list = [None] * len(truth)
+    overflow: list = [None] * len(truth)
+    for probe in range(PROBES):
+        kwargs = {k: v.detach().clone() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+        try:
+            with torch.random.fork_rng(devices=[]), RoundingProbe(probe, roundoff, threshold, tiny, through):
+                out = flatten(reference(**kwargs))
+        except Exception:  # noqa: BLE001 - a decomposition or the reference refuses the mode: no noise estimate
+            return None
+        for i, (t, o) in enumerate(zip(truth, out)):
+            if not (isinstance(t, torch.Tensor) and t.dtype.is_floating_point and isinstance(o, torch.Tensor)
+                    and o.shape == t.shape):
+                continue
+            t64, o64 = t.detach().cpu().double(), o.detach().cpu().double()
+            finite = torch.isfinite(t64)
+            dist = torch.where(finite & torch.isfinite(o64), (o64 - t64).abs(), torch.zeros_like(t64))
+            lost = finite & ~torch.isfinite(o64)
+            levels[i] = dist if levels[i] is None else torch.maximum(levels[i], dist)
+            overflow[i] = lost if overflow[i] is None else overflow[i] | lost
+    return Noise(levels, overflow)

@@ -1,0 +1,126 @@
+"""harness.rounding: the reference's rounding noise excuses what a legitimate float32 implementation does
+(intermediates rounded at their own magnitude, flushed subnormals, another order's overflow) and nothing
+a bug does."""
+import math
+
+import torch
+import torch.nn.functional as F
+
+from tritondiff.harness import rounding
+from tritondiff.harness.oracle import compare, flatten
+
+
+def _judge(reference, candidate, **inputs):
+    """compare() of ``candidate`` (float32 tensors in) against ``reference``, without and with the noise."""
+    low = {k: v.float() if v.is_floating_point() else v for k, v in inputs.items()}
+    high = {k: v.double() if v.is_floating_point() else v for k, v in inputs.items()}
+    eager, truth = reference(**low), reference(**high)
+    out = candidate(**low)
+    noise = rounding.measure(reference, high, flatten(truth), [torch.float32], flatten)
+    return compare(out, eager, truth), compare(out, eager, truth, noise=noise), noise
+
+
+def _ln(x, w, b):
+    return F.layer_norm(x, (x.shape[-1],), w, b, 1e-5)
+
+
+def _ln_one_pass_mean(x, w, b, mean_bias=0.0):
+    """The textbook kernel's arithmetic: the mean summed in float32 at the values' magnitude."""
+    mean = x.sum(-1, keepdim=True) / x.shape[-1] + mean_bias
+    xc = x - mean
+    return xc * torch.rsqrt((xc * xc).mean(-1, keepdim=True) + 1e-5) * w + b
+
+
+def test_a_mean_rounded_at_a_large_offset_is_excused_and_a_wrong_mean_is_not():
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(64, 9, generator=g, dtype=torch.float64) + 1000
+    w, b = (torch.randn(9, generator=g, dtype=torch.float64) for _ in range(2))
+    plain, judged, _ = _judge(_ln, _ln_one_pass_mean, x=x, w=w, b=b)
+    assert not plain.passed and judged.passed, plain.message              # eager happened to be 5x closer
+    bug = lambda x, w, b: _ln_one_pass_mean(x, w, b, mean_bias=0.01)      # a mean off by 1e-5 relative
+    assert not _judge(_ln, bug, x=x, w=w, b=b)[1].passed
+
+
+def _ce(logits, labels):
+    return F.cross_entropy(logits, labels, reduction="none")
+
+
+def test_a_fused_cross_entropy_forming_lse_at_the_logits_magnitude_is_excused():
+    g = torch.Generator().manual_seed(1)
+    logits = torch.randn(16, 2, generator=g, dtype=torch.float64) + 1e4      # logits of 1e4: ordinary values
+    labels = torch.randint(0, 2, (16,), generator=g)
+
+    def fused(logits, labels):          # lse = m + log(sum exp(x - m)), then lse - x[label]
+        m = logits.max(-1).values
+        lse = m + torch.log(torch.exp(logits - m[:, None]).sum(-1))
+        return lse - logits.gather(1, labels[:, None])[:, 0]
+
+    plain, judged, _ = _judge(_ce, fused, logits=logits, labels=labels)
+    assert not plain.passed and judged.passed, plain.message
+    off = lambda logits, labels: fused(logits, labels) + 0.02          # a loss a few % off is still wrong
+    assert not _judge(_ce, off, logits=logits, labels=labels)[1].passed
+
+
+def test_exact_ops_carry_no_noise_and_a_sum_carries_noise_of_its_terms_magnitude():
+    x = torch.tensor([1e8, -1e8, 1.0, 0.5], dtype=torch.float64)
+    exact = rounding.measure(lambda x: torch.where(x > 0, x.abs(), -x).clamp(-1e9, 1e9), {"x": x},
+                             [torch.where(x > 0, x.abs(), -x)], [torch.float32], flatten)
+    assert float(exact.levels[0].max()) == 0.0
+    total = rounding.measure(lambda x: x.sum(), {"x": x}, [x.sum()], [torch.float32], flatten)
+    level = float(total.levels[0])
+    assert 2e8 * 2.0 ** -24 <= level <= 4 * 2e8 * 2.0 ** -24           # the terms' size, not the sum's 1.5
+
+
+def test_a_flushed_subnormal_result_passes():
+    x = torch.full((8,), 3e-39, dtype=torch.float64)
+    out = torch.zeros(8)                                                 # a device that flushes subnormals
+    assert compare(out, (x.float() * 1.0), x * 1.0).passed
+
+
+def test_an_order_that_overflows_where_eager_does_not_is_excused_but_a_wrong_inf_is_not():
+    big = torch.finfo(torch.float32).max * 0.6
+    x = torch.tensor([[big], [-big], [big]], dtype=torch.float64)        # column sum: finite in eager's order
+    colsum = lambda x: x.sum(0)
+    truth = colsum(x)
+    noise = rounding.measure(colsum, {"x": x}, [truth], [torch.float32], flatten)
+    overflowed = torch.tensor([math.inf], dtype=torch.float32)           # (big + big) - big, left to right
+    eager = colsum(x.float())
+    assert torch.isfinite(eager).all() and not compare(overflowed, eager, truth).passed
+    assert compare(overflowed, eager, truth, noise=noise).passed
+    small = torch.ones(3, 1, dtype=torch.float64)                        # far from the threshold: no excuse
+    small_noise = rounding.measure(colsum, {"x": small}, [colsum(small)], [torch.float32], flatten)
+    assert not compare(overflowed, colsum(small.float()), colsum(small), noise=small_noise).passed
+
+
+def test_masked_inputs_do_not_make_the_noise_excuse_a_nan():
+    x = torch.randn(4, 70, dtype=torch.float64)
+    x[:, :64] = -math.inf
+    softmax = lambda x: torch.softmax(x, -1)
+    truth = softmax(x)
+    noise = rounding.measure(softmax, {"x": x}, [truth], [torch.float32], flatten)
+    assert not noise.may_overflow[0].any()
+    nan_row = softmax(x.float())
+    nan_row[0] = math.nan
+    assert compare(nan_row, softmax(x.float()), truth, noise=noise).failure_class == "nonfinite"
+
+
+def test_too_large_or_refusing_references_give_no_noise():
+    x = torch.ones(4, dtype=torch.float64)
+    assert rounding.measure(lambda x: x.sum(), {"x": torch.ones(rounding.MAX_ELEMENTS + 1, dtype=torch.float64)},
+                            [None], [torch.float32], flatten) is None
+
+    def refuses(x):
+        raise ValueError("no")
+    assert rounding.measure(refuses, {"x": x}, [x], [torch.float32], flatten) is None
+
+
+def test_atomic_adds_into_a_half_output_may_overflow_in_another_order():
+    """Rows near float16's max added into a float16 output (atomics accumulate in the output's dtype):
+    another order overflows, so an inf there is excused; a float32 subject gets no such excuse."""
+    big = 40000.0
+    src = torch.tensor([[big], [big], [-big]], dtype=torch.float64)
+    add = lambda src: src.sum(0)
+    truth = add(src)
+    half = rounding.measure(add, {"src": src}, [truth], [torch.float16], flatten)
+    single = rounding.measure(add, {"src": src}, [truth], [torch.float32], flatten)
+    assert half.may_overflow[0].all() and not single.may_overflow[0].any()
