@@ -38,6 +38,9 @@ LAYOUTS = ("contiguous", "transposed", "strided", "offset", "expanded")
 
 #: Value families; "nonfinite" sprinkling is separate (see ``tensor(nonfinite=...)``).
 VALUE_FAMILIES = ("normal", "uniform_pos", "large_offset", "large", "near_max", "tiny", "zeros", "integer")
+#: Families drawn only where declared: "masked" -- normal values with a block of -inf in each row of the last
+#: dim, as attention masks and masked logits have (declare it for scores and logits).
+OPTIONAL_FAMILIES = ("masked",)
 
 #: Hazard hunters that can be switched off by name.
 HAZARDS = hunters.NAMES
@@ -76,7 +79,9 @@ def tensor(shape: Sequence[str | int], *, dtypes: Sequence[str] = ("float32",),
 
     ``shape`` lists dims by name (resolved through the subject's ``dims``) or as
     int literals.  ``dtypes``, ``layouts`` and ``values`` restrict what is drawn;
-    ``nonfinite=False`` never sprinkles NaN/inf; ``dtype_like="x"`` gives this
+    ``values`` may add ``"masked"`` (a block of -inf in every row, at boundary offsets and lengths: attention
+    scores, masked logits; judged as ordinary values, not as an edge); ``nonfinite=False`` never sprinkles
+    NaN/inf; ``dtype_like="x"`` gives this
     tensor the dtype drawn for input ``x``; ``low``/``high`` bound the values: floating
     values are clamped to them (``low=0`` for a ``sqrt`` domain, after the family is drawn),
     integer values are drawn uniformly in ``[low, high]``.  Either may name a dim: ``high="V"``
@@ -92,7 +97,7 @@ def tensor(shape: Sequence[str | int], *, dtypes: Sequence[str] = ("float32",),
             raise InvalidSubject(f"tensor shape has a negative literal {d}", argument="shape")
     dtypes = _names(dtypes, DTYPES, "dtypes")
     layouts = _names(layouts, LAYOUTS, "layouts")
-    values = _names(values, VALUE_FAMILIES, "values")
+    values = _names(values, VALUE_FAMILIES + OPTIONAL_FAMILIES, "values")
     if dtype_like is not None and not isinstance(dtype_like, str):
         raise InvalidSubject("dtype_like names another input, e.g. dtype_like='x'", argument="dtype_like")
     for name, bound in (("low", low), ("high", high)):

@@ -42,7 +42,7 @@ def boundary_values(lo: int, hi: int) -> tuple[list[int], list[int], list[int]]:
     """Boundaries inside [lo, hi]: (small, <= 4096), (medium, up to 2^20), (the Triton-limit neighbourhood)."""
     cands = {lo, hi, lo + 1, hi - 1, 0, 1, 2, 3, 4, 8, 9, 16, 17, 41, 64, 127, 128, 129}
     cands.update(_PRIMES, _SMALL_POW)
-    cands.update(v for k in range(17, 21) for v in (2 ** k - 1, 2 ** k, 2 ** k + 1))
+    cands.update(v for k in range(12, 21) for v in (2 ** k - 1, 2 ** k, 2 ** k + 1))   # looped paths switch here
     limit = set(_LIMIT_NEIGHBOURHOOD)
     limit.update(v for k in range(21, 25) for v in (2 ** k - 1, 2 ** k, 2 ** k + 1))
     inside = sorted(v for v in cands | limit if lo <= v <= hi)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 
@@ -137,6 +137,8 @@ def _family_values(tc: TensorCase, draws: "_GeneratorDraws | _CounterDraws") -> 
         # no kernel can fix, so in interpreter mode bfloat16 "tiny" stays in the normal range.
         u = draws.uniform().clamp_min(1e-3)
         v = signs() * finfo.tiny * ((1 + u) if (dtype == torch.bfloat16 and device.is_interpreter()) else u)
+    elif fam == "masked":
+        v = draws.normal().masked_fill(_masked_block(tc, draws.device), -math.inf)
     elif fam == "zeros":
         v = torch.zeros(n, dtype=torch.float64, device=draws.device)
     elif fam == "integer":
@@ -146,6 +148,34 @@ def _family_values(tc: TensorCase, draws: "_GeneratorDraws | _CounterDraws") -> 
     if tc.low is not None or tc.high is not None:
         v = v.clamp(tc.low, tc.high)
     return v
+
+
+#: Lengths of a row's masked block ("masked" family): the tile boundaries kernels get wrong, one short of and
+#: one past them; ``None`` stands for "all but one element" and for "half the row".
+MASK_LENGTHS = (1, 2, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 255, 256, 257, 1023, 1024, 1025, None)
+
+
+def _masked_block(tc: TensorCase, device: Any) -> torch.Tensor:
+    """Flat bool mask, True on one block of each row of the last dim: a prefix (left padding, a sliding
+    window), a suffix (causal) or a span, of a boundary length (:data:`MASK_LENGTHS`), always leaving at least
+    one element of the row unmasked (a fully masked row is NaN in eager and a design choice in kernels)."""
+    width = tc.shape[-1] if tc.shape else 1
+    n = math.prod(tc.shape)
+    if width < 2 or n == 0:
+        return torch.zeros(n, dtype=torch.bool, device=device)
+    rows = n // width
+    gen = torch.Generator().manual_seed(tc.seed ^ 0x3A5C)
+    pick = torch.randint(0, len(MASK_LENGTHS), (rows,), generator=gen)
+    table = torch.tensor([width - 1 if m is None else m for m in MASK_LENGTHS])
+    length = table[pick].clamp(1, width - 1)
+    half = torch.randint(0, 2, (rows,), generator=gen).bool() & (pick == len(MASK_LENGTHS) - 1)
+    length = torch.where(half, torch.full_like(length, max(1, width // 2)), length)
+    kind = torch.randint(0, 3, (rows,), generator=gen)                    # prefix, suffix, span
+    span_start = (torch.rand(rows, generator=gen, dtype=torch.float64) * (width - length + 1)).long()
+    start = torch.where(kind == 0, 0, torch.where(kind == 1, width - length, span_start))
+    start, length = start.to(device)[:, None], length.to(device)[:, None]
+    cols = torch.arange(width, device=device)[None, :]
+    return ((cols >= start) & (cols < start + length)).reshape(-1)
 
 
 class _GeneratorDraws:

@@ -171,3 +171,49 @@ def contiguous_assumed_row_sum(x):
 @subject(**SUM, inputs={"x": tensor(("N",), dtypes=("float32",))})
 def nan_dropping_sum(x):
     return _sum(x, x.numel(), drop_nan=True)
+
+
+# ----------------------------------------------------------------------------- online softmax over masked rows
+
+@triton.jit
+def _online_softmax_kernel(x_ptr, y_ptr, n_cols, stride_row, BLOCK: tl.constexpr, GUARDED: tl.constexpr):
+    row = tl.program_id(0)
+    base = x_ptr + row * stride_row
+    m = -float("inf")
+    s = 0.0
+    for start in range(0, n_cols, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        x = tl.load(base + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32)
+        m_new = tl.maximum(m, tl.max(x, 0))
+        if GUARDED:      # a tile with nothing unmasked yet keeps the shift finite
+            shift = tl.where(m_new == -float("inf"), 0.0, m_new)
+        else:            # planted: exp(-inf - -inf) is NaN while every element so far is masked
+            shift = m_new
+        s = s * tl.exp(m - shift) + tl.sum(tl.exp(x - shift), 0)
+        m = m_new
+    for start in range(0, n_cols, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        x = tl.load(base + cols, mask=cols < n_cols, other=-float("inf")).to(tl.float32)
+        tl.store(y_ptr + row * n_cols + cols, (tl.exp(x - m) / s).to(y_ptr.dtype.element_ty), mask=cols < n_cols)
+
+
+def _online_softmax(x, guarded):
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+    if x.numel():
+        _online_softmax_kernel[(x.shape[0],)](x, y, x.shape[1], x.stride(0), BLOCK=64, GUARDED=guarded)
+    return y
+
+
+MASKED_SCORES = dict(reference=lambda x: torch.softmax(x, -1), dims={"M": (1, 16), "N": (1, 4096)},
+                     inputs={"x": tensor(("M", "N"), dtypes=("float32",), layouts=("contiguous", "offset"),
+                                         values=("normal", "masked"), nonfinite=False)})
+
+
+@subject(**MASKED_SCORES)
+def online_softmax_masked_first_tile(x):
+    return _online_softmax(x, guarded=False)
+
+
+@subject(**MASKED_SCORES)
+def online_softmax_guarded(x):
+    return _online_softmax(x, guarded=True)

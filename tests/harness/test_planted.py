@@ -93,3 +93,13 @@ def test_correct_kernels_pass_in_every_float_dtype_and_past_millions(subj, tmp_p
             break
     assert seen == {"float32", "float16", "bfloat16"}
     assert any(big), "no example past 2^20 elements was drawn"
+
+
+def test_online_softmax_nan_on_a_masked_first_tile_is_wrong_and_its_guarded_twin_passes(tmp_path, in_process):
+    """A row whose first 64-wide tile is all -inf (left padding): declared as attention scores
+    (``values=("normal", "masked")``), the NaN is a `wrong` finding, not an edge one."""
+    res = _explore(planted.online_softmax_masked_first_tile, tmp_path / "bug", in_process)
+    assert (res.status, res.tier, res.failure_class) == ("fail", "wrong", "nonfinite")
+    assert res.case.tensors["x"].values == "masked" and res.case.dims["N"] > 64
+    ok = _explore(planted.online_softmax_guarded, tmp_path / "ok", in_process)
+    assert ok.status == "pass" and ok.coverage["values"].get("masked", 0) > 0, ok.line()

@@ -302,3 +302,20 @@ def test_no_full_size_float64_or_int64_tensor_on_the_device(on_device, dtype, la
     cpu = [n for dt, n in _created(lambda: materialize(dataclasses.replace(tc, shape=(4_000,), layout="contiguous")))
            if dt == torch.float64]
     assert max(cpu) == 4_000                     # the probe sees the CPU path's full-size float64 values
+
+
+def test_masked_family_puts_one_boundary_block_of_neg_inf_in_every_row_and_keeps_a_finite_element():
+    lengths, kinds = set(), set()
+    for seed in range(40):
+        tc = TensorCase((6, 300), "float32", "contiguous", 0, "masked", seed, "", None, None)
+        v = tensors._cpu_values(tc, tc.shape)
+        assert not torch.isnan(v).any() and not (v == math.inf).any()
+        for row in v:
+            masked = torch.isinf(row).nonzero().flatten()
+            assert 1 <= masked.numel() <= 299                               # one finite element at least
+            assert int(masked[-1] - masked[0]) + 1 == masked.numel()        # one contiguous block
+            lengths.add(masked.numel())
+            kinds.add("prefix" if int(masked[0]) == 0 else "suffix" if int(masked[-1]) == 299 else "span")
+    assert {16, 17, 128, 129, 299} & lengths and kinds == {"prefix", "suffix", "span"}
+    one_wide = TensorCase((5, 1), "float32", "contiguous", 0, "masked", 3, "", None, None)
+    assert torch.isfinite(tensors._cpu_values(one_wide, one_wide.shape)).all()   # nothing to mask and keep
