@@ -281,6 +281,9 @@ def explore(subject: Subject, *, budget_s: float | None = None, max_examples: in
             executor.close()
     tally = state.coverage
     covered, untested = coverage_summary(subject, tally)
+    if tally.skipped * 2 > tally.examples:
+        untested.insert(0, f"the reference raised on {tally.skipped} of {tally.examples} examples, which were not "
+                           f"judged (last: {state.last_skip or 'no message'}); declare the inputs it accepts")
     result = SubjectResult(subject.name, "pass", tally.examples, tally.skipped, time.monotonic() - start,
                            seed=seed, coverage=tally.counts(), findings=findings, covered=covered, untested=untested)
     failing = [f for f in findings if f.status == "fail"]

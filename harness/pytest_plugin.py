@@ -214,14 +214,17 @@ class TritondiffFixture:
         with Store(self.store_path) as store:
             store.add_stats(subject.name, examples=examples, skipped=skipped, seconds=result.seconds,
                             coverage=coverage)
-            if result.status == "fail" and result.case is not None:
-                v = result.verdict
-                record = FindingRecord(result.signature, subject.name, v.failure_class, v.location, v.message,
-                                       result.case.to_json(), example_cost(result.case), v.details, ref(subject),
-                                       result.dump)
-                source = f"pytest:{self.request.config._tritondiff_run}:{self.request.node.nodeid}"
-                # explore stops shrinking when the budget runs out: then the case may not be minimal
-                state = "partial" if result.seconds >= 0.95 * self._budget(overrides) else "minimal"
+            # every distinct finding, the edge ones (warned, not failed) too: the nightly's record is complete
+            found = [f for f in result.findings if f.case is not None and f.verdict is not None]
+            if not found and result.status == "fail" and result.case is not None:
+                found = [result]
+            source = f"pytest:{self.request.config._tritondiff_run}:{self.request.node.nodeid}"
+            # explore stops shrinking when the budget runs out: then the case may not be minimal
+            state = "partial" if result.seconds >= 0.95 * self._budget(overrides) else "minimal"
+            for f in found:
+                v = f.verdict
+                record = FindingRecord(f.signature, subject.name, v.failure_class, v.location, v.message,
+                                       f.case.to_json(), example_cost(f.case), v.details, ref(subject), f.dump)
                 new, _ = store.record_finding(record, source=source, state=state)
                 if not new:
                     store.improve(record, state=state)

@@ -16,6 +16,7 @@ INNER = '''
 import zlib
 
 import pytest
+import torch
 
 from tritondiff.harness import subject, tensor
 from tritondiff.harness.executor import InProcess
@@ -64,6 +65,16 @@ def test_marker_runs_a_subject():
 
 def test_profile(tritondiff, pytestconfig):
     assert tritondiff.profile.name == pytestconfig.getoption("--tritondiff-profile")
+
+
+@subject(reference=lambda x: x.sum(), inputs={"x": tensor(("N",), dtypes=("float32",), values=("normal",))},
+         dims={"N": (1, 64)})
+def plugin_drops_nan(x):
+    return torch.nan_to_num(x, nan=0.0).sum()
+
+
+def test_edge_only(tritondiff):
+    tritondiff.check(plugin_drops_nan, budget_s=30, max_examples=40, executor=InProcess())
 '''
 
 
@@ -82,18 +93,20 @@ def test_fixture_fails_on_findings_and_records_them(pytester, tmp_path):
     args = ("-p", "no:cacheprovider", "--tritondiff-profile", "nightly", "--tritondiff-store", store,
             "--tritondiff-out", out)
     res = pytester.runpytest_subprocess(*args, timeout=300)
-    res.assert_outcomes(passed=3, failed=2)
+    res.assert_outcomes(passed=4, failed=2)
     res.stdout.fnmatch_lines(["*plugin_wrong_tail: mismatch: output 0*", "*dump: *"])
     assert _count(store, "plugin_wrong_tail") == 2               # two test nodes saw it in this run
     with Store(store, create=False) as s:
         stats = {r["subject"]: r for r in s.stats()}
-        (finding,) = s.findings()
+        (finding,) = [f for f in s.findings() if f["subject"] == "plugin_wrong_tail"]
+        (edge,) = [f for f in s.findings() if f["subject"] == "plugin_drops_nan"]   # warned, passed, recorded
+    assert edge["failure_class"] == "nonfinite" and edge["details"].get("tier") == "edge"
     assert stats["plugin_doubles"]["examples"] >= 15 + 1         # the fixture test and the marker test
     assert sum(stats["plugin_doubles"]["coverage"]["shape"].values()) == stats["plugin_doubles"]["examples"]
     assert finding["state"] == "minimal" and finding["case"]["dims"]["N"] == 4
     assert finding["dump"].startswith(out) and os.path.isfile(os.path.join(finding["dump"], "summary.json"))
     res = pytester.runpytest_subprocess(*args, timeout=300)        # a second run: found again, counted again
-    res.assert_outcomes(passed=3, failed=2)
+    res.assert_outcomes(passed=4, failed=2)
     assert _count(store, "plugin_wrong_tail") == 4
 
 
