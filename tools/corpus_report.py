@@ -1,12 +1,13 @@
-"""Run the tritondiff corpus (tests/corpus/correct: must pass; tests/corpus/bugs: must fail) and write
-a Markdown table of verdicts with totals.
+"""Run the tritondiff corpus (tests/corpus/correct: must pass; tests/corpus/bugs: must fail;
+tests/corpus/edge_bugs: must be found as an edge finding) and write a Markdown table of verdicts with totals.
 
     python -m tools.corpus_report --budget 120 --out FILE.md [--jobs N] [--seed S] [--only GLOB]
 
 Each subject is explored in-process (``InProcess`` executor) in a pool of ``--jobs`` processes.  A bug's
 exploration stops at its first ``wrong`` finding (the seconds to that verdict are recorded); a correct
 kernel runs its whole budget.  Edge-tier findings (overflow, subnormal, non-finite inputs) do not fail a
-run unless strict; they are recorded in their own column.
+run unless strict; they are recorded in their own column, and an edge bug's verdict is ``edge`` once one is
+found (its exploration stops there).
 """
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ def corpus_subjects() -> list[tuple[str, str, str]]:
     from tritondiff.harness.loader import load_file, subjects_in
 
     out = []
-    for expected, folder in (("pass", "correct"), ("fail", "bugs")):
+    for expected, folder in (("pass", "correct"), ("fail", "bugs"), ("edge", "edge_bugs")):
         d = os.path.join(CORPUS, folder)
         for f in sorted(os.listdir(d)):
             if f.endswith(".py") and not f.startswith("_"):
@@ -59,6 +60,10 @@ def run_one(expected: str, path: str, name: str, budget_s: float, seed: int, out
     def on_finding(found):
         if found.tier == "edge":
             edges.append(f"{found.failure_class}: {_short(found.message)}")
+            if expected == "edge" and not first:
+                first.update(seconds=time.monotonic() - start, klass=found.failure_class, message=found.message,
+                             tier="edge", dump=found.dump, case=found.case.describe() if found.case else "")
+                raise _Stop()
         if found.status == "fail" and not first:
             first.update(seconds=time.monotonic() - start, klass=found.failure_class, message=found.message,
                          tier=found.tier, dump=found.dump, case=found.case.describe() if found.case else "")
@@ -80,7 +85,8 @@ def run_one(expected: str, path: str, name: str, budget_s: float, seed: int, out
         return dict(case=name, file=os.path.relpath(path, ROOT), expected=expected, verdict="error",
                     klass=type(e).__name__, message=_short(str(e)), seconds=time.monotonic() - start,
                     examples=examples[0], edges=edges, dump="", case_desc="")
-    verdict = "fail" if first else "pass"
+    verdict = first.get("tier", "wrong") if first else "pass"
+    verdict = "fail" if verdict == "wrong" else verdict
     seconds = first.get("seconds", result.seconds if result else time.monotonic() - start)
     return dict(case=name, file=os.path.relpath(path, ROOT), expected=expected, verdict=verdict,
                 klass=first.get("klass") or "", message=_short(first.get("message", "")), seconds=seconds,
@@ -109,8 +115,11 @@ def markdown(rows: list[dict], args, command: str, wall_s: float) -> str:
     v = versions()
     correct = [r for r in rows if r["expected"] == "pass"]
     bugs = [r for r in rows if r["expected"] == "fail"]
+    edge_bugs = [r for r in rows if r["expected"] == "edge"]
     passed = sum(r["verdict"] == "pass" for r in correct)
     found = sum(r["verdict"] == "fail" for r in bugs)
+    found_edge = sum(r["verdict"] in ("edge", "fail") for r in edge_bugs)
+    false_edges = sum(bool(r["edges"]) for r in correct)
     bug_times = [r["seconds"] for r in bugs if r["verdict"] == "fail"]
     all_times = [r["seconds"] for r in rows]
     lines = ["# tritondiff corpus results", "",
@@ -122,6 +131,8 @@ def markdown(rows: list[dict], args, command: str, wall_s: float) -> str:
              "## Totals", "",
              f"- correct kernels passed: **{passed} / {len(correct)}**",
              f"- bugs found (a `wrong` finding): **{found} / {len(bugs)}**",
+             f"- edge-only bugs found (an `edge` finding, non-finite inputs): **{found_edge} / {len(edge_bugs)}**",
+             f"- correct kernels with an edge warning: {false_edges} / {len(correct)} (listed below)",
              f"- time to verdict, found bugs: median {statistics.median(bug_times):.1f} s, max {max(bug_times):.1f} s"
              if bug_times else "- time to verdict, found bugs: none found",
              f"- time to verdict, all cases (a passing case runs its whole budget): median "

@@ -1,9 +1,10 @@
-"""The corpus as a nightly test: every correct kernel must pass, every buggy one must fail.
+"""The corpus as a nightly test: every correct kernel must pass, every buggy one must fail, and every
+edge-only one (seen only with non-finite inputs) must be found as an edge finding.
 
 Each case is explored in-process with a fixed seed and a small budget; the verdict, failure
 class, examples and seconds to the verdict are printed (``pytest -s``) and kept on the test
 node's ``user_properties`` (so they reach the JUnit XML).  ``tools/corpus_report.py`` runs the same
-corpus with a larger budget and writes the Markdown table (tests/corpus/RESULTS.md).
+corpus with a larger budget and writes the Markdown table (reports/corpus.md).
 """
 import os
 
