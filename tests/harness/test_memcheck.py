@@ -190,6 +190,33 @@ def test_the_last_passing_case_of_a_passing_subject_is_memchecked(tmp_path, sani
     assert not [d for d in os.listdir(tmp_path) if d.startswith(".memcheck-")]   # no probe left behind
 
 
+LIBRARY_READ = """\
+========= COMPUTE-SANITIZER
+========= Invalid __global__ read of size 16 bytes
+=========     at fmha_cutlassF_f32_aligned_64x64_rf_sm80(PyTorchMemEffAttention::AttentionKernel<float, \
+cutlass::arch::Sm80, (bool)1, (int)64, (int)64, (int)64, (bool)1, (bool)1>::Params)+0x25d0
+=========     by thread (3,0,0) in block (0,1,0)
+=========     Address 0x7f3a2e000190 is out of bounds
+=========
+========= ERROR SUMMARY: 20 errors
+"""
+
+
+def test_errors_only_in_library_kernels_are_not_the_subjects(tmp_path, sanitizer):
+    """PyTorch's memory-efficient attention (the eager reference) read past a strided input on an H200:
+    memcheck's errors in kernels Triton did not compile do not make the subject's finding."""
+    assert not memcheck._in_triton_kernel(memcheck._error_records(LIBRARY_READ)[0])
+    assert memcheck._in_triton_kernel(memcheck._error_records(THREE_WRITES)[0])
+    sanitizer(LIBRARY_READ)
+    passed = SubjectResult(ph.double_masked.name, "pass", 5, 0, 1.0)
+    said = []
+    res = memcheck.sanitize(ph.double_masked, passed, _case(), out_dir=str(tmp_path), say=said.append)
+    assert res is passed and said == ["      memcheck: 0 errors in the last passing case"]
+    sanitizer(LIBRARY_READ + THREE_WRITES)          # the subject's own errors beside them still count
+    res = memcheck.sanitize(ph.double_masked, passed, _case(), out_dir=str(tmp_path), say=said.append)
+    assert res.failure_class == "out_of_bounds" and "_double_kernel" in res.message
+
+
 def test_a_clean_passing_subject_stays_a_pass_and_leaves_no_dump(tmp_path, sanitizer):
     sanitizer(CLEAN, 0)
     passed = SubjectResult(ph.double_masked.name, "pass", 5, 0, 1.0)
