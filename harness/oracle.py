@@ -32,10 +32,16 @@ but always one.  So in an output of 256 elements or more, a single element, or
 a few where eager has its own tail, may err up to 16x its level: a mild
 precision bug confined to them passes; a wrong value (far past rounding), a
 wrong block larger than eager's tail, or a candidate worse overall does not.
+The level is also at least the reference's *rounding noise* (``harness.rounding``, measured like the
+spread only after a failing comparison): how far the float64 reference lands from itself when re-run
+rounding like a float32 machine in random directions, each intermediate at its own magnitude (a mean summed
+at an offset of 1000, an ``lse`` formed at the logits' size).  No element is judged below float32's smallest
+normal: a device may flush a subnormal result to zero.
 NaN / inf positions must match float64 rounded to the output dtype, or
 eager's -- except where the truth lies within tolerance of the dtype's
-overflow threshold and only rounding decides the side (``_across_overflow``).  Integer and bool outputs are exact.  An all-zero candidate where the
-truth is not zero fails as ``degenerate`` whatever the tolerances say.
+overflow threshold and only rounding decides the side (``_across_overflow``), and where the rounding noise
+shows another order of the same sums overflowing float32.  Integer and bool outputs are exact.  An all-zero
+candidate where the truth is not zero fails as ``degenerate`` whatever the tolerances say.
 """
 from __future__ import annotations
 
