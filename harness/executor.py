@@ -53,10 +53,31 @@ class InProcess:
         prepare(subject_ref)
 
     def run(self, subject_ref: dict, case: Case, hazards: frozenset, timeout_s: float | None = None) -> Verdict:
-        return Verdict(**execute(subject_ref, case.to_json(), sorted(hazards)))
+        try:
+            return Verdict(**execute(subject_ref, case.to_json(), sorted(hazards)))
+        except Exception as e:  # noqa: BLE001 - only a device fault is a verdict; anything else is the harness's
+            if not device_fault(e):
+                raise
+            # a sticky CUDA error surfaced in the harness's own steps: the context is gone, like a dead worker's
+            return Verdict("fail", "crash", f"the device faulted ({type(e).__name__}: {str(e).splitlines()[0]}); "
+                           "this process's CUDA context is unusable, so the exploration stops here.  The fault "
+                           "came from a launch of this example or an earlier one: run isolated (the default "
+                           "executor) to tell which", "device_fault", "first call")
 
     def close(self) -> None:
         pass
+
+
+def device_fault(error: BaseException) -> bool:
+    """Whether ``error`` is a CUDA error that leaves the context unusable (an illegal address, a launch
+    failure), as opposed to a Python error of the harness or an out-of-memory that frees up."""
+    import torch
+
+    kind = getattr(torch, "AcceleratorError", None)
+    if kind is not None and isinstance(error, kind):
+        return True
+    return isinstance(error, RuntimeError) and not isinstance(error, torch.cuda.OutOfMemoryError) and \
+        str(error).startswith("CUDA error")
 
 
 class Isolated:
