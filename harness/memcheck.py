@@ -70,8 +70,9 @@ def memcheck_dump(dump_dir: str, *, timeout_s: float = 900) -> tuple[str, int]:
         text, code = f"memcheck timed out after {timeout_s:.0f} s\n{out}", -1
     errors = _count_errors(text)
     records = _error_records(text)
-    library = [r for r in records if not _in_triton_kernel(r)]
-    if records and len(library) == len(records):
+    own = [r for r in records if _in_triton_kernel(r)]
+    library = [r for r in records if r not in own]
+    if records and not own:
         # every access memcheck printed was made by a library kernel -- the eager reference's (PyTorch's
         # memory-efficient attention reading past a strided input, seen on an H200), never the subject's
         # Triton code: not the subject's finding
@@ -83,7 +84,7 @@ def memcheck_dump(dump_dir: str, *, timeout_s: float = 900) -> tuple[str, int]:
         f.write(f"$ {' '.join(cmd)}\n# exit {code}; memcheck errors: {errors}"
                 f"{f' (and {library_errors} in library kernels, not counted)' if library_errors else ''}\n{text}")
     _update_summary(dump_dir, memcheck={"errors": errors, "report": "memcheck.txt", "exit": code,
-                                        "first_errors": [r for r in records if _in_triton_kernel(r)][:5],
+                                        "first_errors": own[:5],
                                         "library_errors": library_errors, "first_library_errors": library[:3]})
     return path, errors
 

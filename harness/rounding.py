@@ -34,6 +34,7 @@ abs, where) are not rounded.
 """
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Callable
 
@@ -81,6 +82,7 @@ def _name(func: Any) -> str:
     return func.__name__.split(".")[0] if hasattr(func, "__name__") else str(func)
 
 
+@functools.cache
 def _arithmetic(func: Any) -> bool:
     """A pointwise op that computes (rounds) its result: tagged pointwise in aten; a prims op by the aten op of
     its name (prims carry no tags)."""
@@ -94,6 +96,7 @@ def _arithmetic(func: Any) -> bool:
     return any(torch.Tag.pointwise in getattr(packet, o).tags for o in packet.overloads())
 
 
+@functools.cache
 def _decomposition(func: Any) -> Callable | None:
     from torch._decomp import decomposition_table
 
@@ -177,15 +180,18 @@ class RoundingProbe(TorchDispatchMode):
         else:
             magnitudes = None
         out = func(*args, **kwargs)
+        terms = (lambda o: _terms(name, args, o)) if accumulation else (lambda o: 1)
+        mutable = func._schema.is_mutable
         if isinstance(out, torch.Tensor):
-            return self._round(func, out, magnitudes, args)
+            return self._round(out, magnitudes, terms, mutable)
         if isinstance(out, (tuple, list)):
             mags = magnitudes if isinstance(magnitudes, (tuple, list)) else [None] * len(out)
-            return type(out)(self._round(func, o, m, args) if isinstance(o, torch.Tensor) else o
+            return type(out)(self._round(o, m, terms, mutable) if isinstance(o, torch.Tensor) else o
                              for o, m in zip(out, mags))
         return out
 
-    def _round(self, func: Any, out: torch.Tensor, magnitude: Any, args: tuple) -> torch.Tensor:
+    def _round(self, out: torch.Tensor, magnitude: Any, terms: Callable[[torch.Tensor], int],
+               mutable: bool) -> torch.Tensor:
         if not out.dtype.is_floating_point or out.numel() == 0:
             return out
         size = out.abs()
@@ -196,8 +202,7 @@ class RoundingProbe(TorchDispatchMode):
             except RuntimeError:       # not the output's shape (an op returning several): its own size only
                 through = None
         if through is not None:
-            terms = _terms(_name(func), args, out) if _name(func) in ACCUMULATIONS else 1
-            size = through * math.sqrt(terms)
+            size = through * math.sqrt(terms(out))
         signs = torch.randint(0, 2, out.shape, generator=self.generator).to(out.device, out.dtype) * 2 - 1
         step = signs * self.roundoff * size
         # non-finite values stay as they are; an infinite magnitude (an inf input, a NaN) moves nothing
@@ -208,7 +213,7 @@ class RoundingProbe(TorchDispatchMode):
         if through is not None and self.probe % 2 == 1:
             overflow |= torch.isfinite(through) & (through >= self.threshold)
         new = torch.where(overflow & torch.isfinite(new), torch.copysign(torch.full_like(new, math.inf), new), new)
-        if func._schema.is_mutable:
+        if mutable:
             return out.copy_(new)          # the op wrote into its argument: so does its rounding
         return new
 
@@ -250,6 +255,8 @@ def measure(reference: Callable[..., Any], inputs: dict[str, Any], truth: list, 
         threshold, tiny = overflow_threshold(torch.float32), torch.finfo(torch.float32).tiny
     levels: list = [None] * len(truth)
     overflow: list = [None] * len(truth)
+    truth64 = [t.detach().cpu().double() if isinstance(t, torch.Tensor) and t.dtype.is_floating_point else None
+               for t in truth]
     for probe in range(PROBES):
         kwargs = {k: v.detach().clone() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
         try:
@@ -257,11 +264,10 @@ def measure(reference: Callable[..., Any], inputs: dict[str, Any], truth: list, 
                 out = flatten(reference(**kwargs))
         except Exception:  # noqa: BLE001 - a decomposition or the reference refuses the mode: no noise estimate
             return None
-        for i, (t, o) in enumerate(zip(truth, out)):
-            if not (isinstance(t, torch.Tensor) and t.dtype.is_floating_point and isinstance(o, torch.Tensor)
-                    and o.shape == t.shape):
+        for i, (t64, o) in enumerate(zip(truth64, out)):
+            if t64 is None or not (isinstance(o, torch.Tensor) and o.shape == t64.shape):
                 continue
-            t64, o64 = t.detach().cpu().double(), o.detach().cpu().double()
+            o64 = o.detach().cpu().double()
             finite = torch.isfinite(t64)
             dist = torch.where(finite & torch.isfinite(o64), (o64 - t64).abs(), torch.zeros_like(t64))
             lost = finite & ~torch.isfinite(o64)

@@ -19,6 +19,7 @@ of the graphs that example compiled or ran (the parent writes them into the dump
 from __future__ import annotations
 
 import contextlib
+import functools
 import sys
 import time
 import traceback
@@ -199,25 +200,14 @@ class Reference:
     def __init__(self, eager: Any, truth: Any, spread: Callable[[], Any] | None = None,
                  noise: Callable[[], Any] | None = None):
         self.eager, self.truth = eager, truth
-        self._measure, self._spread = spread, None
-        self._measure_noise, self._noise = noise, None
-
-    def spread(self) -> Any:
-        if self._measure is not None:
-            self._spread, self._measure = self._measure(), None
-        return self._spread
-
-    def noise(self) -> rounding.Noise | None:
-        """The reference's rounding noise (:mod:`harness.rounding`), measured on first use."""
-        if self._measure_noise is not None:
-            self._noise, self._measure_noise = self._measure_noise(), None
-        return self._noise
+        # each measured on first use, once
+        self.spread = functools.cache(spread or (lambda: None))
+        self.noise: Callable[[], rounding.Noise | None] = functools.cache(noise or (lambda: None))
 
 
 def _noise(subject: Subject, case: Case, upcast: dict[str, Any], truth: Any) -> rounding.Noise | None:
     dtypes = [torch_dtype(t.dtype) for t in case.tensors.values()]
-    return rounding.measure(subject.reference, {k: _detach(v) for k, v in upcast.items()}, flatten(truth),
-                            dtypes, flatten)
+    return rounding.measure(subject.reference, upcast, flatten(truth), dtypes, flatten)   # each probe copies
 
 
 #: Relative move of a floating input for :func:`_spread`: one float32 ulp -- eager's accumulation precision
