@@ -72,6 +72,8 @@ def _apply_verdict_options(args, start: str) -> None:
         config.strict = True
     if args.max_findings is not None:
         config.max_findings = args.max_findings
+    if getattr(args, "sanitize", None) is not None:
+        config.sanitize = args.sanitize
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -89,8 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--out", default=None, help="dump directory (default ./tritondiff-out)")
     check.add_argument("--disable", type=_disable, default=frozenset(),
                        help="comma-separated hazard hunters to switch off")
-    check.add_argument("--sanitize", action="store_true",
-                       help="on GPU, run each finding's repro under compute-sanitizer memcheck (report in the dump)")
+    check.add_argument("--sanitize", dest="sanitize", action="store_const", const="on", default=None,
+                       help="on GPU, run each subject's repro (its finding's, or its last passing case's) under "
+                            "compute-sanitizer memcheck, report in the dump (default: where compute-sanitizer is "
+                            "on PATH; also TRITONDIFF_SANITIZE=on|off|auto or sanitize in [tool.tritondiff])")
+    check.add_argument("--no-sanitize", dest="sanitize", action="store_const", const="off",
+                       help="no compute-sanitizer run after each subject")
     check.add_argument("--json", action="store_true",
                        help="one JSON object per subject instead of the text lines: status, findings (tier, class, "
                             "message, case, dump), what was covered and what went untested")
@@ -191,7 +197,7 @@ def _check(args) -> int:
         last = memcheck.LastPassing()
         result = explore(subj, budget_s=args.budget, max_examples=args.max_examples, seed=args.seed,
                          out_dir=args.out, disabled=args.disable, on_example=last)
-        if args.sanitize:
+        if memcheck.wanted():
             result = memcheck.sanitize(subj, result, last, out_dir=args.out, disabled=args.disable)
         print(json.dumps(result.to_json()) if args.json else result.line(), flush=True)
         failed += result.status == "fail"

@@ -69,6 +69,11 @@ class HarnessConfig(TypedConfig):
     # GPU only: draw a subject's largest input just past 2^31 elements (32-bit offset overflow),
     # within free GPU memory; see harness.huge.  TRITONDIFF_HUGE_SHAPES=1.
     huge_shapes: bool = knob(False, env="TRITONDIFF_HUGE_SHAPES", parse=flag, check=is_bool)
+    # `check` on a GPU: run a repro of each subject (its finding's, or its last passing case's) under
+    # compute-sanitizer memcheck, which sees the out-of-bounds reads no output shows.  "auto": where a
+    # CUDA GPU and compute-sanitizer are present; "on": always (a line says why it cannot run); "off".
+    # TRITONDIFF_SANITIZE, --sanitize / --no-sanitize, or sanitize in [tool.tritondiff].
+    sanitize: str = knob("auto", env="TRITONDIFF_SANITIZE", check=one_of("auto", "on", "off"))
     # Set by harness.memcheck for the repro it runs under compute-sanitizer, so that replay does not
     # start memcheck again for a finding memcheck made.  TRITONDIFF_UNDER_MEMCHECK=1.
     under_memcheck: bool = knob(False, env="TRITONDIFF_UNDER_MEMCHECK", parse=flag, check=is_bool)
@@ -80,7 +85,7 @@ config = HarnessConfig()
 # ------------------------------------------------------------------------------ the project's pyproject
 
 #: Knobs a project may set in the ``[tool.tritondiff]`` table of its pyproject.toml.
-PROJECT_KNOBS = ("strict", "max_findings")
+PROJECT_KNOBS = ("strict", "max_findings", "sanitize")
 
 
 def project_settings(start: str) -> tuple[dict, str | None]:

@@ -42,6 +42,12 @@ class OutOfBoundsAccess(HarnessError):
         self.violation = violation
 
 
+class ReferenceFault(HarnessError):
+    """The reference (eager PyTorch) faulted on the device for an example: a bug of eager's kernels,
+    never the candidate's finding.  In a worker the example is skipped and the worker replaced; in
+    process the run stops, as the CUDA context is unusable."""
+
+
 class WorkerStartupError(HarnessError):
     """The isolation worker process could not start (bad ``startup`` hook, import error, died early)."""
 

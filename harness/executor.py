@@ -10,11 +10,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Protocol
 
+from tritondiff.base.device import device_fault
+
 from . import hunters
 from .case import Case
 from .config import config
 from .counters import counters
-from .exc import HarnessError
+from .exc import HarnessError, ReferenceFault
 from .runner import Verdict
 
 
@@ -68,18 +70,6 @@ class InProcess:
         pass
 
 
-def device_fault(error: BaseException) -> bool:
-    """Whether ``error`` is a CUDA error that leaves the context unusable (an illegal address, a launch
-    failure), as opposed to a Python error of the harness or an out-of-memory that frees up."""
-    import torch
-
-    kind = getattr(torch, "AcceleratorError", None)
-    if kind is not None and isinstance(error, kind):
-        return True
-    return isinstance(error, RuntimeError) and not isinstance(error, torch.cuda.OutOfMemoryError) and \
-        str(error).startswith("CUDA error")
-
-
 class Isolated:
     """Run examples in a long-lived worker; crashes and hangs become verdicts."""
 
@@ -110,6 +100,11 @@ class Isolated:
             verdict = Verdict(**res.value)
             counters.merge(verdict.counters)  # counted in the worker: the parent's dumps report them
             return verdict
+        if res.status in ("crash", "error") and _REFERENCE_FAULT in (res.error or ""):
+            # eager PyTorch faulted, not the candidate: a fresh worker (and CUDA context) for the next example
+            self.worker.close()
+            return Verdict("skip", message=_first_line(res.error[res.error.index(_REFERENCE_FAULT):]),
+                           seconds=res.seconds)
         if res.status == "crash":
             return Verdict("fail", "crash", f"the worker process died running the subject: "
                            f"{_first_line(res.error)}", "crash", "first call", traceback=res.error,
@@ -127,6 +122,9 @@ class Isolated:
 def make_executor(hazards: frozenset, timeout_s: float | None = None) -> Executor:
     """A worker-isolated executor (hang timeout ``timeout_s``, default the config's) unless isolation is off."""
     return Isolated(timeout_s) if hunters.isolated(hazards) else InProcess()
+
+
+_REFERENCE_FAULT = f"{ReferenceFault.__module__}.{ReferenceFault.__qualname__}:"
 
 
 def _first_line(text: str | None) -> str:

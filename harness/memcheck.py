@@ -1,8 +1,9 @@
 """GPU out-of-bounds checking: run a repro under ``compute-sanitizer --tool memcheck``.
 
 The interpreter's bounds checker (``sanitizer.py``) sees every lane on CPU;
-on a GPU the same question goes to NVIDIA's memcheck, on request
-(``tritondiff check --sanitize`` / ``tritondiff replay --sanitize``).
+on a GPU the same question goes to NVIDIA's memcheck: by default in ``tritondiff check`` where
+compute-sanitizer is on PATH (``config.sanitize``; ``--sanitize`` / ``--no-sanitize``), and on
+request in ``tritondiff replay --sanitize``.
 
 What ``check --sanitize`` does with it (:func:`sanitize`):
 
@@ -48,6 +49,14 @@ def available() -> str | None:
     if shutil.which("compute-sanitizer") is None:
         return "compute-sanitizer is not on PATH"
     return None
+
+
+def wanted() -> bool:
+    """Whether ``check`` runs memcheck after each subject (``config.sanitize``): "on" always (then
+    :func:`sanitize` says why it cannot), "auto" where it can, "off" never."""
+    if config.under_memcheck or config.sanitize == "off":
+        return False
+    return config.sanitize == "on" or available() is None
 
 
 # ---------------------------------------------------------------------------------------------- running it
@@ -134,14 +143,20 @@ def _error_records(text: str) -> list[str]:
 # ---------------------------------------------------------------------------------------------- check --sanitize
 
 class LastPassing:
-    """``explore(on_example=...)`` callback that keeps the last case whose verdict passed."""
+    """``explore(on_example=...)`` callback that keeps the passing case memcheck runs: the last one of
+    those with the most ragged dims (not a multiple of 16), where a missing mask reads or writes past
+    the end."""
 
     def __init__(self) -> None:
         self.case = None
+        self._ragged = -1
 
     def __call__(self, case: Any, verdict: Any) -> None:
-        if verdict.status == "pass":
-            self.case = case
+        if verdict.status != "pass":
+            return
+        ragged = sum(1 for v in case.dims.values() if v % 16)
+        if ragged >= self._ragged:
+            self.case, self._ragged = case, ragged
 
 
 def sanitize(subject: Any, result: Any, last_pass: Any = None, *, out_dir: str | None = None,
@@ -192,8 +207,9 @@ def _sanitize_passing(subject, result, case, out_dir: str, disabled: frozenset, 
     finally:
         shutil.rmtree(probe_root, ignore_errors=True)
     say(f"      memcheck: {errors} error(s) in the last passing case: {os.path.join(final, 'memcheck.txt')}")
-    result = dataclasses.replace(result, status="fail", dump=final, case=case, verdict=verdict)
-    return _out_of_bounds(result, errors)
+    result = _out_of_bounds(dataclasses.replace(result, status="fail", dump=final, case=case, verdict=verdict,
+                                                tier="wrong"), errors)
+    return dataclasses.replace(result, findings=[*result.findings, dataclasses.replace(result, findings=[])])
 
 
 def _out_of_bounds(result: Any, errors: int) -> Any:

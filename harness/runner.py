@@ -34,6 +34,7 @@ from .api import Subject
 from .case import Case
 from .config import config
 from .counters import counters
+from .exc import ReferenceFault
 from .oracle import Comparison, compare, flatten
 from .tensors import materialize, torch_dtype
 from .verdict import CallResult, Verdict, fail, first_label, last_line, second_label
@@ -48,7 +49,7 @@ def enabled_hazards(subject: Subject, disabled: frozenset = frozenset()) -> froz
 # ---------------------------------------------------------------------------- inputs
 
 def build_inputs(subject: Subject, case: Case, *, guard: bool = True,
-                 guard_fill: dict[str, tuple] | None = None) -> dict[str, Any]:
+                 guard_fill: dict[str, tuple] | None = None, storage_offset: bool = True) -> dict[str, Any]:
     """The inputs of ``case`` on the device, each inside canary guards when ``guard``; ``guard_fill``
     maps an input's name to other (before, after) guard values (see ``tensors.materialize``)."""
     dev = device.torch_device()
@@ -56,10 +57,18 @@ def build_inputs(subject: Subject, case: Case, *, guard: bool = True,
     for name in subject.inputs:
         if name in case.tensors:
             kwargs[name] = materialize(case.tensors[name], dev, guard=256 if guard else 0,
-                                       fill=(guard_fill or {}).get(name))
+                                       fill=(guard_fill or {}).get(name), storage_offset=storage_offset)
         else:
             kwargs[name] = case.scalars[name]
     return kwargs
+
+
+def reference_inputs(subject: Subject, case: Case) -> dict[str, Any]:
+    """The inputs the reference runs on: the candidate's values and strides, no guards and no storage
+    offset.  The arbiter must not share the candidate's layout hazards: eager kernels that assume an
+    aligned data pointer read out of bounds on a sliced storage (pytorch/pytorch#183484, memory-efficient
+    attention) and take the process's CUDA context down on the candidate's behalf."""
+    return build_inputs(subject, case, guard=False, storage_offset=False)
 
 
 def _upcast(kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -173,15 +182,21 @@ def _run_case(subject: Subject, case: Case, hazards: frozenset | None) -> Verdic
     hazards = enabled_hazards(subject) if hazards is None else hazards
     counters["examples"] += 1
     try:
-        eager = _detach(subject.reference(**build_inputs(subject, case, guard=False)))
+        eager = _detach(subject.reference(**reference_inputs(subject, case)))
+        if device.MODE == "cuda":
+            torch.cuda.synchronize()         # a fault of eager's own kernels surfaces here, not in the candidate's
     except Exception as e:  # noqa: BLE001 - outside the subject's domain
+        _raise_if_device_fault(subject, e)
         counters["skipped"] += 1
         return Verdict("skip", message=f"reference raised {type(e).__name__}: {e}",
                        seconds=time.perf_counter() - start)
     try:
-        upcast = _upcast(build_inputs(subject, case, guard=False))
+        upcast = _upcast(reference_inputs(subject, case))
         truth = _detach(subject.reference(**{k: _detach(v) for k, v in upcast.items()}))   # a copy: may mutate
-    except Exception:  # noqa: BLE001 - reference has no float64 path: eager is the best arbiter
+        if device.MODE == "cuda":
+            torch.cuda.synchronize()
+    except Exception as e:  # noqa: BLE001 - reference has no float64 path: eager is the best arbiter
+        _raise_if_device_fault(subject, e)
         upcast, truth = None, eager
     spread = (lambda: _spread(subject, case, upcast, truth)) if upcast is not None else None
     noise = (lambda: _noise(subject, case, upcast, truth)) if upcast is not None else None
@@ -190,6 +205,14 @@ def _run_case(subject: Subject, case: Case, hazards: frozenset | None) -> Verdic
     if verdict.status == "fail":
         counters["failures"] += 1
     return verdict
+
+
+def _raise_if_device_fault(subject: Subject, error: Exception) -> None:
+    if device.device_fault(error):
+        raise ReferenceFault(f"the reference of {subject.name!r} faulted on the device ({type(error).__name__}: "
+                             f"{(str(error).splitlines() or [''])[0]}): eager PyTorch's "
+                             "own kernel failed on this input, not the candidate; this process's CUDA context "
+                             "is unusable") from None
 
 
 class Reference:

@@ -382,14 +382,17 @@ def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def materialize(tc: TensorCase, device: torch.device | str = "cpu", *, guard: int = GUARD_ELEMENTS,
-                fill: tuple | None = None) -> torch.Tensor:
+                fill: tuple | None = None, storage_offset: bool = True) -> torch.Tensor:
     """Build the tensor described by ``tc`` on ``device`` inside a canary-guarded storage.
 
     ``fill`` = (before, after) puts other values than the canary in the guard regions before and
     after the tensor's span (None on a side keeps the canary); :func:`guards_intact` then
-    checks for those values."""
+    checks for those values.  ``storage_offset=False`` starts an ``offset`` layout's view at its
+    storage's (aligned) start: same values and strides, no misaligned data pointer."""
     dtype = torch_dtype(tc.dtype)
     strides, offset, span = _layout_strides(tc)
+    if not storage_offset:
+        span, offset = span - offset, 0
     storage = torch.full((guard + span + guard,), canary_value(dtype), dtype=dtype, device=device)
     if tc.layout == "strided" and span:
         # a slice of a real tensor: the elements the steps skip hold values of the same family

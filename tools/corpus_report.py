@@ -5,7 +5,8 @@ tests/corpus/edge_bugs: must be found as an edge finding) and write a Markdown t
 
 Each subject is explored in-process (``InProcess`` executor) in a pool of ``--jobs`` processes.  A bug's
 exploration stops at its first ``wrong`` finding (the seconds to that verdict are recorded); a correct
-kernel runs its whole budget.  Edge-tier findings (overflow, subnormal, non-finite inputs) do not fail a
+kernel runs its whole budget, then (on a GPU with compute-sanitizer, as ``tritondiff check`` does) a
+repro of its last passing case runs under memcheck.  Edge-tier findings (overflow, subnormal, non-finite inputs) do not fail a
 run unless strict; they are recorded in their own column, and an edge bug's verdict is ``edge`` once one is
 found (its exploration stops there).
 """
@@ -49,6 +50,7 @@ def run_one(expected: str, path: str, name: str, budget_s: float, seed: int, out
     """Explore one subject in this process; return a row of the report."""
     os.environ.setdefault("TRITON_INTERPRET", "1")
     from tritondiff import explore
+    from tritondiff.harness import memcheck
     from tritondiff.harness.executor import InProcess
     from tritondiff.harness.loader import load_file, subjects_in
 
@@ -71,14 +73,20 @@ def run_one(expected: str, path: str, name: str, budget_s: float, seed: int, out
                 raise _Stop()
 
     examples = [0]
+    last = memcheck.LastPassing()
 
     def on_example(case, verdict):
         examples[0] += 1
+        last(case, verdict)
 
     result = None
     try:
         result = explore(subj, budget_s=budget_s, seed=seed, executor=InProcess(), out_dir=out_dir,
                          database=False, on_finding=on_finding, on_example=on_example)
+        if result.status == "pass" and memcheck.wanted():       # as `tritondiff check` does on a GPU
+            result = memcheck.sanitize(subj, result, last, out_dir=out_dir, say=lambda line: None)
+            if result.status == "fail":
+                on_finding(result)
     except _Stop:
         pass
     except Exception as e:  # noqa: BLE001 - a harness error is a row too

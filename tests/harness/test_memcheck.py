@@ -178,10 +178,12 @@ def test_the_last_passing_case_of_a_passing_subject_is_memchecked(tmp_path, sani
     last(_case(7), Verdict("fail", "mismatch"))
     last(_case(100), Verdict("pass"))
     last(_case(3), Verdict("skip"))
+    last(_case(96), Verdict("pass"))          # a multiple of 16: no tail block a missing mask would show in
     assert last.case == _case(100)
     passed = SubjectResult(ph.double_masked.name, "pass", 5, 0, 1.0)
     res = memcheck.sanitize(ph.double_masked, passed, last, out_dir=str(tmp_path), say=lambda line: None)
     assert res.status == "fail" and res.failure_class == "out_of_bounds" and res.case == _case(100)
+    assert res.tier == "wrong" and [f.failure_class for f in res.findings] == ["out_of_bounds"]
     assert fake.calls and os.path.isfile(os.path.join(res.dump, "repro.py"))
     summary = _summary(res.dump)
     assert summary["detected_by"] == "memcheck" and "was" not in summary
@@ -264,3 +266,30 @@ def test_replay_of_a_memcheck_finding_fails_while_memcheck_reports_errors(tmp_pa
     assert "compute-sanitizer memcheck reports 3 error(s)" in capsys.readouterr().out
     sanitizer(CLEAN, 0)
     assert replay_dump(res.dump, isolate=False) == 0
+
+
+# ---------------------------------------------------------------------------------------------- policy
+
+@pytest.mark.parametrize("setting,where,expected", [
+    ("auto", None, True),                      # a GPU with compute-sanitizer: on by default
+    ("auto", "compute-sanitizer is not on PATH", False),
+    ("on", "compute-sanitizer is not on PATH", True),     # asked for: sanitize() then says why it cannot
+    ("off", None, False),
+])
+def test_check_runs_memcheck_by_default_where_it_can(monkeypatch, setting, where, expected):
+    monkeypatch.setattr(memcheck, "available", lambda: where)
+    with config.patch(sanitize=setting):
+        assert memcheck.wanted() is expected
+    with config.patch(sanitize=setting, under_memcheck=True):
+        assert memcheck.wanted() is False      # the repro memcheck runs never starts memcheck again
+
+
+def test_the_command_line_sets_the_memcheck_policy(tmp_path):
+    from tritondiff.harness.cli import _apply_verdict_options, build_parser
+
+    parser = build_parser()
+    for flags, expected in (([], "auto"), (["--sanitize"], "on"), (["--no-sanitize"], "off")):
+        args = parser.parse_args(["check", "k.py", *flags])
+        with config.patch(sanitize="auto"):
+            _apply_verdict_options(args, str(tmp_path))
+            assert config.sanitize == expected

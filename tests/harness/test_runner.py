@@ -1,10 +1,10 @@
-"""harness.runner's references: the float64 truth's spread under one-ulp input moves (the oracle's floor for
-eager's error at ill-conditioned elements)."""
+"""harness.runner's references: the inputs the reference runs on, and the float64 truth's spread under one-ulp
+input moves (the oracle's floor for eager's error at ill-conditioned elements)."""
 import torch
 
 from tritondiff.harness import subject, tensor
 from tritondiff.harness.case import Case, TensorCase
-from tritondiff.harness.runner import _spread, _upcast, build_inputs
+from tritondiff.harness.runner import _spread, _upcast, build_inputs, reference_inputs
 
 
 def _case(name, shape, dtype="float32", values="normal", layout="contiguous"):
@@ -15,6 +15,20 @@ def _spread_of(subj, case):
     up = _upcast(build_inputs(subj, case, guard=False))
     truth = subj.reference(**up)
     return _spread(subj, case, up, truth)[0]
+
+
+def test_the_reference_sees_the_candidates_values_and_strides_at_an_aligned_data_pointer():
+    @subject(reference=lambda x: x, inputs={"x": tensor(("M", "N"))}, dims={"M": (1, 8), "N": (1, 8)})
+    def ident(x):
+        return x
+
+    for layout in ("offset", "strided", "transposed", "expanded"):
+        case = Case({"M": 5, "N": 7}, {"x": TensorCase((5, 7), "float32", layout, 3, "normal", 7, "")}, {})
+        candidate, reference = build_inputs(ident, case)["x"], reference_inputs(ident, case)["x"]
+        assert torch.equal(candidate, reference) and candidate.stride() == reference.stride(), layout
+        assert reference.storage_offset() == 0, layout
+        if layout == "offset":
+            assert candidate.storage_offset() > 256        # the candidate keeps its guards and its odd offset
 
 
 def test_a_cancelling_sum_has_a_large_spread_a_benign_one_a_small_one():

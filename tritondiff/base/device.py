@@ -87,6 +87,18 @@ def torch_device():
     return dev
 
 
+def device_fault(error: BaseException) -> bool:
+    """Whether ``error`` is a CUDA error that leaves the context unusable (an illegal address, a launch
+    failure), as opposed to a Python error of the harness or an out-of-memory that frees up."""
+    import torch
+
+    kind = getattr(torch, "AcceleratorError", None)
+    if kind is not None and isinstance(error, kind):
+        return True
+    return isinstance(error, RuntimeError) and not isinstance(error, torch.cuda.OutOfMemoryError) and \
+        str(error).startswith("CUDA error")
+
+
 def describe() -> str:
     """A one-line description of the device for dumps and reports."""
     if MODE == "cuda":
