@@ -39,6 +39,9 @@ from .config import config
 _ERROR_RECORD = re.compile(r"^=+ (Invalid __\w+__ (?:read|write|atomic)\b.*|Program hit .*|"
                            r"Malloc/Free error.*|Misaligned .*|Out-of-range .*|Cuda API error.*|"
                            r"Barrier error.*|Leaked .*)$")
+#: Bytes of compute-sanitizer padding after each allocation: past the widest block a kernel reads over
+#: the end with (64K float32 lanes).
+PADDING_BYTES = 1 << 18
 _SUMMARY = re.compile(r"ERROR SUMMARY:\s+(\d+) errors?\s*$")
 
 
@@ -66,8 +69,10 @@ def memcheck_dump(dump_dir: str, *, timeout_s: float = 900) -> tuple[str, int]:
     The report is ``memcheck.txt`` in the dump; ``summary.json`` records the count under ``memcheck``."""
     # API errors (a CUDA call returning an error, which torch and triton may provoke harmlessly) are not
     # memory errors: left out, so the count is of invalid / misaligned / out-of-range accesses only.
+    # --padding: a buffer after every allocation, so an over-read lands in no neighbouring allocation
+    # (small cudaMallocs sit side by side, and a read into the next one is a valid access to memcheck)
     cmd = ["compute-sanitizer", "--tool", "memcheck", "--report-api-errors", "no", "--print-limit", "50",
-           "--error-exitcode", "97",
+           "--error-exitcode", "97", "--padding", str(PADDING_BYTES),
            sys.executable, os.path.join(dump_dir, "repro.py"), "--in-process", "--device", "cuda"]
     env = {**os.environ, "TRITONDIFF_DEVICE": "cuda", "PYTORCH_NO_CUDA_MEMORY_CACHING": "1",
            "TRITONDIFF_UNDER_MEMCHECK": "1"}     # its replay must not start memcheck again

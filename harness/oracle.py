@@ -124,6 +124,7 @@ def compare(candidate: Any, eager: Any, truth: Any, *, multiplier: float = 3.0,
     spreads = flatten(spread) if spread is not None else [None] * len(truths)
     levels = list(noise.levels) if noise is not None else []
     overflows = list(noise.may_overflow) if noise is not None else []
+    discretes = list(noise.discrete) if noise is not None else []
     if len(cands) != len(eagers):
         return Comparison(False, "structure", f"candidate returned {len(cands)} output(s), the reference "
                           f"{len(eagers)}", [])
@@ -133,7 +134,8 @@ def compare(candidate: Any, eager: Any, truth: Any, *, multiplier: float = 3.0,
             reports.append(_compare_one(i, c, e, t, multiplier, rtol, atol,
                                         spreads[i] if i < len(spreads) else None,
                                         levels[i] if i < len(levels) else None,
-                                        overflows[i] if i < len(overflows) else None))
+                                        overflows[i] if i < len(overflows) else None,
+                                        discretes[i] if i < len(discretes) else None))
     bad = [r for r in reports if r.failure_class]
     if not bad:
         return Comparison(True, None, "match", reports)
@@ -150,7 +152,7 @@ def _as_tensor(x: Any) -> torch.Tensor | None:
 
 
 def _compare_one(i: int, c: Any, e: Any, t: Any, multiplier: float, rtol, atol, spread=None, noise=None,
-                 may_overflow=None) -> OutputReport:
+                 may_overflow=None, discrete=None) -> OutputReport:
     if e is None or c is None:
         rep = OutputReport(i, (), "none", 0)
         if (e is None) != (c is None):
@@ -180,6 +182,11 @@ def _compare_one(i: int, c: Any, e: Any, t: Any, multiplier: float, rtol, atol, 
         tt = torch.view_as_real(tt.resolve_conj().to(torch.complex128).contiguous())
     if not et.dtype.is_floating_point:
         wrong = ct != et
+        if isinstance(tt, torch.Tensor) and tt.shape == ct.shape and not tt.dtype.is_floating_point:
+            wrong &= ct != tt.to(ct.dtype)             # the float64 path's integers: the arbiter's own answer
+        for bounds in (spread, discrete):              # values a one-ulp move or rounding noise reaches
+            if hasattr(bounds, "admit") and bounds.low.shape == ct.shape:
+                wrong &= ~bounds.admit(ct)
         if not bool(wrong.any()):
             return rep
         return _finish(rep, wrong, ct.double() if et.dtype != torch.bool else ct.long(),

@@ -34,6 +34,7 @@ abs, where) are not rounded.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from typing import Any, Callable
@@ -43,6 +44,17 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 #: Independent probes: the noise at an element is the largest of their distances from the truth.
 PROBES = 4
+#: Discrete (integer, bool) outputs also get two :class:`StepProbe` runs that move the floating operands of
+#: every step (a rounding, a comparison, a cast to int) up and then down by this many unit roundoffs (16
+#: float32 ulps): a GPU's approximate division, exp2 or rsqrt is a few ulps off, and the value reaching
+#: the step decides which integer comes out.  (Moving every result one way would not do: a ratio of two
+#: moved values does not move.)
+DISCRETE_ROUNDOFFS = 32
+#: Ops whose result jumps where their floating operand crosses a boundary.
+STEPS = frozenset({
+    "round", "floor", "ceil", "trunc", "floor_divide", "remainder", "fmod", "gt", "lt", "ge", "le", "eq", "ne",
+    "sign", "sgn", "heaviside", "bucketize", "searchsorted",
+})
 #: Inputs larger than this (elements, all floating inputs together) get no noise estimate: each probe holds
 #: float64 copies of every intermediate.
 MAX_ELEMENTS = 1 << 24
@@ -218,13 +230,46 @@ class RoundingProbe(TorchDispatchMode):
         return new
 
 
+class StepProbe(TorchDispatchMode):
+    """Runs the reference with the floating operands of each step op (:data:`STEPS`, and a cast to an integer
+    or bool dtype) moved by ``relative`` of their magnitude: the other side of a nearby boundary.  Whole
+    numbers stay: they are exact (a rounding's result on its way to a cast, an index, a count), in a
+    kernel as in eager, and moving them would flip every cast after a rounding."""
+
+    def __init__(self, relative: float):
+        super().__init__()
+        self.relative = relative
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = _name(func)
+        if name in STEPS or (name == "_to_copy" and _discrete_dtype(kwargs.get("dtype"))) or \
+                (name == "copy_" and isinstance(args[0], torch.Tensor) and _discrete_dtype(args[0].dtype)):
+            args = tuple(self._move(a) if i or name != "copy_" else a for i, a in enumerate(args))
+            kwargs = {k: self._move(v) for k, v in kwargs.items()}
+        return func(*args, **kwargs)
+
+    def _move(self, x: Any) -> Any:
+        if isinstance(x, torch.Tensor) and x.dtype.is_floating_point:
+            return torch.where(torch.isfinite(x) & (x != x.round()), x + self.relative * x.abs(), x)
+        return x
+
+
+def _discrete_dtype(dtype: Any) -> bool:
+    return isinstance(dtype, torch.dtype) and not dtype.is_floating_point and not dtype.is_complex
+
+
 class Noise:
     """Per output (flattened like the reference's outputs): ``level`` -- the largest distance of a probe
     from the truth, 0 where the truth is not finite -- and ``may_overflow`` -- a probe was not finite where
-    the truth is.  Entries are None for outputs that are not floating tensors."""
+    the truth is.  Entries are None for outputs that are not floating tensors.  ``discrete``: for integer
+    and bool outputs, the :class:`Bounds` of each element over the truth and the probes -- an
+    integer computed from floats (a rounding, a cast, an index) that flips under rounding noise sits at
+    a discontinuity, where another legitimate order of rounding gives the other value."""
 
-    def __init__(self, levels: list, may_overflow: list):
+    def __init__(self, levels: list, may_overflow: list, discrete: list | None = None):
         self.levels, self.may_overflow = levels, may_overflow
+        self.discrete = discrete if discrete is not None else [None] * len(levels)
 
 
 def overflow_threshold(dtype: torch.dtype) -> float:
@@ -257,13 +302,22 @@ def measure(reference: Callable[..., Any], inputs: dict[str, Any], truth: list, 
     overflow: list = [None] * len(truth)
     truth64 = [t.detach().cpu().double() if isinstance(t, torch.Tensor) and t.dtype.is_floating_point else None
                for t in truth]
-    for probe in range(PROBES):
+    discrete = [Bounds.of(t) if is_discrete(t) else None for t in truth]
+    probes: list = [RoundingProbe(p, roundoff, threshold, tiny) for p in range(PROBES)]
+    if any(b is not None for b in discrete):
+        probes += [StepProbe(roundoff * DISCRETE_ROUNDOFFS * d) for d in (1, -1)]
+    for probe in probes:
         kwargs = {k: v.detach().clone() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
         try:
-            with torch.random.fork_rng(devices=[]), RoundingProbe(probe, roundoff, threshold, tiny):
+            with torch.random.fork_rng(devices=[]), probe:
                 out = flatten(reference(**kwargs))
         except Exception:  # noqa: BLE001 - a decomposition or the reference refuses the mode: no noise estimate
             return None
+        for i, o in enumerate(out[:len(truth)]):
+            if discrete[i] is not None and is_discrete(o) and o.shape == discrete[i].low.shape:
+                discrete[i] = discrete[i].widen(o)
+        if isinstance(probe, StepProbe):
+            continue                   # a step probe bounds the discrete outputs only
         for i, (t64, o) in enumerate(zip(truth64, out)):
             if t64 is None or not (isinstance(o, torch.Tensor) and o.shape == t64.shape):
                 continue
@@ -273,4 +327,34 @@ def measure(reference: Callable[..., Any], inputs: dict[str, Any], truth: list, 
             lost = finite & ~torch.isfinite(o64)
             levels[i] = dist if levels[i] is None else torch.maximum(levels[i], dist)
             overflow[i] = lost if overflow[i] is None else overflow[i] | lost
-    return Noise(levels, overflow)
+    return Noise(levels, overflow, discrete)
+
+
+def is_discrete(x: Any) -> bool:
+    return isinstance(x, torch.Tensor) and not x.dtype.is_floating_point and not x.dtype.is_complex
+
+
+@dataclasses.dataclass(frozen=True)
+class Bounds:
+    """The lowest and highest value each element of a discrete (integer or bool) output was seen to take."""
+    low: torch.Tensor
+    high: torch.Tensor
+
+    @classmethod
+    def of(cls, value: torch.Tensor) -> "Bounds":
+        value = value.detach().cpu()
+        return cls(value, value)
+
+    def widen(self, value: torch.Tensor) -> "Bounds":
+        """These bounds taking in ``value`` (same shape) too."""
+        value = value.detach().cpu().to(self.low.dtype)
+        if self.low.dtype == torch.bool:
+            return Bounds(self.low & value, self.high | value)
+        return Bounds(torch.minimum(self.low, value), torch.maximum(self.high, value))
+
+    def admit(self, value: torch.Tensor) -> torch.Tensor:
+        """Per element, whether ``value`` lies within the bounds."""
+        low, high = self.low.to(value.dtype), self.high.to(value.dtype)
+        if value.dtype == torch.bool:
+            return (value == low) | (value == high)
+        return (value >= low) & (value <= high)

@@ -84,7 +84,8 @@ def run_one(expected: str, path: str, name: str, budget_s: float, seed: int, out
         result = explore(subj, budget_s=budget_s, seed=seed, executor=InProcess(), out_dir=out_dir,
                          database=False, on_finding=on_finding, on_example=on_example)
         if result.status == "pass" and memcheck.wanted():       # as `tritondiff check` does on a GPU
-            result = memcheck.sanitize(subj, result, last, out_dir=out_dir, say=lambda line: None)
+            result = memcheck.sanitize(subj, result, last, out_dir=out_dir,
+                                       say=lambda line: print(f"{name}: {line.strip()}", flush=True))
             if result.status == "fail":
                 on_finding(result)
     except _Stop:

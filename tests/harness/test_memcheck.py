@@ -159,6 +159,7 @@ def test_memcheck_errors_make_a_failed_subject_an_out_of_bounds_finding(tmp_path
         assert "Invalid __global__ write of size 4 bytes" in f.read()
     (cmd, kwargs), = fake.calls
     assert cmd[:3] == ["compute-sanitizer", "--tool", "memcheck"]
+    assert cmd[cmd.index("--padding") + 1] == str(memcheck.PADDING_BYTES)    # over-reads land in no neighbour
     assert cmd[-4:] == [os.path.join(before.dump, "repro.py"), "--in-process", "--device", "cuda"]
     assert kwargs["env"]["TRITONDIFF_UNDER_MEMCHECK"] == "1"
     assert lines == [f"      memcheck: 3 error(s): {os.path.join(res.dump, 'memcheck.txt')}"]

@@ -126,6 +126,26 @@ def test_integer_outputs_are_exact():
     assert not res.passed and res.failure_class == "mismatch"
 
 
+def test_an_integer_at_a_rounding_boundary_may_take_any_value_the_rounding_noise_reaches():
+    from tritondiff.harness.rounding import Bounds, Noise
+
+    e = torch.tensor([1, 2, 3], dtype=torch.int8)
+    reached = Noise([None], [None], [Bounds.of(e).widen(torch.tensor([1, 3, 3]))])
+    assert compare(torch.tensor([1, 3, 3], dtype=torch.int8), e, e, noise=reached).passed   # element 1 flips
+    for wrong in ([1, 4, 3], [2, 2, 3], [1, 2, 2]):      # past the reached values, or where nothing flips
+        assert compare(torch.tensor(wrong, dtype=torch.int8), e, e, noise=reached).failure_class == "mismatch"
+    flags = torch.tensor([True, False])
+    either = Noise([None], [None], [Bounds.of(flags).widen(torch.tensor([True, True]))])
+    assert compare(torch.tensor([True, True]), flags, flags, noise=either).passed
+    assert not compare(torch.tensor([False, False]), flags, flags, noise=either).passed
+
+
+def test_an_integer_the_float64_path_computes_is_right_whatever_eager_says():
+    eager, truth = torch.tensor([1, 2, 3]), torch.tensor([1, 3, 3])
+    assert compare(torch.tensor([1, 3, 3]), eager, truth).passed
+    assert not compare(torch.tensor([1, 4, 3]), eager, truth).passed
+
+
 def test_tuples_compared_elementwise_and_first_failure_reported():
     a, b = torch.ones(4), torch.arange(4.0)
     res = compare((a, b + 1), (a, b), (a.double(), b.double()))

@@ -123,3 +123,28 @@ def test_a_half_precision_partial_sum_gets_no_overflow_excuse():
     assert not noise.may_overflow[0].any()
     overflowed = torch.tensor(math.inf, dtype=torch.float16)
     assert compare(overflowed, norm(x.half()), norm(x), noise=noise).failure_class == "nonfinite"
+
+
+def _quantize(x):
+    """Row-wise int8 quantization as eager writes it: a float32 division, then round half to even."""
+    xf = x.float()
+    scale = xf.abs().amax(-1, keepdim=True) / 127.0
+    return torch.round(xf / scale).clamp(-127, 127).to(torch.int8)
+
+
+def test_an_integer_a_few_ulps_from_a_rounding_boundary_may_come_out_either_way():
+    below_tie = torch.tensor(2.5)
+    for _ in range(6):
+        below_tie = torch.nextafter(below_tie, torch.tensor(0.0))
+    below_tie = float(below_tie)                                      # 6 float32 ulps below the tie
+    x = torch.tensor([[127.0, below_tie, 2.3, -40.7]], dtype=torch.float64)    # scale 1: r is x itself
+    truth = _quantize(x)
+    noise = rounding.measure(_quantize, {"x": x}, flatten(truth), [torch.float32], flatten)
+    assert truth.tolist() == [[127, 2, 2, -41]]
+    # a kernel whose division is 10 ulps high (approximate arithmetic): the element 6 ulps below the tie
+    # rounds up; no element far from a boundary moves
+    approximate = torch.round(x.float() * (1 + 2.0 ** -20)).clamp(-127, 127).to(torch.int8)
+    assert approximate.tolist() == [[127, 3, 2, -41]]
+    assert compare(approximate, truth, truth, noise=noise).passed
+    for wrong in ([[127, 4, 2, -41]], [[127, 2, 3, -41]], [[127, 2, 2, -40]]):   # past a boundary's reach
+        assert not compare(torch.tensor(wrong, dtype=torch.int8), truth, truth, noise=noise).passed

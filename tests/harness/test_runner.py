@@ -4,7 +4,8 @@ import torch
 
 from tritondiff.harness import subject, tensor
 from tritondiff.harness.case import Case, TensorCase
-from tritondiff.harness.runner import _spread, _upcast, build_inputs, reference_inputs
+from tritondiff.harness.oracle import compare
+from tritondiff.harness.runner import _noise, _spread, _upcast, build_inputs, reference_inputs
 
 
 def _case(name, shape, dtype="float32", values="normal", layout="contiguous"):
@@ -29,6 +30,21 @@ def test_the_reference_sees_the_candidates_values_and_strides_at_an_aligned_data
         assert reference.storage_offset() == 0, layout
         if layout == "offset":
             assert candidate.storage_offset() > 256        # the candidate keeps its guards and its odd offset
+
+
+def test_under_memcheck_an_input_ends_where_its_allocation_ends():
+    from tritondiff.harness.config import config
+
+    @subject(reference=lambda x: x, inputs={"x": tensor(("N",))}, dims={"N": (1, 64)})
+    def ident(x):
+        return x
+
+    case = _case("x", (37,))
+    guarded = build_inputs(ident, case)["x"]
+    assert guarded.untyped_storage().nbytes() > 37 * 4                 # canary guards around it
+    with config.patch(under_memcheck=True):
+        bare = build_inputs(ident, case)["x"]
+    assert bare.untyped_storage().nbytes() == 37 * 4 and torch.equal(bare, guarded)
 
 
 def test_a_cancelling_sum_has_a_large_spread_a_benign_one_a_small_one():
@@ -95,6 +111,23 @@ def test_the_move_direction_is_random_for_half_precision_and_integer_values():
         signs = _value_signs(values)
         assert 0.4 < float((signs > 0).double().mean()) < 0.6
         assert torch.equal(_value_signs(-values), signs)              # x and -x move alike
+
+
+def test_an_integer_output_at_a_rounding_boundary_may_round_either_way_elsewhere_not():
+    @subject(reference=lambda x: torch.round(x * 10).to(torch.int32), inputs={"x": tensor(("N",))},
+             dims={"N": (1, 4)})
+    def quantize(x):
+        return torch.round(x * 10).to(torch.int32)
+
+    case = _case("x", (3,))
+    up = {"x": torch.tensor([0.25, 0.31, 0.3], dtype=torch.float64)}   # 2.5: a tie; 3.1: nowhere near one
+    truth = quantize.reference(**up)
+    noise = _noise(quantize, case, up, truth)
+    (bounds,) = noise.discrete
+    assert bounds.low.tolist() == [2, 3, 3] and bounds.high.tolist() == [3, 3, 3]
+    judge = lambda c: compare(torch.tensor(c, dtype=torch.int32), truth, truth, noise=noise)  # noqa: E731
+    assert judge([3, 3, 3]).passed                  # a kernel whose product rounds one ulp up at the tie
+    assert not judge([4, 3, 3]).passed and not judge([2, 4, 3]).passed and not judge([2, 3, 2]).passed
 
 
 def test_a_reference_that_mutates_its_input_does_not_widen_the_spread(tmp_path):
