@@ -98,10 +98,11 @@ def tree_sum(data, axis, keepdims: bool, np):
     a = np.moveaxis(data, axis, 0)
     if a.shape[0] == 0:
         return np.sum(data, axis=axis, keepdims=keepdims)
-    while a.shape[0] > 1:
-        half = a.shape[0] // 2
-        pairs = a[:half] + a[half:2 * half]
-        a = np.concatenate([pairs, a[2 * half:]]) if a.shape[0] % 2 else pairs
+    with np.errstate(over="ignore", invalid="ignore"):   # inf and NaN sum as a GPU sums them, silently
+        while a.shape[0] > 1:
+            half = a.shape[0] // 2
+            pairs = a[:half] + a[half:2 * half]
+            a = np.concatenate([pairs, a[2 * half:]]) if a.shape[0] % 2 else pairs
     out = a[0]
     return np.expand_dims(out, axis) if keepdims else out
 
@@ -111,9 +112,10 @@ def tree_cumsum(data, axis: int, np):
     (d = 1, 2, 4, ...), the shape of a GPU's warp scan."""
     a = np.moveaxis(np.array(data, copy=True), axis, 0)
     d = 1
-    while d < a.shape[0]:
-        a[d:] = a[d:] + a[:-d]          # the right side is evaluated before the write: the previous step's values
-        d *= 2
+    with np.errstate(over="ignore", invalid="ignore"):
+        while d < a.shape[0]:
+            a[d:] = a[d:] + a[:-d]      # the right side is evaluated before the write: the previous step's values
+            d *= 2
     return np.moveaxis(a, 0, axis)
 
 
