@@ -3,9 +3,10 @@
 CUDA when a GPU is visible, otherwise Triton's interpreter on CPU tensors.
 ``TRITONDIFF_DEVICE=cpu`` (or an already-set ``TRITON_INTERPRET=1``) forces the
 interpreter; ``TRITONDIFF_DEVICE=cuda`` forces CUDA and fails loudly without
-one.  The decision is made at import, before any ``@triton.jit`` function is
-defined, because Triton reads ``TRITON_INTERPRET`` when a kernel is decorated:
-every package of the project imports this module first.
+one.  The decision is made at import: Triton reads ``TRITON_INTERPRET`` when a
+kernel is decorated, so every package of the project imports this module first,
+and jit functions decorated before it (triton imported first) are converted
+(:func:`tritondiff.base.interpreter.adopt_compiled_functions`).
 
 Deciding does not import torch where no GPU device node exists (or the
 interpreter is forced), so importing the harness package stays light there.
@@ -49,23 +50,20 @@ else:
 MODE = "cuda" if _choice == "cuda" else "interpreter"
 
 
-def _check_import_order() -> None:
-    """Triton decides compiled vs interpreted when a jit function is defined, including its own
-    library functions (tl.sum, tl.max, ...); imported earlier, they would not run in the interpreter."""
+def _adopt_earlier_kernels() -> None:
+    """Triton decides compiled vs interpreted when a jit function is defined.  Where triton was imported
+    before this decision (a kernel file importing triton first, ``torch.compile`` importing it before the
+    backend), its own library functions (``tl.sum``, ``tl.max`` ...) and any kernel already defined are
+    compiled functions: in interpreter mode they are made interpreted ones in place."""
     import sys
 
-    std = sys.modules.get("triton.language.standard")
-    if MODE != "interpreter" or std is None:
-        return
-    from triton.runtime.interpreter import InterpretedFunction
+    if MODE == "interpreter" and "triton.runtime.jit" in sys.modules:
+        from .interpreter import adopt_compiled_functions
 
-    if not isinstance(getattr(std, "sum", None), InterpretedFunction):
-        raise UsageError("triton was imported before tritondiff on a machine without a GPU, so its kernels "
-                         "cannot run in the interpreter; import tritondiff.harness (or .kernels / .compiler) before triton, "
-                         "or set TRITON_INTERPRET=1 in the environment")
+        adopt_compiled_functions()
 
 
-_check_import_order()
+_adopt_earlier_kernels()
 
 
 def is_interpreter() -> bool:

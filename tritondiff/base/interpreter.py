@@ -1,4 +1,5 @@
-"""Corrections to Triton's interpreter, applied once where kernels run there (:func:`install`).
+"""Corrections to Triton's interpreter, applied once where kernels run there (:func:`install`), and the
+conversion of jit functions decorated before interpreter mode was chosen (:func:`adopt_compiled_functions`).
 
 bfloat16.  numpy has no bfloat16, so the interpreter keeps bf16 values as their raw 16-bit patterns
 (uint16) and applies numpy's arithmetic to those patterns: ``x * 1.0 + x`` on bf16 returns values
@@ -23,6 +24,48 @@ from __future__ import annotations
 import functools
 
 _INSTALLED = False
+
+
+def adopt_compiled_functions() -> int:
+    """Make every compiled jit function that exists (a ``JITFunction``: decorated while ``TRITON_INTERPRET``
+    was unset) run in the interpreter, in place; returns how many.  Objects that hold one -- an autotuner,
+    a module, ``tl.tensor``'s member functions -- see the change, as the instance stays the same: its class
+    becomes a subclass whose launches and device calls go to an ``InterpretedFunction`` of the same Python
+    function (with the same pre-run hooks).  Triton keeps no registry of its functions: the garbage
+    collector's list of objects is it."""
+    import gc
+
+    from triton.runtime.interpreter import InterpretedFunction
+    from triton.runtime.jit import JITFunction
+
+    class Adopted(JITFunction):
+        """A jit function decorated before interpreter mode was chosen, run by the interpreter."""
+
+        def _interpreted(self) -> InterpretedFunction:
+            it = self.__dict__.get("_tritondiff_interpreted")
+            if it is None:
+                it = self._tritondiff_interpreted = InterpretedFunction(self.fn)
+                it.pre_run_hooks = self.pre_run_hooks
+            return it
+
+        def run(self, *args, grid, warmup, **kwargs):
+            return self._interpreted().run(*args, grid=grid, warmup=warmup, **kwargs)
+
+        def __call__(self, *args, **kwargs):
+            return self._interpreted()(*args, **kwargs)
+
+        def __get__(self, obj, objclass=None):
+            # tl.tensor's member functions (x.max(0)): bound to the tensor, as the interpreter's wrappers are
+            return self if obj is None else functools.partial(self.__call__, obj)
+
+    adopted = 0
+    for obj in gc.get_objects():
+        if type(obj) is JITFunction:
+            if not hasattr(obj, "pre_run_hooks"):
+                obj.pre_run_hooks = []
+            obj.__class__ = Adopted
+            adopted += 1
+    return adopted
 
 
 def install() -> None:
