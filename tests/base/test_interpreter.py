@@ -141,3 +141,23 @@ def test_tree_sums_of_inf_and_nan_give_a_gpus_values_without_numpy_warnings():
         assert np.isnan(tree_sum(data, 0, False, np))
         scan = tree_cumsum(data[3:], 0, np)
     assert scan[0] == np.float32(3e38) and np.isinf(scan[1])
+
+
+@triton.jit
+def _exp_overflows(x_ptr, y_ptr, N, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < N, other=0.0)
+    tl.store(y_ptr + offs, tl.exp(x) - tl.exp(x) + x / (x - x), mask=offs < N)
+
+
+def test_a_kernel_that_overflows_runs_as_on_a_gpu_under_warnings_as_errors():
+    import warnings
+
+    if not device.is_interpreter():
+        pytest.skip("the interpreter's numpy arithmetic only")
+    x = torch.tensor([1000.0, 1.0, 0.0])
+    y = torch.empty_like(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                 # pytest's filterwarnings = error, python -W error
+        _exp_overflows[(1,)](x, y, 3, BLOCK=4)
+    assert torch.isnan(y[0]) and torch.isinf(y[1]) and torch.isnan(y[2])   # inf - inf, 1 / 0, 0 / 0
