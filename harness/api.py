@@ -244,8 +244,11 @@ def subject(*, reference: Callable, inputs: Mapping[str, Any], dims: Mapping[str
     def decorate(fn: Callable) -> Subject:
         if not callable(fn):
             raise InvalidSubject("@subject(...) decorates a function", argument="fn")
-        _check_signature(fn, parsed, "subject")
-        _check_signature(reference, parsed, "reference")
+        try:
+            _check_signature(fn, parsed, "subject")
+            _check_signature(reference, parsed, "reference")
+        except InvalidSubject as e:
+            raise InvalidSubject(f"@subject {getattr(fn, '__name__', fn)!r}: {e}", argument=e.argument) from None
         subj = Subject(fn, reference=reference, inputs=parsed, dims=dims, name=name, tolerance=tol,
                        mutates=mutates, deterministic=deterministic, disable=disable,
                        max_example_bytes=max_example_bytes, where=where)

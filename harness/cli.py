@@ -77,7 +77,10 @@ def _apply_verdict_options(args, start: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from tritondiff import __version__
+
     parser = _Parser(prog="tritondiff", description="Differential correctness testing of Triton kernels.")
+    parser.add_argument("--version", action="version", version=f"tritondiff {__version__}")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
     check = sub.add_parser("check", help="fuzz the subjects of one Python file")
     check.add_argument("file", help="a Python file declaring @subject functions")

@@ -26,8 +26,8 @@ def load_file(path: str) -> ModuleType:
     if dotted is not None:                    # a file inside a package (compiler/subjects.py): import it as such
         try:
             return importlib.import_module(dotted)
-        except UsageError:
-            raise
+        except UsageError as e:
+            raise _located(e, path)
         except BaseException as e:  # noqa: BLE001 - reported in one line, as below
             raise UsageError(f"{path}: import failed: {type(e).__name__}: {e}") from e
     name = "tritondiff_subjects_" + hashlib.sha1(path.encode()).hexdigest()[:12]
@@ -41,13 +41,28 @@ def load_file(path: str) -> ModuleType:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except UsageError:
+    except UsageError as e:
         del sys.modules[name]
-        raise
+        raise _located(e, path)
     except BaseException as e:  # noqa: BLE001 - any import failure is a usage error, reported in one line
         del sys.modules[name]
         raise UsageError(f"{path}: import failed: {type(e).__name__}: {e}") from e
     return module
+
+
+def _located(error: UsageError, path: str) -> UsageError:
+    """``error`` (a bad declaration, raised while ``path`` was imported) with the file and line it came
+    from at the front of its message, its type and attributes kept."""
+    text = str(error)
+    if not text.startswith(path):
+        line = None
+        tb = error.__traceback__
+        while tb is not None:
+            if os.path.abspath(tb.tb_frame.f_code.co_filename) == path:
+                line = tb.tb_lineno
+            tb = tb.tb_next
+        error.args = (f"{path}{f':{line}' if line else ''}: {text}",)
+    return error
 
 
 def _package_module(path: str) -> str | None:

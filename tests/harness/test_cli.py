@@ -97,6 +97,24 @@ def test_import_error_and_empty_file_exit_2(tmp_path):
     assert res.returncode == 2 and "no @subject functions" in res.stderr
 
 
+def test_a_bad_declaration_names_its_subject_file_and_line(tmp_path):
+    bad = tmp_path / "bad_signature.py"
+    bad.write_text("from tritondiff import subject, tensor\n\n\n"
+                   "@subject(reference=lambda y: y, inputs={'x': tensor(('N',))}, dims={'N': (1, 8)})\n"
+                   "def doubles(x):\n    return x * 2\n")
+    res = _run("check", str(bad))
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert f"{bad}:4: " in res.stderr and "@subject 'doubles': reference '<lambda>' has no parameter(s) ['x']" \
+        in res.stderr
+
+
+def test_version_prints_the_package_version():
+    from tritondiff import __version__
+
+    res = _run("--version")
+    assert res.returncode == 0 and res.stdout.strip() == f"tritondiff {__version__}"
+
+
 WORKER_IMPORT_FAILS = '''
 import os
 
