@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import json
 import math
 import os
 import queue
@@ -323,6 +324,7 @@ class CampaignResult:
     seed: int
     workers: int = 1                  # lanes of this run
     strict: bool = False              # edge findings fail the run too (harness.tiers)
+    earlier: list[dict] = dataclasses.field(default_factory=list)   # failing findings of earlier runs
 
     @property
     def examples_per_s(self) -> float:
@@ -333,7 +335,9 @@ class CampaignResult:
     def exit_code(self) -> int:
         if self.status == "interrupted":
             return 130
-        failing = [f for f in self.findings if f.get("tier", "wrong") == "wrong" or self.strict]
+        now = {f["signature"] for f in self.findings}
+        found = self.findings + [f for f in self.earlier if f["signature"] not in now]
+        failing = [f for f in found if f.get("tier", "wrong") == "wrong" or self.strict]
         return 1 if failing or self.errors else 0
 
 
@@ -479,12 +483,13 @@ def run_campaign(targets: Sequence[str] = (), *, budget_s: float | None = None, 
 
     ``workers`` lanes run in parallel (default: :func:`default_workers`);
     findings, statistics and campaign state go to the SQLite ``store``
-    (default ``<out_dir>/findings.db``); dumps go next to it unless
-    ``dump_dir`` says otherwise.  ``resume=True`` continues the store's latest
-    unfinished campaign (then ``targets`` and ``seed`` must be left out;
-    ``budget_s`` replaces its total budget).  ``report_dir`` writes the report
-    when the run ends.  Progress goes to ``out`` (default stdout), as a live
-    line when it is a terminal (``live`` overrides).  ``huge=True`` (CUDA only)
+    (default ``<out_dir>/findings.db``); dumps go to one folder beside it
+    (:func:`campaign_folder`) unless ``dump_dir`` says otherwise.  ``resume=True`` continues the store's latest
+    unfinished campaign (``targets`` and ``seed``, when given, must be its own;
+    ``budget_s`` is its new *total* budget, what earlier runs spent counting
+    against it).  ``report_dir`` writes the report when the run ends.
+    Progress goes to ``out`` (default stdout), as a live line when it is a
+    terminal (``live`` overrides).  ``huge=True`` (CUDA only)
     draws each target's largest input just past 2^31 elements (:mod:`harness.huge`);
     targets that cannot (no size dim, or not enough memory) are skipped with the reason.
     """
@@ -507,9 +512,15 @@ def run_campaign(targets: Sequence[str] = (), *, budget_s: float | None = None, 
             campaign, subjects = _new(db, targets, resolved, seed, budget_s or DEFAULT_BUDGET_S, workers, disabled,
                                       example_timeout_s, dump_dir, plans)
         remaining = campaign.budget_s - campaign.spent_s
-        verb = "resuming" if resume else "campaign"
-        display.line(f"{verb} {campaign.id}: {len(subjects)} subject(s), {workers} lane(s), seed {campaign.seed}, "
-                     f"{_clock(remaining)} of {_clock(campaign.budget_s)} left; store {db.path}")
+        if resume:
+            display.line(f"resuming {campaign.id}: {len(subjects)} subject(s), {workers} lane(s), "
+                         f"seed {campaign.seed}; "
+                         f"total budget {_clock(campaign.budget_s)}, {_clock(campaign.spent_s)} spent by earlier "
+                         f"runs, {_clock(remaining)} left for this one; store {db.path}")
+        else:
+            display.line(f"campaign {campaign.id}: {len(subjects)} subject(s), {workers} lane(s), "
+                         f"seed {campaign.seed}, "
+                         f"{_clock(remaining)} of {_clock(campaign.budget_s)} left; store {db.path}")
         shared = lanes_per_gpu(workers)
         if shared > 1:
             limit = hang_limit_s(campaign.options.get("example_timeout_s"), workers)
@@ -529,7 +540,8 @@ def run_campaign(targets: Sequence[str] = (), *, budget_s: float | None = None, 
                          "more budget or fewer targets")
         result = CampaignResult(campaign.id, status, db.path, runner.seconds, runner.spent_before + runner.seconds,
                                 campaign.budget_s, runner.examples, list(runner.findings.values()), runner.errors,
-                                campaign.seed, workers, strict=config.strict)
+                                campaign.seed, workers, strict=config.strict,
+                                earlier=_campaign_failures(db, campaign.id))
         _summary(display, result, db)
     finally:
         db.close()
@@ -541,13 +553,42 @@ def run_campaign(targets: Sequence[str] = (), *, budget_s: float | None = None, 
     return result
 
 
+def _campaign_failures(db: Store, campaign_id: int) -> list[dict]:
+    """The findings of every run of the campaign so far (its failed tasks), with their tiers: a resumed
+    campaign's verdict is the campaign's, not only the last run's."""
+    from .case import Case
+    from .tiers import tier_of
+
+    out: dict[str, dict] = {}
+    for task in db.tasks(campaign_id):
+        if task.outcome != "fail" or not task.signature or task.signature in out:
+            continue
+        row = db.finding(task.signature)
+        if row is None:
+            continue
+        try:
+            tier = tier_of(Case.from_json(json.loads(row["case_json"])), row["failure_class"])
+        except (ValueError, KeyError, TypeError):
+            tier = "wrong"
+        out[task.signature] = {"signature": task.signature, "subject": row["subject"], "new": False,
+                               "message": row["message"], "tier": tier}
+    return list(out.values())
+
+
+def campaign_folder(store_path: str) -> str:
+    """Where a campaign's dumps go by default: one folder beside its store, named after it
+    (``tritondiff-out/findings.db`` -> ``tritondiff-out/findings-dumps/``), never the store's folder itself
+    (``--store /tmp/x.db`` must not scatter subject folders over /tmp)."""
+    return os.path.splitext(os.path.abspath(store_path))[0] + "-dumps"
+
+
 def _new(db: Store, targets, resolved, seed, budget_s, workers, disabled, example_timeout_s, dump_dir, plans):
     subjects = {s.name: s for s in resolved if plans is None or s.name in plans}
     seed = secrets.randbits(31) if seed is None else seed
     if plans is not None and example_timeout_s is None:
         example_timeout_s = max(config.example_timeout_s, huge_shapes.EXAMPLE_TIMEOUT_S)
     options = {"targets": list(targets), "disabled": sorted(disabled), "example_timeout_s": example_timeout_s,
-               "dump_root": os.path.abspath(dump_dir or os.path.dirname(db.path)), "huge": plans is not None}
+               "dump_root": os.path.abspath(dump_dir or campaign_folder(db.path)), "huge": plans is not None}
     campaign_id = db.create_campaign(options=options, seed=seed, budget_s=budget_s, workers=workers)
     shards = max(1, math.ceil(workers / len(subjects)))
     for shard in range(shards):               # shard 0 of every subject first, so lanes start on different ones
@@ -558,13 +599,12 @@ def _new(db: Store, targets, resolved, seed, budget_s, workers, disabled, exampl
 
 
 def _resume(db: Store, targets, seed, budget_s, workers):
-    if targets:
-        raise UsageError("--resume continues the stored campaign with its own targets; leave the targets out")
-    if seed is not None:
-        raise UsageError("--resume continues the stored campaign with its own seed; leave --seed out")
     campaign = db.latest_unfinished()
     if campaign is None:
         raise UsageError(f"{db.path}: no unfinished campaign to resume; start one without --resume")
+    if seed is not None and seed != campaign.seed:
+        raise UsageError(f"--resume continues campaign {campaign.id} with its seed {campaign.seed}; "
+                         f"leave --seed out (got {seed})")
     if campaign.options.get("huge"):
         huge_shapes.check_lanes(workers)
     if (campaign.pid != os.getpid() and _alive(campaign.pid) and time.time() - campaign.updated < 30
@@ -575,6 +615,14 @@ def _resume(db: Store, targets, seed, budget_s, workers):
     for task in db.tasks(campaign.id):
         if task.subject not in subjects:
             subjects[task.subject] = resolve(task.subject_ref)
+    if targets:                                  # the command line repeated: fine when it names the same subjects
+        named = {s.name for s in resolve_targets(list(targets))}
+        if named != set(subjects):
+            extra, missing = sorted(named - set(subjects)), sorted(set(subjects) - named)
+            raise UsageError(f"--resume continues campaign {campaign.id} with its own targets; these differ "
+                             f"(not in it: {', '.join(extra) or '-'}; in it but not named: "
+                             f"{', '.join(missing) or '-'}); "
+                             "leave the targets out, or start a new campaign without --resume")
     return db.claim_campaign(campaign.id, budget_s=budget_s, workers=workers), subjects
 
 
@@ -591,6 +639,12 @@ def _summary(display: _Display, result: CampaignResult, db: Store) -> None:
             continue
         display.line(f"  {'NEW ' if f['new'] else 'seen'}  {row['failure_class']:<14} {row['subject']}  "
                      f"(count {row['count']})  dump: {row['dump'] or '-'}")
+    seen = {f["signature"] for f in result.findings}
+    for f in result.earlier:
+        row = db.finding(f["signature"])
+        if f["signature"] not in seen and row is not None:
+            display.line(f"  earlier {row['failure_class']:<12} {row['subject']}  (found by an earlier run of "
+                         f"this campaign)  dump: {row['dump'] or '-'}")
     for err in result.errors:
         display.line(f"  ERROR {err}")
     if result.status == "interrupted":

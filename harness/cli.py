@@ -109,7 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="subject files (file.py or file.py::name), bundled subject names or globs; "
                            "none: every bundled subject")
     fuzz.add_argument("--budget", type=_budget, default=None,
-                      help="total wall time of the campaign (default 10m; with --resume: keep the stored one); "
+                      help="total wall time of the campaign (default 10m); with --resume, the campaign's new total "
+                           "(time earlier runs spent counts against it; default: the stored total); "
                            "a long example may overrun its task's share by up to 20%% before it is cut short")
     fuzz.add_argument("--workers", type=_positive_int, default=None,
                       help="parallel lanes (default: one per GPU on CUDA, one per CPU core otherwise)")
@@ -128,7 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
                            "and host memory (targets that do not fit are skipped, with the reason)")
     report = sub.add_parser("report", help="write Markdown, HTML and JSON reports of a findings store")
     report.add_argument("store", help="a findings store written by tritondiff fuzz")
-    report.add_argument("--out", default="reports", help="output directory (default reports/)")
+    report.add_argument("--out", default=None,
+                        help="output directory (default: beside the store, findings.db -> findings-report/)")
     replay = sub.add_parser("replay", help="re-run the finding in a dump directory")
     replay.add_argument("dump", help="a dump directory written by check or fuzz")
     replay.add_argument("--in-process", action="store_true", help="no worker isolation")
@@ -244,7 +246,8 @@ def _fuzz(args) -> int:
 def _report(args) -> int:
     from .report import write_report
 
-    paths = write_report(args.store, args.out)
+    out = args.out or os.path.splitext(os.path.abspath(args.store))[0] + "-report"
+    paths = write_report(args.store, out)
     for kind, path in paths.items():
         print(f"{kind:<8} {path}")
     return 0

@@ -164,8 +164,8 @@ class Store:
         if not exists and not create:
             raise CorruptStore(f"{self.path}: no such findings store; run `tritondiff fuzz --store {path}` first")
         if exists and not os.access(self.path, os.R_OK):
-            raise CorruptStore(f"{self.path}: findings store is not readable (permissions); fix them or pass "
-                               "another --store")
+            raise CorruptStore(f"{self.path}: findings store is not readable (permissions); fix them or use "
+                               "another store (a path of its own)")
         if not exists:
             os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
         try:
@@ -180,8 +180,8 @@ class Store:
             raise
         except sqlite3.DatabaseError as e:
             self._db.close()
-            raise CorruptStore(f"{self.path}: not a usable tritondiff findings store ({e}); delete it or pass "
-                               "another --store") from e
+            raise CorruptStore(f"{self.path}: not a usable tritondiff findings store ({e}); delete it or use "
+                               "another store (a path of its own)") from e
 
     # -- setup -----------------------------------------------------------------------------------
 
@@ -203,7 +203,7 @@ class Store:
             tables = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
             if tables:
                 raise CorruptStore(f"{self.path}: an SQLite file, but not a tritondiff findings store; "
-                                   "pass another --store")
+                                   "use another store (a path of its own)")
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     db.execute(statement)

@@ -94,7 +94,8 @@ def test_crash_hang_and_mismatch_are_findings_and_the_budget_is_spent(planted, t
         with open(os.path.join(f["dump"], "summary.json")) as fh:
             summary = json.load(fh)
         assert summary["failure_class"] == f["failure_class"] and summary["signature"] == f["signature"]
-        assert os.path.dirname(os.path.dirname(f["dump"])) == str(tmp_path / "out")  # dumps next to the store
+        # dumps in one folder beside the store, named after it
+        assert os.path.dirname(os.path.dirname(f["dump"])) == str(tmp_path / "out" / "findings-dumps")
     # the campaign did not stop at the crash or the hang: the passing subject used the rest of the budget
     with Store(store, create=False) as s:
         stats = {r["subject"]: r for r in s.stats()}
@@ -257,7 +258,7 @@ def test_sigkill_repeatedly_then_ctrl_c_loses_nothing_and_resumes(planted, tmp_p
 
     # 4. resume to the end of the budget
     fuzz = _Fuzz(tmp_path, "--resume", "--store", store)
-    assert fuzz.wait(300) in (0, 1), fuzz.output()
+    assert fuzz.wait(300) == 1, fuzz.output()          # the campaign found wrong_tail: whichever run did
     camp = _campaign_row(store)
     assert camp.status == "done"
     # idle lanes start no extra shard with less than MIN_EXTRA_S left; a cut lane may overrun by the grace
@@ -305,7 +306,23 @@ def test_resume_errors_exit_2(planted, tmp_path, capsys):
     with Store(store) as s:
         s.create_campaign(options={"dump_root": str(tmp_path)}, seed=1, budget_s=10, workers=1)
     assert main(["fuzz", planted, "--resume", "--store", store]) == 2
-    assert "leave the targets out" in capsys.readouterr().err
+    assert "with its own targets; these differ (not in it: doubles, hangs, segfaults, wrong_tail" in \
+        capsys.readouterr().err
+    assert main(["fuzz", "--resume", "--seed", "2", "--store", store]) == 2
+    assert "with its seed 1; leave --seed out" in capsys.readouterr().err
+
+
+def test_a_resumed_campaign_fails_on_what_its_earlier_runs_found(planted, tmp_path, capsys):
+    store = str(tmp_path / "f.db")
+    first = run_campaign([f"{planted}::wrong_tail"], budget_s=6, workers=1, seed=3, store=store, out=io.StringIO())
+    assert first.exit_code == 1 and first.findings
+    with Store(store) as s:
+        s.heartbeat(first.campaign_id, first.budget_s, status="interrupted")    # as a killed run leaves it
+    # the same targets repeated continue the campaign; its budget is spent, so this run finds nothing itself
+    assert main(["fuzz", f"{planted}::wrong_tail", "--resume", "--seed", "3", "--store", store]) == 1
+    out = capsys.readouterr().out
+    assert "total budget 0:06, 0:06 spent by earlier runs, 0:00 left for this one" in out
+    assert "mismatch     wrong_tail  (found by an earlier run of this campaign)" in out
 
 
 def test_no_bundled_subjects_is_one_line(monkeypatch, capsys, tmp_path):

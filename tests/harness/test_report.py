@@ -148,8 +148,12 @@ def test_picture_falls_back_to_the_dump_summary(tmp_path):
     assert mismatch_picture({}, str(tmp_path / "missing")) == []
 
 
-def test_report_cli_default_location(store_path, tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)
+def test_report_cli_default_location_is_beside_the_store_not_the_working_folder(store_path, tmp_path, monkeypatch,
+                                                                                capsys):
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)                       # a checkout whose reports/ folder is tracked
     assert main(["report", store_path]) == 0
-    assert sorted(os.listdir(tmp_path / "reports")) == ["nightly.html", "nightly.json", "nightly.md"]
-    assert "reports/nightly.html" in capsys.readouterr().out
+    assert sorted(os.listdir(tmp_path / "nightly-report")) == ["nightly.html", "nightly.json", "nightly.md"]
+    assert os.listdir(work) == []
+    assert "nightly-report/nightly.html" in capsys.readouterr().out
