@@ -55,6 +55,7 @@ from tritondiff.base import device
 from . import huge as huge_shapes
 from .api import HAZARDS, Subject
 from .config import config
+from .display import Display, clock
 from .exc import UsageError
 from .lanes import Lane, LaneEvent, hang_limit_s, lanes_per_gpu
 from .loader import bundled, load_file, ref, resolve, subjects_in
@@ -64,7 +65,6 @@ DEFAULT_BUDGET_S = 600.0
 MIN_TASK_S = 1.0               # no task gets less (the first example always runs anyway)
 MIN_EXTRA_S = 3.0              # an idle lane starts an extra shard only with this much time left
 HEARTBEAT_S = 1.0              # how often the campaign banks the time spent
-PLAIN_PROGRESS_S = 30.0        # progress line period when the output is not a terminal
 
 
 # ---------------------------------------------------------------------------------------------- targets
@@ -267,45 +267,6 @@ class _Scheduler:
 
 # ---------------------------------------------------------------------------------------------- display
 
-class _Display:
-    """A live status line on a terminal; plain lines (and a progress line now and then) otherwise."""
-
-    def __init__(self, out: TextIO, live: bool | None):
-        self.out = out
-        self.live = bool(getattr(out, "isatty", lambda: False)()) if live is None else live
-        self._shown = False
-        self._last_plain = time.monotonic()
-
-    def line(self, text: str) -> None:
-        if self._shown:
-            self.out.write("\r\x1b[2K")
-            self._shown = False
-        self.out.write(text + "\n")
-        self.out.flush()
-
-    def status(self, text: str) -> None:
-        if self.live:
-            width = shutil.get_terminal_size((120, 24)).columns
-            self.out.write("\r\x1b[2K" + text[:max(20, width - 1)])
-            self.out.flush()
-            self._shown = True
-        elif time.monotonic() - self._last_plain >= PLAIN_PROGRESS_S:
-            self._last_plain = time.monotonic()
-            self.line(text)
-
-    def close(self) -> None:
-        if self._shown:
-            self.out.write("\r\x1b[2K")
-            self.out.flush()
-            self._shown = False
-
-
-def _clock(seconds: float) -> str:
-    seconds = max(0, int(seconds))
-    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}" if seconds >= 3600 \
-        else f"{seconds // 60}:{seconds % 60:02d}"
-
-
 # ---------------------------------------------------------------------------------------------- campaign
 
 @dataclasses.dataclass
@@ -343,7 +304,7 @@ class CampaignResult:
 
 class _Campaign:
     def __init__(self, store: Store, campaign_id: int, subjects: dict[str, Subject], *, options: dict,
-                 seed: int, workers: int, remaining_s: float, spent_s: float, budget_s: float, display: _Display):
+                 seed: int, workers: int, remaining_s: float, spent_s: float, budget_s: float, display: Display):
         self.store = store
         self.store_path = store.path
         self.id = campaign_id
@@ -454,7 +415,7 @@ class _Campaign:
             if cur is not None:
                 busy.append(f"L{lane.index} {cur[0].subject}#{cur[0].shard}")
         spent = self.spent_before + elapsed
-        return (f"[{_clock(spent)}/{_clock(self.budget_s)}] {examples} examples ({rate:.2f}/s) | findings: "
+        return (f"[{clock(spent)}/{clock(self.budget_s)}] {examples} examples ({rate:.2f}/s) | findings: "
                 f"{new} new, {len(self.findings) - new} seen | " + (", ".join(busy) or "idle"))
 
 
@@ -501,7 +462,7 @@ def run_campaign(targets: Sequence[str] = (), *, budget_s: float | None = None, 
         huge_shapes.check_lanes(workers)
     workers = workers or default_workers()
     store_path = store or os.path.join(config.out_dir, "findings.db")
-    display = _Display(out or sys.stdout, live)
+    display = Display(out or sys.stdout, live)
     db = Store(store_path)
     try:
         if resume:
@@ -515,12 +476,12 @@ def run_campaign(targets: Sequence[str] = (), *, budget_s: float | None = None, 
         if resume:
             display.line(f"resuming {campaign.id}: {len(subjects)} subject(s), {workers} lane(s), "
                          f"seed {campaign.seed}; "
-                         f"total budget {_clock(campaign.budget_s)}, {_clock(campaign.spent_s)} spent by earlier "
-                         f"runs, {_clock(remaining)} left for this one; store {db.path}")
+                         f"total budget {clock(campaign.budget_s)}, {clock(campaign.spent_s)} spent by earlier "
+                         f"runs, {clock(remaining)} left for this one; store {db.path}")
         else:
             display.line(f"campaign {campaign.id}: {len(subjects)} subject(s), {workers} lane(s), "
                          f"seed {campaign.seed}, "
-                         f"{_clock(remaining)} of {_clock(campaign.budget_s)} left; store {db.path}")
+                         f"{clock(remaining)} of {clock(campaign.budget_s)} left; store {db.path}")
         shared = lanes_per_gpu(workers)
         if shared > 1:
             limit = hang_limit_s(campaign.options.get("example_timeout_s"), workers)
@@ -626,12 +587,12 @@ def _resume(db: Store, targets, seed, budget_s, workers):
     return db.claim_campaign(campaign.id, budget_s=budget_s, workers=workers), subjects
 
 
-def _summary(display: _Display, result: CampaignResult, db: Store) -> None:
+def _summary(display: Display, result: CampaignResult, db: Store) -> None:
     new = [f for f in result.findings if f["new"]]
     display.line(f"campaign {result.campaign_id} {result.status}: {result.examples} examples in "
                  f"{result.seconds:.1f} s wall ({result.examples_per_s:.2f} examples/s over {result.workers} "
                  f"worker(s)); "
-                 f"{_clock(result.spent_s)} of {_clock(result.budget_s)} spent; findings: {len(new)} new, "
+                 f"{clock(result.spent_s)} of {clock(result.budget_s)} spent; findings: {len(new)} new, "
                  f"{len(result.findings) - len(new)} seen again")
     for f in result.findings:
         row = db.finding(f["signature"])

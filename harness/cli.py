@@ -200,13 +200,45 @@ def _check(args) -> int:
     failed = 0
     for subj in subjects:
         last = memcheck.LastPassing()
+        progress = _CheckProgress(subj.name, args.budget or config.budget_s)
         result = explore(subj, budget_s=args.budget, max_examples=args.max_examples, seed=args.seed,
-                         out_dir=args.out, disabled=args.disable, on_example=last)
+                         out_dir=args.out, disabled=args.disable, on_example=lambda c, v: (last(c, v), progress(c, v)))
+        progress.close()
         if memcheck.wanted():
             result = memcheck.sanitize(subj, result, last, out_dir=args.out, disabled=args.disable)
         print(json.dumps(result.to_json()) if args.json else result.line(), flush=True)
         failed += result.status == "fail"
     return 1 if failed else 0
+
+
+class _CheckProgress:
+    """``check``'s live line on a terminal (stderr): examples so far, failing ones, the case being run and the
+    time left; nothing when stderr is not a terminal (logs keep only the verdict lines)."""
+
+    def __init__(self, name: str, budget_s: float, out=None):
+        import time
+
+        from .display import Display
+
+        self._clock = time.monotonic
+        self.display = Display(out or sys.stderr, None)
+        self.name, self.budget_s, self.start = name, budget_s, self._clock()
+        self.examples = self.failing = 0
+        self._shown_at = -1.0
+
+    def __call__(self, case, verdict) -> None:
+        self.examples += 1
+        self.failing += verdict.status == "fail"
+        now = self._clock()
+        if not self.display.live or now - self._shown_at < 0.2:
+            return
+        self._shown_at = now
+        left = max(0.0, self.budget_s - (now - self.start))
+        self.display.status(f"{self.name}: {self.examples} examples, {self.failing} failing, {left:.0f} s left; "
+                            f"last {case.describe()}")
+
+    def close(self) -> None:
+        self.display.close()
 
 
 def _sanitize(dump_dir: str) -> None:

@@ -16,7 +16,7 @@ import types
 import pytest
 
 from tritondiff.harness import campaign as campaign_mod
-from tritondiff.harness.campaign import _Display, _Scheduler, resolve_targets, run_campaign, task_seed
+from tritondiff.harness.campaign import _Scheduler, resolve_targets, run_campaign, task_seed
 from tritondiff.harness.cli import main
 from tritondiff.harness.exc import UsageError
 from tritondiff.harness.store import Store
@@ -425,25 +425,6 @@ def test_scheduler_skips_closed_subjects_and_stops_when_nothing_is_left(tmp_path
     assert (task.status, task.outcome) == ("done", "skipped")
     sched2, store2 = _scheduler(tmp_path / "x", ["b"], lanes=1, budget=0.5)
     assert sched2.next(0, store2) is None                                 # less than a minimal task left
-
-
-class _Tty(io.StringIO):
-    def isatty(self):
-        return True
-
-
-def test_display_live_on_a_terminal_plain_lines_otherwise(monkeypatch):
-    live = _Display(_Tty(), None)
-    live.status("[0:01/0:10] 3 examples")
-    live.line("NEW finding")
-    text = live.out.getvalue()
-    assert text.startswith("\r\x1b[2K[0:01/0:10] 3 examples") and "\r\x1b[2KNEW finding\n" in text
-    plain = _Display(io.StringIO(), None)
-    plain.status("progress 1")                          # too soon for a periodic progress line
-    plain.line("NEW finding")
-    monkeypatch.setattr(campaign_mod, "PLAIN_PROGRESS_S", 0.0)
-    plain.status("progress 2")
-    assert plain.out.getvalue() == "NEW finding\nprogress 2\n"
 
 
 def test_status_line_shows_rate_findings_and_current_subjects():

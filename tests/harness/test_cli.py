@@ -202,3 +202,39 @@ def test_check_json_gives_one_object_per_subject_with_its_findings_and_coverage(
     assert (found["tier"], found["failure_class"], found["fails_run"]) == ("edge", "nonfinite", False)
     assert os.path.isdir(found["dump"]) and verdict["covered"].startswith("largest N <= ")
     assert verdict["examples"] >= 1 and isinstance(verdict["untested"], list)
+
+
+class _Terminal:
+    """Stands for a terminal's stderr: what was written, and isatty()."""
+
+    def __init__(self, tty: bool):
+        self.tty, self.text = tty, ""
+
+    def isatty(self):
+        return self.tty
+
+    def write(self, text):
+        self.text += text
+
+    def flush(self):
+        pass
+
+
+def test_check_shows_live_progress_on_a_terminal_and_nothing_otherwise():
+    from tritondiff.harness.case import Case, TensorCase
+    from tritondiff.harness.cli import _CheckProgress
+    from tritondiff.harness.runner import Verdict
+
+    case = Case({"N": 7}, {"x": TensorCase((7,), "float32", "contiguous", 0, "normal", 1, "")}, {})
+    for tty in (True, False):
+        out = _Terminal(tty)
+        progress = _CheckProgress("two_kernel_nrm2", 90.0, out=out)
+        progress(case, Verdict("pass"))
+        progress(case, Verdict("fail", "mismatch"))
+        progress.close()
+        if tty:
+            assert "two_kernel_nrm2: 1 examples, 0 failing, " in out.text and "s left; last x=float32[7]" in out.text
+            assert out.text.endswith("\r\x1b[2K")              # cleared before the verdict line
+        else:
+            assert out.text == ""
+        assert (progress.examples, progress.failing) == (2, 1)
