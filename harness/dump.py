@@ -11,7 +11,10 @@ Layout of a dump directory::
     compiler/        when compiled code ran: per graph the example compiled or ran, each pipeline
                      step's text (graph, IR, schedule, Triton source, plan), its counters, its error
     traceback.txt    when the subject raised or crashed
-    repro.py         standalone replay; exits non-zero while the failure reproduces
+    repro.py         replay through tritondiff; exits non-zero while the failure reproduces
+    standalone.py    the same case with torch and triton alone (kernel.py: the subject's file beside it;
+                     standalone.json: which subject): prints the worst elements (inputs, eager, float64
+                     truth, candidate); see harness/standalone.py
 """
 from __future__ import annotations
 
@@ -19,12 +22,14 @@ import hashlib
 import json
 import os
 import platform
+import shutil
 import textwrap
 from typing import Any
 
 import torch
 
 from tritondiff.base import device
+from . import standalone
 from .api import Subject
 from .case import Case
 from .counters import counters
@@ -89,7 +94,22 @@ def write_dump(root: str, subject: Subject, subject_ref: dict, case: Case, verdi
     with open(os.path.join(path, "repro.py"), "w") as f:
         f.write(REPRO)
     os.chmod(os.path.join(path, "repro.py"), 0o755)
+    if input_bytes <= INPUTS_PT_MAX_BYTES:
+        _write_standalone(path, subject, verdict)
     return path
+
+
+def _write_standalone(path: str, subject: Subject, verdict) -> None:
+    """standalone.py, kernel.py (the subject's file) and standalone.json, when the subject has a file."""
+    source = getattr(subject, "file", None)
+    if not source or not os.path.isfile(source):
+        return
+    shutil.copyfile(source, os.path.join(path, "kernel.py"))
+    shutil.copyfile(standalone.__file__, os.path.join(path, "standalone.py"))
+    os.chmod(os.path.join(path, "standalone.py"), 0o755)
+    _write_json(os.path.join(path, "standalone.json"), {
+        "subject": subject.name, "kernel": "kernel.py", "attribute": subject.fn.__name__,
+        "multiplier": subject.tolerance.multiplier, "finding": f"{verdict.failure_class}: {verdict.message}"})
 
 
 def _describe_input(tc) -> dict:

@@ -59,6 +59,31 @@ def replay_dump(path: str, *, isolate: bool = True) -> int:
     if verdict.status == "fail":
         same = "same class" if verdict.failure_class == was else f"was {was}"
         print(f"still fails: {verdict.failure_class} ({same}): {verdict.message}")
+        if verdict.failure_class in ("mismatch", "nonfinite", "degenerate"):
+            _print_worst_elements(path)
         return 1
     print(f"no longer reproduces ({summary.get('subject')}: was {was}; now {verdict.status})")
     return 0
+
+
+def _print_worst_elements(path: str) -> None:
+    """The worst elements of the case's outputs: index, candidate, eager, float64 truth, inputs there
+    (:func:`harness.standalone.worst_elements`), from one more in-process run of the subject and its reference."""
+    from .runner import _detach, _upcast, build_inputs, reference_inputs
+    from .standalone import worst_elements
+
+    summary, case = load_dump(path)
+    subj = resolve(summary["subject_ref"])
+    inputs = build_inputs(subj, case, guard=False)
+    try:
+        candidate = _detach(subj.fn(**inputs))
+        eager = _detach(subj.reference(**reference_inputs(subj, case)))
+        try:
+            truth = subj.reference(**_upcast(reference_inputs(subj, case)))
+        except Exception:  # noqa: BLE001 - no float64 path: eager is the best arbiter
+            truth = eager
+    except Exception as e:  # noqa: BLE001 - the verdict above stands; the table is a help
+        print(f"      (no table of the worst elements: {type(e).__name__}: {e})")
+        return
+    lines, _ = worst_elements(candidate, eager, truth, inputs, multiplier=subj.tolerance.multiplier)
+    print("\n".join("      " + line for line in lines))
