@@ -5,6 +5,12 @@ the pipeline step that produced them; with ``config.dump_dir`` set they are also
 ``<dump_dir>/<graph>/<NN>_<step>.txt`` (``.py`` for the Triton module).  A correctness tool that
 finds a graph's program wrong adds a ``triage`` step naming the stage at fault (``tritondiff.harness.triage``).
 
+torch's own mechanisms see them too: each step's text goes to torch's logging artifact of that kind
+(:data:`TORCH_ARTIFACTS`: ``TORCH_LOGS=output_code`` prints the generated Triton source, ``ir_pre_fusion`` /
+``ir_post_fusion`` the IR, ``graph_code`` the ATen graph, ``schedule`` the plan); under
+``TORCH_COMPILE_DEBUG=1`` without ``config.dump_dir`` the files go to ``<torch debug dir>/tritondiff/``; and
+each compilation's counters are added to ``torch._dynamo.utils.counters["tritondiff"]``.
+
 The harness puts the artifacts of the graphs an example compiled or ran into its failure dump:
 it calls ``forget_ran()`` before the example and ``ran_artifacts()`` after it (in the process
 that ran it, a worker by default).  A graph that ran from the compiled-graph cache counts too,
@@ -14,11 +20,43 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import logging
 import os
 from typing import Optional
 
 from .config import config
 from .counters import counters
+
+
+#: Pipeline step -> the torch logging artifact its text is logged under.
+TORCH_ARTIFACTS = {"graph": "graph_code", "lowered": "ir_pre_fusion", "scheduled": "ir_post_fusion",
+                   "triton": "output_code", "plan": "schedule"}
+
+
+def _torch_log(step: str, graph: str, text: str) -> None:
+    artifact = TORCH_ARTIFACTS.get(step)
+    if artifact is None:
+        return
+    import torch._logging
+
+    log = torch._logging.getArtifactLogger(__name__, artifact)
+    if not log.isEnabledFor(logging.DEBUG):
+        return
+    if not log.handlers:             # outside torch's logger tree: write through torch's own handlers
+        log.handlers = list(logging.getLogger("torch").handlers)
+        log.propagate = not log.handlers
+    log.debug("tritondiff %s of graph %s:\n%s", step, graph, text)
+
+
+def _root_dir() -> Optional[str]:
+    """Where step files go: ``config.dump_dir``, else torch's debug folder under ``TORCH_COMPILE_DEBUG=1``."""
+    if config.dump_dir:
+        return config.dump_dir
+    if os.environ.get("TORCH_COMPILE_DEBUG", "0") not in ("", "0"):
+        import torch._dynamo.config
+
+        return os.path.join(torch._dynamo.config.debug_dir_root, "tritondiff")
+    return None
 
 
 @dataclasses.dataclass
@@ -40,8 +78,10 @@ class Artifacts:
 
     def record(self, step: str, text: str) -> None:
         self.texts[step] = text
-        if config.dump_dir:
-            self.directory = os.path.join(config.dump_dir, self.graph)
+        _torch_log(step, self.graph, text)
+        root = _root_dir()
+        if root:
+            self.directory = os.path.join(root, self.graph)
             os.makedirs(self.directory, exist_ok=True)
             suffix = ".py" if step == "triton" else ".txt"
             path = os.path.join(self.directory, f"{len(self.texts):02d}_{step}{suffix}")
@@ -53,6 +93,9 @@ class Artifacts:
         now = counters.snapshot()
         before = self.counters_at_begin
         self.counters = {k: v - before.get(k, 0) for k, v in now.items() if v > before.get(k, 0)}
+        from torch._dynamo.utils import counters as torch_counters
+
+        torch_counters["tritondiff"].update(self.counters)     # beside counters["inductor"], where users look
         if error is not None:
             self.error = f"{type(error).__name__}: {error}"
             self.record("error", self.error)
