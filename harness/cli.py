@@ -63,6 +63,9 @@ def _add_verdict_options(parser: argparse.ArgumentParser) -> None:
                              "or strict = true in [tool.tritondiff] of pyproject.toml")
     parser.add_argument("--max-findings", type=_positive_int, default=None,
                         help="distinct findings to look for per subject before its search stops (default 4)")
+    parser.add_argument("--baseline", default=None, metavar="FILE",
+                        help="a TOML file of accepted findings ([[accepted]] signature = ..., reason = ...): "
+                             "reported, not failed; also TRITONDIFF_BASELINE or baseline in [tool.tritondiff]")
 
 
 def _apply_verdict_options(args, start: str) -> None:
@@ -74,6 +77,12 @@ def _apply_verdict_options(args, start: str) -> None:
         config.max_findings = args.max_findings
     if getattr(args, "sanitize", None) is not None:
         config.sanitize = args.sanitize
+    if args.baseline is not None:
+        config.baseline = os.path.abspath(args.baseline)
+    if config.baseline:
+        from .baseline import load
+
+        load(config.baseline)                 # a bad file is a usage error now, not after the first finding
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -74,6 +74,9 @@ class HarnessConfig(TypedConfig):
     # CUDA GPU and compute-sanitizer are present; "on": always (a line says why it cannot run); "off".
     # TRITONDIFF_SANITIZE, --sanitize / --no-sanitize, or sanitize in [tool.tritondiff].
     sanitize: str = knob("auto", env="TRITONDIFF_SANITIZE", check=one_of("auto", "on", "off"))
+    # A baseline file of accepted findings (harness.baseline): listed signatures are reported, not failed.
+    # TRITONDIFF_BASELINE, --baseline, or baseline in [tool.tritondiff] (relative to that pyproject.toml).
+    baseline: str = knob("", env="TRITONDIFF_BASELINE")
     # Set by harness.memcheck for the repro it runs under compute-sanitizer, so that replay does not
     # start memcheck again for a finding memcheck made.  TRITONDIFF_UNDER_MEMCHECK=1.
     under_memcheck: bool = knob(False, env="TRITONDIFF_UNDER_MEMCHECK", parse=flag, check=is_bool)
@@ -85,7 +88,8 @@ config = HarnessConfig()
 # ------------------------------------------------------------------------------ the project's pyproject
 
 #: Knobs a project may set in the ``[tool.tritondiff]`` table of its pyproject.toml.
-PROJECT_KNOBS = ("strict", "max_findings", "sanitize")
+PROJECT_KNOBS = ("strict", "max_findings", "sanitize", "budget_s", "profile", "disabled_hazards", "out_dir",
+                 "baseline")
 
 
 def project_settings(start: str) -> tuple[dict, str | None]:
@@ -118,8 +122,16 @@ def project_settings(start: str) -> tuple[dict, str | None]:
         raise ConfigError(f"{path}: [tool.tritondiff] has unknown key(s) {', '.join(unknown)}; known: "
                           f"{', '.join(PROJECT_KNOBS)}", knob="tool.tritondiff")
     fields = {f.name: f for f in dataclasses.fields(HarnessConfig)}
+    table = dict(table)
     for key, value in table.items():
-        problem = fields[key].metadata["check"](value)
+        if key == "disabled_hazards" and isinstance(value, list):
+            table[key] = value = frozenset(value)
+        elif key in ("out_dir", "baseline") and isinstance(value, str) and value:
+            table[key] = value = os.path.join(os.path.dirname(path), value)   # relative to the pyproject.toml
+        elif key == "budget_s" and isinstance(value, int) and not isinstance(value, bool):
+            table[key] = value = float(value)
+        check = fields[key].metadata["check"]
+        problem = check(value) if check else (None if isinstance(value, str) else "must be a string")
         if problem:
             raise ConfigError(f"{path}: [tool.tritondiff] {key} = {value!r}: {problem}", knob=key)
     return dict(table), path

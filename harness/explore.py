@@ -31,6 +31,7 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import Unsatisfiable
 
+from . import baseline
 from .api import Subject, registry
 from .case import Case
 from .config import config
@@ -98,6 +99,7 @@ class SubjectResult:
     findings: list = dataclasses.field(default_factory=list)
     covered: str = ""                 # what the examples exercised (harness.coverage.summary)
     untested: list = dataclasses.field(default_factory=list)   # parts of the declared space never drawn
+    accepted: str | None = None       # the baseline's reason, where the finding's signature is accepted
 
     def line(self) -> str:
         stats = f"{self.examples} examples, {self.skipped} skipped, {self.seconds:.1f} s, seed {self.seed}"
@@ -123,6 +125,7 @@ class SubjectResult:
         finding, and the coverage."""
         def finding(f: "SubjectResult") -> dict:
             return {"tier": f.tier, "failure_class": f.failure_class, "fails_run": f.status == "fail",
+                    "accepted": f.accepted,
                     "message": f.message, "signature": f.signature, "case": f.case.describe() if f.case else None,
                     "dump": f.dump}
 
@@ -135,6 +138,9 @@ class SubjectResult:
     def finding_line(self) -> str:
         """One line for a finding beside the primary one: ``also`` when it fails the run too, ``warn`` for an
         edge finding that does not (not strict)."""
+        if self.accepted:
+            return (f"accepted  {self.subject}  {self.tier} {self.failure_class} ({self.accepted}): "
+                    f"{_one_line(self.message)}  dump: {self.dump}")
         tag = "also" if self.status == "fail" else "warn"
         return f"{tag}  {self.subject}  {self.tier} {self.failure_class}: {_one_line(self.message)}  dump: {self.dump}"
 
@@ -318,9 +324,12 @@ def _finding(subject: Subject, subject_ref: dict, failure: tuple[Case, Verdict],
     """A finding's own result, its dump written."""
     case, verdict = failure
     tier = tier_of(case, verdict.failure_class)
-    found = SubjectResult(subject.name, "fail" if tier == "wrong" or strict else "pass", seed=seed,
+    signature = verdict.signature(subject.name)
+    accepted = baseline.reason(signature)
+    fails = (tier == "wrong" or strict) and accepted is None
+    found = SubjectResult(subject.name, "fail" if fails else "pass", seed=seed,
                           failure_class=verdict.failure_class, message=verdict.message,
-                          signature=verdict.signature(subject.name), case=case, verdict=verdict, tier=tier)
+                          signature=signature, case=case, verdict=verdict, tier=tier, accepted=accepted)
     verdict.details.setdefault("tier", tier)
     counters["findings"] += 1
     found.dump = write_dump(out_dir, subject, subject_ref, case, verdict, seed=seed, hazards=hazards)

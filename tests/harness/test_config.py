@@ -81,3 +81,18 @@ def test_project_settings_come_from_the_nearest_pyproject_and_the_environment_wi
     with pytest.raises(ConfigError, match=r"\[tool.tritondiff\] max_findings = 0: must be a whole number >= 1"):
         project_settings(str(tmp_path))
     assert project_settings("/") == ({}, None)
+
+
+def test_project_settings_set_the_budget_profile_disabled_hunters_and_paths(tmp_path):
+    from tritondiff.harness.config import project_settings
+
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.tritondiff]\nbudget_s = 30\nprofile = 'nightly'\ndisabled_hazards = ['autotune', 'poison']\n"
+        "out_dir = 'build/td'\nbaseline = 'tritondiff-baseline.toml'\nsanitize = 'off'\n")
+    settings, _ = project_settings(str(tmp_path))
+    assert settings == {"budget_s": 30.0, "profile": "nightly", "disabled_hazards": frozenset({"autotune", "poison"}),
+                        "out_dir": str(tmp_path / "build/td"), "baseline": str(tmp_path / "tritondiff-baseline.toml"),
+                        "sanitize": "off"}
+    (tmp_path / "pyproject.toml").write_text("[tool.tritondiff]\ndisabled_hazards = ['gremlins']\n")
+    with pytest.raises(ConfigError, match=r"disabled_hazards = frozenset\(\{'gremlins'\}\): unknown hazard"):
+        project_settings(str(tmp_path))
