@@ -191,6 +191,8 @@ def _one_line(error: HarnessError) -> str:
 
 
 def _check(args) -> int:
+    if not os.path.isfile(args.file):         # answered before the heavy imports (torch, triton, hypothesis)
+        raise UsageError(f"{os.path.abspath(args.file)}: no such file")
     from . import memcheck
     from .explore import explore
     from .loader import load_file, subjects_in

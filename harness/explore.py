@@ -209,7 +209,7 @@ def new_seed() -> int:
 
 def explore(subject: Subject, *, budget_s: float | None = None, max_examples: int = 10_000,
             seed: int | None = None, out_dir: str | None = None, disabled: frozenset = frozenset(),
-            executor: Executor | None = None, database: bool = True,
+            executor: Executor | None = None, database: bool | str = True,
             on_example: Callable[[Case, Verdict], None] | None = None,
             on_finding: Callable[["SubjectResult"], None] | None = None,
             huge: "HugePlan | None" = None, strict: bool | None = None,
@@ -225,6 +225,8 @@ def explore(subject: Subject, *, budget_s: float | None = None, max_examples: in
 
     ``seed`` seeds Hypothesis; without one a fresh seed is drawn
     (:func:`new_seed`) and recorded in the result and the dump's ``summary.json``.
+    ``database``: Hypothesis's example database, ``<out_dir>/.hypothesis`` (or the folder given); the
+    failures saved there by earlier runs replay first, whatever the seed.  False: none.
     ``huge`` (a :class:`harness.huge.HugePlan`) draws the subject's size dim past
     2^31 elements; with ``config.huge_shapes`` on and no plan, one is made from
     the free GPU memory now.  Huge mode runs on CUDA only
@@ -259,7 +261,7 @@ def explore(subject: Subject, *, budget_s: float | None = None, max_examples: in
             state.failures = Failures(state.failures._verdicts)      # a failing case runs once per exploration
             probe = _probe(state, executor, subject_ref, hazards, deadline, budget_s, on_example)
             test = _hypothesis_test(subject, probe, max_examples=max_examples, seed=seed + search, out_dir=out_dir,
-                                    database=database, huge=huge, normal=normal)
+                                    database=database, huge=huge, normal=normal, reuse=search == 0)
             try:
                 _search(test, state.failures)
             except Unsatisfiable:
@@ -409,16 +411,23 @@ def _probe(state: _State, executor: Executor, subject_ref: dict, hazards: frozen
 
 
 def _hypothesis_test(subject: Subject, probe: Callable[[Case], None], *, max_examples: int, seed: int,
-                     out_dir: str, database: bool, huge: "HugePlan | None", normal: bool = False) -> Callable[[], None]:
-    db = DirectoryBasedExampleDatabase(os.path.join(out_dir, ".hypothesis")) if database else None
+                     out_dir: str, database: bool | str, huge: "HugePlan | None",
+                     normal: bool = False, reuse: bool = True) -> Callable[[], None]:
+    """The Hypothesis test of one search.  ``reuse``: replay the database's saved failures first (the first
+    search of an exploration; a later one looks for other findings, and saves what it finds)."""
+    folder = database if isinstance(database, str) else os.path.join(out_dir, ".hypothesis")
+    db = DirectoryBasedExampleDatabase(folder) if database else None
+    # the settings go on after the seed: @seed alone turns the example database off, and a run with a seed
+    # (every run has one, drawn when none is given) must still replay the failures saved by earlier runs
     test = settings(max_examples=max_examples, deadline=None, database=db, derandomize=False,
                     suppress_health_check=list(HealthCheck), report_multiple_bugs=False, print_blob=False,
                     verbosity=Verbosity.quiet,
-                    phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink))(
-        given(cases(subject, huge=huge, normal=normal))(probe))
+                    phases=(Phase.explicit, *([Phase.reuse] if reuse else []), Phase.generate, Phase.target,
+                            Phase.shrink))(
+        hypothesis_seed(seed)(given(cases(subject, huge=huge, normal=normal))(probe)))
     mode = (":huge" if huge is not None else "") + (":normal" if normal else "")   # each space replays its own
     test._hypothesis_internal_database_key = f"tritondiff:{subject.name}:{subject.file}{mode}".encode()
-    return hypothesis_seed(seed)(test)
+    return test
 
 
 def _search(test: Callable[[], None], failures: Failures) -> None:

@@ -18,9 +18,10 @@ subjects that do not fit are skipped with the reason)::
     pytest -n auto --tritondiff-profile nightly --tritondiff-store nightly.db tests/test_bundled_subjects.py
     tritondiff report nightly.db
 
-xdist-safe: each worker writes dumps (and its Hypothesis example database)
-under its own directory, seeds are stable per test node (a crc32 of its node
-id), and ``--tritondiff-store`` records every finding and per-subject
+xdist-safe: each worker writes dumps under its own directory (Hypothesis's
+example database, ``<out>/.hypothesis``, is one for all workers and runs, so a
+saved failure replays first), seeds are stable per test node (a crc32 of its
+node id), and ``--tritondiff-store`` records every finding and per-subject
 statistics in a SQLite findings store that all workers share (WAL, one
 transaction per write; a finding counts once per test run and node).
 
@@ -71,6 +72,29 @@ def pytest_addoption(parser):
                     help="dump directory for findings (default: $TRITONDIFF_OUT or tritondiff-out)")
     group.addoption("--tritondiff-store", default=None,
                     help="record findings and per-subject statistics in this SQLite findings store")
+
+
+#: the user property each test that ran a subject carries its statistics line in (it crosses xdist)
+STATISTICS = "tritondiff_statistics"
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """With ``--hypothesis-show-statistics``: a line per subject a test ran (examples, skipped, time,
+    findings, what was covered) -- the Hypothesis runs inside ``explore`` are not pytest's own tests, so
+    Hypothesis's section would be empty for them."""
+    try:
+        wanted = config.getoption("--hypothesis-show-statistics")
+    except ValueError:                   # Hypothesis's pytest plugin is not loaded
+        wanted = False
+    if not wanted:
+        return
+    lines = [value for reports in terminalreporter.stats.values() for report in reports
+             if getattr(report, "when", None) == "call"
+             for key, value in getattr(report, "user_properties", ()) if key == STATISTICS]
+    if lines:
+        terminalreporter.section("tritondiff statistics")
+        for line in lines:
+            terminalreporter.write_line(line)
 
 
 #: the name the active part of the plugin is registered under (see _activate)
@@ -130,14 +154,16 @@ def _profile(config) -> Profile:
     return PROFILES[name]
 
 
-def _out_dir(config) -> str:
+def _out_dir(config, *, shared: bool = False) -> str:
+    """Where dumps go: one folder per xdist worker; ``shared``: the folder above them (the example
+    database, which Hypothesis keeps safe for several processes, is one for all workers and runs)."""
     base = config.getoption("--tritondiff-out")
     if base is None:
         from tritondiff.harness.config import config as harness_config
 
         base = harness_config.out_dir
     worker = getattr(config, "workerinput", {}).get("workerid")
-    return os.path.join(base, worker) if worker else base
+    return os.path.join(base, worker) if worker and not shared else base
 
 
 class TritondiffFixture:
@@ -173,7 +199,8 @@ class TritondiffFixture:
             subject = known[subject]
         tally = CoverageTally()
         kwargs = dict(budget_s=self.profile.budget_s, max_examples=self.profile.max_examples, seed=self.seed,
-                      out_dir=self.out_dir, on_example=tally.observe)
+                      out_dir=self.out_dir, on_example=tally.observe,
+                      database=os.path.join(_out_dir(self.request.config, shared=True), ".hypothesis"))
         if self.profile.huge and "huge" not in overrides:
             kwargs["huge"] = self._huge_plan(subject)
         kwargs.update(overrides)
@@ -183,6 +210,10 @@ class TritondiffFixture:
             result = explore(subject, **kwargs)
         if self.store_path:
             self._record(subject, result, tally, overrides)
+        self.request.node.user_properties.append((STATISTICS, (
+            f"{self.request.node.nodeid}: {result.subject}: {result.examples} examples ({result.skipped} skipped), "
+            f"{result.seconds:.1f} s, {len(result.findings)} finding(s), seed {result.seed}; "
+            f"covered: {result.covered or '-'}")))
         for found in result.findings:
             if found.status == "pass":                     # an edge finding, not strict: said, not failed
                 warnings.warn(EdgeFinding(found.finding_line()), stacklevel=2)

@@ -305,3 +305,21 @@ def test_a_pass_on_mostly_skipped_examples_says_so(tmp_path, in_process):
     res = explore(roomy, budget_s=60, max_examples=40, seed=3, database=False, out_dir=str(tmp_path / "roomy"),
                   executor=in_process)
     assert res.status == "pass" and not any("reference raised" in u for u in res.untested)
+
+
+def test_a_failure_saved_in_the_example_database_replays_first_in_the_next_run_whatever_its_seed(tmp_path):
+    from tritondiff.harness.executor import InProcess
+
+    @subject(reference=lambda x: x * 2, inputs={"x": tensor(("N",), dtypes=("float32",), nonfinite=False)},
+             dims={"N": (1, 4096)}, name="explore_test.wrong_past_3000")
+    def wrong_past_3000(x):
+        y = x * 2
+        return y + (torch.arange(x.numel()) >= 3000).to(y.dtype)      # wrong only on long inputs
+
+    first = explore(wrong_past_3000, budget_s=60, seed=1, out_dir=str(tmp_path), executor=InProcess())
+    assert first.status == "fail" and os.listdir(tmp_path / ".hypothesis")     # where the README says
+    again = explore(wrong_past_3000, budget_s=60, seed=2, out_dir=str(tmp_path), executor=InProcess())
+    assert again.status == "fail" and again.examples == 1                      # the saved failure, first
+    fresh = explore(wrong_past_3000, budget_s=60, seed=2, out_dir=str(tmp_path / "other"), executor=InProcess(),
+                    database=False)
+    assert fresh.examples > 1

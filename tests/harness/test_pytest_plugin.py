@@ -114,10 +114,13 @@ def test_xdist_workers_share_the_store_and_keep_their_own_dumps(pytester, tmp_pa
     pytester.makepyfile(test_inner=INNER)
     store, out = str(tmp_path / "f.db"), str(tmp_path / "out")
     res = pytester.runpytest_subprocess("-n", "2", "-k", "wrong", "--tritondiff-profile", "ci",
-                                        "--tritondiff-store", store, "--tritondiff-out", out, timeout=300)
+                                        "--tritondiff-store", store, "--tritondiff-out", out,
+                                        "--hypothesis-show-statistics", timeout=300)
     res.assert_outcomes(failed=2)
+    # the statistics cross from the workers: a line per subject a test ran
+    res.stdout.fnmatch_lines(["*tritondiff statistics*", "*test_wrong_?: plugin_wrong_tail: * examples (* skipped)*"])
     assert _count(store, "plugin_wrong_tail") == 2
-    assert set(os.listdir(out)) <= {"gw0", "gw1"} and os.listdir(out)  # per-worker dump directories
+    assert set(os.listdir(out)) <= {"gw0", "gw1", ".hypothesis"} and os.listdir(out)  # per-worker dumps, one database
     with Store(store, create=False) as s:
         (finding,) = s.findings()
     assert os.path.basename(os.path.dirname(os.path.dirname(finding["dump"]))) in ("gw0", "gw1")
