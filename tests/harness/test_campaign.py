@@ -95,7 +95,7 @@ def test_crash_hang_and_mismatch_are_findings_and_the_budget_is_spent(planted, t
             summary = json.load(fh)
         assert summary["failure_class"] == f["failure_class"] and summary["signature"] == f["signature"]
         # dumps in one folder beside the store, named after it
-        assert os.path.dirname(os.path.dirname(f["dump"])) == str(tmp_path / "out" / "findings-dumps")
+        assert os.path.dirname(os.path.dirname(f["dump"])) == str(tmp_path / "out" / "f-dumps")
     # the campaign did not stop at the crash or the hang: the passing subject used the rest of the budget
     with Store(store, create=False) as s:
         stats = {r["subject"]: r for r in s.stats()}
