@@ -26,9 +26,10 @@ What the lean runtime keeps of AOTAutograd's semantics, and how:
 - the user's saved-tensor hooks (checkpointing, offloading) see the compiled forward's saved values
   only, never the fake run that finds which outputs require grad.
 
-Refused (AOTAutograd's runtime does these): a grad-mode change inside the graph, Python scalars read from
-tensors or passed as unspecialised floats, side-effecting ops (effect tokens), input mutation, aliased
-outputs, tensor subclasses, compiled autograd.
+Refused (AOTAutograd's runtime does these): a float16 / bfloat16 training graph (the joint trace would
+take composite, low-precision derivative formulas: :func:`_why_not_exact_backward`), a grad-mode change
+inside the graph, Python scalars read from tensors or passed as unspecialised floats, side-effecting ops
+(effect tokens), input mutation, aliased outputs, tensor subclasses, compiled autograd.
 """
 from __future__ import annotations
 
@@ -78,6 +79,24 @@ def _why_not_pure(gm: torch.fx.GraphModule) -> Optional[str]:
     return None
 
 
+_LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+def _why_not_exact_backward(gm: torch.fx.GraphModule, example_inputs: list, training: bool) -> Optional[str]:
+    """A training graph with float16 / bfloat16 values: ``aot_export_joint_simple``'s joint trace takes the
+    composite derivative formulas some ops have (silu's backward as sigmoid, mul, add chained in the low
+    dtype, each op rounding), where eager and AOTAutograd's own trace call the fused backward op that
+    computes in float32 and rounds once (twice eager's error, half the elements differing)."""
+    if not training:
+        return None
+    values = [a for a in example_inputs if isinstance(a, torch.Tensor)]
+    values += [n.meta.get("example_value") for n in gm.graph.nodes]
+    for v in values:
+        if isinstance(v, torch.Tensor) and v.dtype in _LOW_PRECISION:
+            return f"a {str(v.dtype).replace('torch.', '')} training graph (its backward is traced as eager runs it)"
+    return None
+
+
 def _outputs_requiring_grad(gm: torch.fx.GraphModule, example_inputs: list) -> list[bool]:
     """Which of the dynamo graph's outputs require grad in eager: run it on fake copies of its inputs."""
     from torch._guards import detect_fake_mode
@@ -107,7 +126,8 @@ def runner(gm: torch.fx.GraphModule, example_inputs: list, compile_graph: Compil
     from torch._functorch.aot_autograd import aot_export_joint_simple
     training = torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad
                                                for a in example_inputs)
-    reason = _why_not_plain(example_inputs) or _why_not_pure(gm)
+    reason = (_why_not_plain(example_inputs) or _why_not_pure(gm)
+              or _why_not_exact_backward(gm, example_inputs, training))
     if reason is None:
         try:
             graph = aot_export_joint_simple(gm, tuple(example_inputs), trace_joint=training,
