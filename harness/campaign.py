@@ -30,7 +30,7 @@ nothing already committed.
 Resume: the campaign row records options, seed, budget and time spent (a
 heartbeat every second); tasks record their status.  ``resume=True`` takes the
 latest unfinished campaign, puts its unfinished tasks back in the queue (same
-seeds; Hypothesis's example database replays what they had found) and spends
+seeds: they find again what they had found, and shrink it) and spends
 what is left of the budget.  Ctrl-C stops the lanes, banks their progress and
 leaves the campaign resumable.
 """
@@ -239,7 +239,7 @@ class _Scheduler:
 
     def _ensure_pending(self, store: Store, remaining: float) -> bool:
         while self.pending and self.pending[0].subject in self.closed:
-            # another shard of this subject failed: its example database would only replay that finding
+            # another shard of this subject failed: it would only find that finding again
             skipped = self.pending.popleft()
             store.finish_task(skipped.id, status="done", outcome="skipped", seconds=0.0, examples=0)
         if self.pending:
@@ -329,7 +329,6 @@ class _Campaign:
         self.errors: list[str] = []
         self.explored: Counter = Counter()       # examples per subject in this run
         self.ran: set[str] = set()               # subjects that got a task in this run
-        os.makedirs(os.path.join(self.dump_root, ".hypothesis"), exist_ok=True)
         _clean_stale_work(self.dump_root)
 
     def run(self) -> str:

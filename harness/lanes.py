@@ -279,7 +279,6 @@ class Lane(threading.Thread):
         subject = self.c.subjects[task.subject]
         work = os.path.join(self.c.dump_root, ".work", str(os.getpid()), f"task-{task.id}-{uuid.uuid4().hex[:6]}")
         os.makedirs(work)
-        os.symlink(os.path.join(self.c.dump_root, ".hypothesis"), os.path.join(work, ".hypothesis"))
         store.start_task(task.id)
         started = time.monotonic()
         self.current = (task, budget, started)
@@ -296,9 +295,11 @@ class Lane(threading.Thread):
         try:
             self.executor.warm()        # a worker the previous task's subject crashed restarts off this slot
             self.executor.begin(budget)
+            # no example database: the store is the campaign's memory, and a resumed task re-runs its seed, so
+            # a finding a killed run sighted before shrinking is found again, shrunk and its sighting replaced
             result = explore(subject, budget_s=budget, max_examples=MAX_EXAMPLES, seed=task.seed, out_dir=rec.work,
                              disabled=self.c.disabled, executor=self.executor, on_example=rec,
-                             huge=self.c.plans.get(task.subject))
+                             huge=self.c.plans.get(task.subject), database=False)
         except Stopped:
             rec.flush()
             seconds = time.monotonic() - started
