@@ -79,6 +79,11 @@ OPS: dict[str, Callable[..., torch.Tensor]] = {
     "any": lambda x, dim, keepdim: x.any(dim, keepdim=keepdim),
     "all": lambda x, dim, keepdim: x.all(dim, keepdim=keepdim),
     "softmax": lambda x, dim: torch.softmax(x, dim),
+    # model-shaped: attention over a (batch, sequence, feature) value, the activations of gated MLPs
+    "attention": lambda x, causal: torch.nn.functional.scaled_dot_product_attention(x, x.flip(-2), x,
+                                                                                      is_causal=causal),
+    "silu": torch.nn.functional.silu,
+    "gelu": torch.nn.functional.gelu,
     "norm_rows": lambda x, dim: x * torch.rsqrt((x * x).mean(dim, keepdim=True) + 1e-5),
     # views
     "transpose": lambda x, a, b: x.transpose(a, b),
@@ -91,7 +96,7 @@ OPS: dict[str, Callable[..., torch.Tensor]] = {
     "cast": lambda x, dtype: x.to(getattr(torch, dtype)),
     "to_float": lambda x: x.float(),
 }
-UNARY = ("exp", "tanh", "sigmoid", "neg", "abs", "relu", "sqrt", "log", "rsqrt", "square", "flatten")
+UNARY = ("exp", "tanh", "sigmoid", "neg", "abs", "relu", "sqrt", "log", "rsqrt", "square", "silu", "gelu", "flatten")
 BINARY = ("add", "sub", "mul", "div", "maximum", "where")
 REDUCTIONS = ("sum", "amax", "mean", "var", "prod")
 BOOL_REDUCTIONS = ("any", "all")
@@ -191,6 +196,8 @@ def _step(draw, values: list[torch.Tensor], exact: list[bool]) -> tuple[Step, to
     exact_ids = [j for j in float_ids if exact[j] and values[j].dim()]
     if exact_ids:
         kinds.append("arg_reduce")
+    if x.dim() == 3 and x.shape[-1] > 1:
+        kinds.append("attention")
     kind = draw(st.sampled_from(kinds))
     if kind == "unary" or (kind in ("reduce", "softmax", "view") and x.dim() == 0):
         step = Step(draw(st.sampled_from(UNARY if x.dim() else UNARY[:-1])), (i,))
@@ -216,6 +223,8 @@ def _step(draw, values: list[torch.Tensor], exact: list[bool]) -> tuple[Step, to
         # cannot bound
         ops_ = ("softmax", "norm_rows") if x.shape[dim] > 1 else ("softmax",)
         step = Step(draw(st.sampled_from(ops_)), (i,), (("dim", dim),))
+    elif kind == "attention":
+        step = Step("attention", (i,), (("causal", draw(st.booleans())),))
     elif kind == "cast":
         if other_ids and draw(st.booleans()):  # an argmax / any result back into the float chain
             step = Step("to_float", (draw(st.sampled_from(other_ids)),))
