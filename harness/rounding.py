@@ -303,6 +303,8 @@ def measure(reference: Callable[..., Any], inputs: dict[str, Any], truth: list, 
     truth64 = [t.detach().cpu().double() if isinstance(t, torch.Tensor) and t.dtype.is_floating_point else None
                for t in truth]
     discrete = [Bounds.of(t) if is_discrete(t) else None for t in truth]
+    if not _faithful(reference, inputs, truth64, flatten):
+        return None
     probes: list = [RoundingProbe(p, roundoff, threshold, tiny) for p in range(PROBES)]
     if any(b is not None for b in discrete):
         probes += [StepProbe(roundoff * DISCRETE_ROUNDOFFS * d) for d in (1, -1)]
@@ -328,6 +330,37 @@ def measure(reference: Callable[..., Any], inputs: dict[str, Any], truth: list, 
             levels[i] = dist if levels[i] is None else torch.maximum(levels[i], dist)
             overflow[i] = lost if overflow[i] is None else overflow[i] | lost
     return Noise(levels, overflow, discrete)
+
+
+#: How far (relative to the output's largest magnitude) the decomposed reference may land from the truth with
+#: no rounding added: float64 reassociation, never a different function.
+FAITHFUL_RTOL = 1e-9
+
+
+def _faithful(reference: Callable[..., Any], inputs: dict[str, Any], truth64: list,
+              flatten: Callable[[Any], list]) -> bool:
+    """Whether the reference, run as its decompositions with no rounding added, computes the truth.  A
+    decomposition that does not reproduce its op (core ATen's of CPU flash attention returns the attention
+    weights where its backward reads the logsumexp) would make every probe far off and excuse any
+    candidate: then there is no noise estimate at all."""
+    kwargs = {k: v.detach().clone() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+    try:
+        with torch.random.fork_rng(devices=[]), RoundingProbe(1, 0.0, math.inf, 0.0):
+            out = flatten(reference(**kwargs))
+    except Exception:  # noqa: BLE001 - as a probe that raises: no estimate
+        return False
+    for t64, o in zip(truth64, out):
+        if t64 is None or not isinstance(o, torch.Tensor) or o.shape != t64.shape:
+            continue
+        o64 = o.detach().cpu().double()
+        if not torch.equal(torch.isfinite(o64), torch.isfinite(t64)):
+            return False
+        finite = torch.isfinite(t64)
+        if finite.any():
+            scale = float(t64[finite].abs().max())
+            if float((o64[finite] - t64[finite]).abs().max()) > FAITHFUL_RTOL * scale:
+                return False
+    return True
 
 
 def is_discrete(x: Any) -> bool:
