@@ -85,3 +85,17 @@ def mhc_layer(x_streams: torch.Tensor, weight: torch.Tensor, perm_mat: torch.Ten
     h_pre, h_post, h_res = mhc_coefficients(proj, perm_mat, n)
     layer_in = mhc_pre_map(x_streams, h_pre)
     return mhc_post_res(x_streams, torch.tanh(layer_in), h_res, h_post)
+
+
+def attention_block(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """A pre-norm causal self-attention block without projections (batch, sequence, feature): layer norm,
+    scaled_dot_product_attention over it, the residual -- the shape of nanoGPT's block."""
+    h = torch.nn.functional.layer_norm(x, x.shape[-1:], w, b).unsqueeze(1)      # one head: (B, 1, T, C)
+    return x + torch.nn.functional.scaled_dot_product_attention(h, h, h, is_causal=True).squeeze(1)
+
+
+def gated_mlp(x: torch.Tensor, w: torch.Tensor, gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """A Llama-style MLP input stage: RMSNorm, then SiLU(x W_gate) * (x W_up)."""
+    h = rms_norm(x, w)
+    return torch.nn.functional.silu(h @ gate) * (h @ up)
+

@@ -171,31 +171,36 @@ def reduce_rows_unrolled(x):
 
 def layer_norm_fwd_bwd(x, weight, bias, dy):
     """(y, dx, dw, db) of layer norm over the last dim."""
-    leaves = [t.detach().requires_grad_() for t in (x, weight, bias)]
-    with torch.enable_grad():
-        y = workloads.layer_norm(*leaves)
-        grads = torch.autograd.grad(y, leaves, dy)
-    return (y.detach(),) + tuple(grads)
+    return fwd_bwd(workloads.layer_norm)(x, weight, bias, dy)
 
 
-def _ln_compiled(x, weight, bias, dy):
-    before = counters["graphs_compiled"]
-    compiled = compile_fresh(workloads.layer_norm, dynamic=False)
-
-    def run(x, weight, bias, dy):
-        leaves = [t.detach().requires_grad_() for t in (x, weight, bias)]
+def fwd_bwd(fn: Callable) -> Callable:
+    """``(y, grads of every input but the last)`` of ``fn``, the last input being y's gradient."""
+    def reference(*args):
+        leaves = [t.detach().requires_grad_() for t in args[:-1]]
         with torch.enable_grad():
-            y = compiled(*leaves)
-            grads = torch.autograd.grad(y, leaves, dy)
+            y = fn(*leaves)
+            grads = torch.autograd.grad(y, leaves, args[-1])
         return (y.detach(),) + tuple(grads)
-    args = (x, weight, bias, dy)
+    return reference
+
+
+def run_compiled_fwd_bwd(fn: Callable, *args: Any) -> Any:
+    """:func:`fwd_bwd` of ``fn`` with ``fn`` compiled: its forward and backward graphs both reach the compiler."""
+    before = counters["graphs_compiled"]
+    compiled = compile_fresh(fn, dynamic=False)
+    run = fwd_bwd(compiled)
     stateful = semaphores_mark()
     out = run(*args)
     if counters["graphs_compiled"] < before + 2:
-        raise CompilerError("layer norm's forward and backward did not both reach the compiler")
+        raise CompilerError(f"{fn.__name__}'s forward and backward did not both reach the compiler")
     out = _again_if_stateful(out, run, args, stateful)
-    _triage(out, lambda: run(*triage.copies(args)), layer_norm_fwd_bwd, args, {}, before)
+    _triage(out, lambda: run(*triage.copies(args)), fwd_bwd(fn), args, {}, before)
     return out
+
+
+def _ln_compiled(x, weight, bias, dy):
+    return run_compiled_fwd_bwd(workloads.layer_norm, x, weight, bias, dy)
 
 
 @subject(name="compiler.layer_norm_fwd_bwd", reference=layer_norm_fwd_bwd,
@@ -206,6 +211,37 @@ def _ln_compiled(x, weight, bias, dy):
          dims={"M": (1, 1_152_000), "N": (1, 64)}, max_example_bytes=200 * 2**20)
 def layer_norm_fwd_bwd_compiled(x, weight, bias, dy):
     return _ln_compiled(x, weight, bias, dy)
+
+
+# --------------------------------------------------------------------------- model blocks, forward and backward
+
+def attention_block_fwd_bwd_eager(x, w, b, dy):
+    return fwd_bwd(workloads.attention_block)(x, w, b, dy)
+
+
+def gated_mlp_fwd_bwd_eager(x, w, gate, up, dy):
+    return fwd_bwd(workloads.gated_mlp)(x, w, gate, up, dy)
+
+
+@subject(name="compiler.attention_block_fwd_bwd", reference=attention_block_fwd_bwd_eager,
+         inputs={"x": tensor(("B", "T", "C"), dtypes=FLOATS, values=LAYER_NORM_VALUES),
+                 "w": tensor(("C",), dtype_like="x", values=NO_NEAR_MAX),
+                 "b": tensor(("C",), dtype_like="x", values=NO_NEAR_MAX),
+                 "dy": tensor(("B", "T", "C"), dtype_like="x", values=NO_OVERFLOWING_SQUARES)},
+         dims={"B": (1, 4), "T": (1, 64), "C": (1, 32)})
+def attention_block_fwd_bwd(x, w, b, dy):
+    return run_compiled_fwd_bwd(workloads.attention_block, x, w, b, dy)
+
+
+@subject(name="compiler.gated_mlp_fwd_bwd", reference=gated_mlp_fwd_bwd_eager,
+         inputs={"x": tensor(("T", "C"), dtypes=FLOATS, values=LAYER_NORM_VALUES),
+                 "w": tensor(("C",), dtype_like="x", values=NO_NEAR_MAX),
+                 "gate": tensor(("C", "H"), dtype_like="x", values=("normal", "uniform_pos")),
+                 "up": tensor(("C", "H"), dtype_like="x", values=("normal", "uniform_pos")),
+                 "dy": tensor(("T", "H"), dtype_like="x", values=("normal",))},
+         dims={"T": (1, 64), "C": (1, 32), "H": (1, 48)})
+def gated_mlp_fwd_bwd(x, w, gate, up, dy):
+    return run_compiled_fwd_bwd(workloads.gated_mlp, x, w, gate, up, dy)
 
 
 def chunked_row_and_column_reductions(x):

@@ -365,3 +365,34 @@ def test_a_cast_folded_away_is_still_caught():
     with _triton_downcasts_without_rounding():
         verdict = run_case(subj, case)
     assert verdict.status == "fail" and "output 0" in verdict.message, verdict.message
+
+
+def _model_case(dims, shapes, dtype):
+    from tritondiff.harness.case import Case, TensorCase
+
+    return Case(dims, {name: TensorCase(shape, dtype, "contiguous", 0, "normal", 5 + i, "")
+                       for i, (name, shape) in enumerate(shapes.items())}, {})
+
+
+def test_the_model_blocks_pass_and_the_attention_block_catches_an_unfaithful_decomposition():
+    """With core ATen's CPU flash-attention decomposition back in the table the attention block's gradients are
+    wrong, and the oracle says so: the rounding-noise probes, which run the same decomposition, are
+    recognised as unfaithful (harness.rounding._faithful) instead of excusing any error."""
+    from tritondiff.compiler import decompositions
+    from tritondiff.harness.runner import run_case
+
+    subjects = registry()
+    attention = _model_case({"B": 2, "T": 16, "C": 8}, {"x": (2, 16, 8), "w": (8,), "b": (8,), "dy": (2, 16, 8)},
+                            "float32")
+    mlp = _model_case({"T": 16, "C": 8, "H": 12}, {"x": (16, 8), "w": (8,), "gate": (8, 12), "up": (8, 12),
+                                                    "dy": (16, 12)}, "bfloat16")
+    assert run_case(subjects["compiler.attention_block_fwd_bwd"], attention).status == "pass"
+    assert run_case(subjects["compiler.gated_mlp_fwd_bwd"], mlp).status == "pass"
+
+    from torch._decomp import core_aten_decompositions
+    op = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
+    table = {**decompositions.decomposition_table(), op: core_aten_decompositions()[op]}
+    with mock.patch.object(decompositions, "decomposition_table", lambda: table), \
+            mock.patch("tritondiff.compiler.backend.decomposition_table", lambda: table):
+        verdict = run_case(subjects["compiler.attention_block_fwd_bwd"], attention)
+    assert verdict.status == "fail" and verdict.failure_class == "mismatch", verdict.message
