@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import sys
+import time
 
 from tritondiff.base import exc as base_exc
 
@@ -227,20 +228,17 @@ class _CheckProgress:
     time left; nothing when stderr is not a terminal (logs keep only the verdict lines)."""
 
     def __init__(self, name: str, budget_s: float, out=None):
-        import time
-
         from .display import Display
 
-        self._clock = time.monotonic
         self.display = Display(out or sys.stderr, None)
-        self.name, self.budget_s, self.start = name, budget_s, self._clock()
+        self.name, self.budget_s, self.start = name, budget_s, time.monotonic()
         self.examples = self.failing = 0
         self._shown_at = -1.0
 
     def __call__(self, case, verdict) -> None:
         self.examples += 1
         self.failing += verdict.status == "fail"
-        now = self._clock()
+        now = time.monotonic()
         if not self.display.live or now - self._shown_at < 0.2:
             return
         self._shown_at = now
