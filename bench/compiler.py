@@ -1,6 +1,6 @@
 """Benchmark: tritondiff-compiled vs Inductor (torch.compile's default backend) vs eager, seed workloads.
 
-    python -m bench.compiler [--out FILE.md] [--json FILE] [--suite seed|wide|all] [--only NAME ...]
+    python -m bench.compiler [--out FILE.md] [--json FILE] [--suite seed|wide|models|all] [--only NAME ...]
                                  [--budget-s S] [--dry-run]
                                  [--backends inductor tritondiff] [--variant NAME:KNOB=VALUE,... ...]
                                  [--rounds N]
@@ -41,7 +41,7 @@ import torch
 
 from tritondiff.base import device as _device
 
-from tritondiff.compiler import workloads
+from tritondiff.compiler import models, workloads
 
 GPU_LINE = "bench.compiler: needs a CUDA GPU (none found here); --dry-run lists the workloads"
 F32, F16, BF16 = torch.float32, torch.float16, torch.bfloat16
@@ -155,7 +155,55 @@ def wide_workloads() -> list[Workload]:
     ]
 
 
-SUITES = {"seed": all_workloads, "wide": wide_workloads,
+#: (block, mode) rows of ``--suite models``: every block in float32 and bfloat16, and under bfloat16 autocast the
+#: blocks mixed-precision training runs that way (``compiler.models``).
+MODEL_MODES = ("float32", "bfloat16")
+AUTOCAST_MODELS = ("nanogpt_block", "llama_layer", "tied_mlp_lm", "resnet_basic_block")
+
+
+def _model_workload(model: "models.Model", mode: str) -> Workload:
+    """One block of the models suite, forward and backward, at its benchmark sizes in ``mode``: the timed call
+    runs the backend's compiled module call and takes every input's and parameter's gradient.  The module is
+    built once per dtype (float64 for the oracle's truth), so a backend compiles it once."""
+    sizes = dict(model.bench)
+    modules: dict[torch.dtype, torch.nn.Module] = {}
+
+    def make():
+        g = torch.Generator(device="cuda").manual_seed(0)
+        inputs = tuple(torch.randint(0, sizes[i.ids_below], _dims(i.shape, sizes), device="cuda", generator=g)
+                       if i.ids_below else torch.randn(_dims(i.shape, sizes), device="cuda", generator=g)
+                       for i in model.inputs.values())
+        cotangents = tuple(torch.randn(s, device="cuda", generator=g) for s in models.output_shapes(model, sizes))
+        return inputs + cotangents
+
+    def build(wrapped: Callable) -> Callable:
+        count = len(model.inputs)
+
+        def call(*tensors):
+            floats = [t for t in tensors if t.is_floating_point()]
+            dtype = models.compute_dtype(mode, floats[0].dtype)
+            if dtype not in modules:
+                modules[dtype] = models.module(model, sizes, 0, mode, dtype, "cuda")
+            return models.forward_backward(modules[dtype], mode, [models.cast_input(t, mode) for t in tensors[:count]],
+                                           [models.cast_input(t, mode) for t in tensors[count:]], wrapped)
+        return call
+    shape = " ".join(f"{k}={v}" for k, v in sizes.items())
+    return Workload(f"{model.name} fwd+bwd {mode}", shape, models.compute_dtype(mode, F32), 0, make, build,
+                    models.call_module)
+
+
+def _dims(shape: tuple, sizes: dict) -> tuple[int, ...]:
+    return tuple(sizes[d] if isinstance(d, str) else d for d in shape)
+
+
+def model_workloads() -> list[Workload]:
+    """``--suite models``: the model building blocks of ``compiler.models`` (nanoGPT, Llama, ResNet, ViT, cross
+    entropy, a tied LM, two MoE routings, a UNet block, a grab-bag of indexing ops), forward and backward."""
+    return [_model_workload(m, mode) for m in models.SUITE
+            for mode in MODEL_MODES + (("autocast",) if m.name in AUTOCAST_MODELS else ())]
+
+
+SUITES = {"seed": all_workloads, "wide": wide_workloads, "models": model_workloads,
           "all": lambda: all_workloads() + wide_workloads()}
 
 
@@ -171,6 +219,8 @@ class Result:
     gpu_ms_rounds: Optional[list] = None    # the GPU time of each round, None where missed (gpu_ms: the median)
     host_ms: Optional[float] = None         # wall time to enqueue one call, the GPU never waited on
     compile_s: Optional[float] = None
+    launches: Optional[float] = None        # kernel launches per call (the profiler's count)
+    generated: Optional[float] = None       # of which Triton kernels a compiler generated; the rest: library / ATen
     error: Optional[str] = None
     matches_eager: Optional[bool] = None
 
@@ -309,6 +359,8 @@ def measure(timed: dict[str, tuple[Result, Callable[[], Any]]], rounds: int = RO
                 kernels = kernel_times(call, iters=20)
                 if kernels:                            # no kernel seen: unknown, not 0
                     gpu_round = sum(k[2] for k in kernels)
+                    res.launches = sum(k[1] for k in kernels)
+                    res.generated = sum(k[1] for k in kernels if generated_kernel(k[0]))
             except Exception as e:  # noqa: BLE001
                 print(f"  [{name}]: GPU time not measured: {_one_line(e)}", file=sys.stderr)
             gpu[name].append(gpu_round)
@@ -326,6 +378,14 @@ def measure(timed: dict[str, tuple[Result, Callable[[], Any]]], rounds: int = RO
             res.gpu_ms = statistics.median(measured)
             res.gpu_ms_rounds = gpu[name]
     torch.cuda.empty_cache()
+
+
+def generated_kernel(name: str) -> bool:
+    """Whether a profiled kernel is one a compiler generated: Inductor's ``triton_*`` or ours (``g<graph>_<kind>_*``,
+    ``compiler.backend.CompiledGraph``); anything else is a library or ATen kernel (cuBLAS, cuDNN, flash
+    attention, ``at::native``) -- a node the compiler left to ATen, or eager."""
+    import re
+    return name.startswith("triton") or re.match(r"g\d+_[a-z]+_\d+_", name) is not None
 
 
 def ratio_range(result: dict, inductor: dict, key: str = "gpu_ms_rounds") -> Optional[tuple[float, float]]:
@@ -406,12 +466,12 @@ def report(rows: list[dict], copy_gbps: float, env: dict, rounds: int = ROUNDS) 
              ", ".join(f"{k}: {v}" for k, v in env.items()), "",
              f"measured device-to-device copy bandwidth: {copy_gbps:.0f} GB/s", "",
              "| workload | shape | MB | backend | ms | GB/s | % copy BW | compile s | oracle | vs Inductor | GPU ms | "
-             "host ms | vs Inductor (GPU ms) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "host ms | vs Inductor (GPU ms) | launches (generated) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     speedups: dict[str, list[float]] = {}
     gpu_speedups: dict[str, list[float]] = {}
     for row in rows:
-        mb = f"{row['bytes'] / 1e6:.1f}"
+        mb = f"{row['bytes'] / 1e6:.1f}" if row["bytes"] else "-"      # a model block has no minimal traffic
         if "skipped" in row:
             lines.append(f"| {row['workload']} | {row['shape']} | {mb} | - | skipped: {row['skipped']} ||||||||| ")
             continue
@@ -425,7 +485,7 @@ def report(rows: list[dict], copy_gbps: float, env: dict, rounds: int = ROUNDS) 
                 lines.append(f"| {row['workload']} | {row['shape']} | {mb} | {backend} | failed: {r['error']} "
                              "||||||||| ")
                 continue
-            gbs = row["bytes"] / (r["ms"] * 1e-3) / 1e9
+            gbs = row["bytes"] / (r["ms"] * 1e-3) / 1e9 if row["bytes"] else None
             speed = ind["ms"] / r["ms"] if ind.get("ms") else None
             gpu, ind_gpu = r.get("gpu_ms"), ind.get("gpu_ms")
             gpu_speed = ind_gpu / gpu if gpu and ind_gpu else None
@@ -438,10 +498,12 @@ def report(rows: list[dict], copy_gbps: float, env: dict, rounds: int = ROUNDS) 
             mine = backend != "inductor"
             lat_range = _range(ratio_range(r, ind, "ms_rounds") if mine else None)
             gpu_range = _range(ratio_range(r, ind) if mine else None)
-            lines.append(f"| {row['workload']} | {row['shape']} | {mb} | {backend} | {r['ms']:.3f} | {gbs:.0f} | "
-                         f"{100 * gbs / copy_gbps:.0f}% | {_fmt(r['compile_s'], '.1f')} | {match} | "
+            pct = None if gbs is None else 100 * gbs / copy_gbps
+            launches = "-" if r.get("launches") is None else f"{r['launches']:.0f} ({r['generated']:.0f})"
+            lines.append(f"| {row['workload']} | {row['shape']} | {mb} | {backend} | {r['ms']:.3f} | {_fmt(gbs, '.0f')} | "
+                         f"{_fmt(pct, '.0f')}% | {_fmt(r['compile_s'], '.1f')} | {match} | "
                          f"{_fmt(speed, '.2f')}x{lat_range} | {_fmt(gpu, '.3f')} | {_fmt(r.get('host_ms'), '.3f')} | "
-                         f"{_fmt(gpu_speed, '.2f')}x{gpu_range} |")
+                         f"{_fmt(gpu_speed, '.2f')}x{gpu_range} | {launches} |")
     lines.append("")
     for backend, values in speedups.items():
         lines.append(f"geometric mean speedup of {backend} over Inductor ({len(values)} workloads): "
@@ -462,7 +524,8 @@ def report(rows: list[dict], copy_gbps: float, env: dict, rounds: int = ROUNDS) 
               "AOTAutograd, launches), which moves between runs on a VM. GB/s: minimal traffic / time. Compile s: "
               "wall time of the first call with empty Triton/Inductor caches. Oracle: the harness's verdict "
               "(harness.oracle) on the first call's outputs -- as right as eager, judged against the workload run "
-              "in float64 on the same inputs."]
+              "in float64 on the same inputs. Launches: kernels per call (the profiler's count), in brackets those a "
+              "compiler generated (Triton); the rest are library or ATen kernels -- the nodes left to ATen."]
     return "\n".join(lines) + "\n"
 
 
@@ -501,13 +564,13 @@ def summary(results: dict) -> str:
         for backend, v in r["results"].items():
             if not backend.startswith("tritondiff") or not v.get("gpu_ms"):
                 continue
-            bw = r["bytes"] / (v["gpu_ms"] * 1e-3) / 1e9 / results["copy_gbps"]
+            bw = r["bytes"] / (v["gpu_ms"] * 1e-3) / 1e9 / results["copy_gbps"] if r["bytes"] else None
             ratio = f"{ind / v['gpu_ms']:.4f}x" if ind else "-"
             vs = f"{ind * 1000:9.2f}" if ind else "        -"
             spread = ratio_range(v, r["results"].get("inductor", {}))
             spread = f" (rounds {spread[0]:.3f}-{spread[1]:.3f})" if spread else ""
             lines.append(f"{r['workload'][:36]:36s} {backend:24s} GPU {v['gpu_ms'] * 1000:9.2f} us vs {vs}  {ratio}"
-                         f"{spread}  {bw:.1%} CBW  oracle {v.get('matches_eager')}")
+                         f"{spread}  {'-' if bw is None else format(bw, '.1%')} CBW  oracle {v.get('matches_eager')}")
     return "\n".join(lines) + "\n"
 
 
@@ -525,7 +588,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--json", help="write the raw results here")
     parser.add_argument("--suite", choices=sorted(SUITES), default="seed",
                         help="seed: the seed workloads of issue #8 (the default); wide: longer rows, past the "
-                             "seeds' shapes; all: both")
+                             "seeds' shapes; all: both; models: model building blocks forward and backward "
+                             "(compiler.models)")
     parser.add_argument("--only", nargs="*", help="run only workloads whose name contains one of these")
     parser.add_argument("--budget-s", type=float, default=420.0,
                         help="start no workload after this many seconds (the nightly slot is 9 minutes)")

@@ -48,9 +48,10 @@ class GraphLowering:
         self.origin = ""
         self.single_output = False
         self._count = 0
-        want = _device.torch_device().type
-        # Meta tensors stand for real ones when a graph is compiled only to inspect its code.
-        self.kernels_ok = all(a.device.type in (want, "meta") for a in self.args if _is_tensor(a))
+        self.device_type = _device.torch_device().type
+        # Buffers on another device than the kernels' (a CUDA graph's CPU scalars: the philox seed and offset
+        # that flash and memory-efficient attention save for their backward); only ATen calls touch them.
+        self.foreign: set[str] = set()
 
     # ---- naming / registration
     def _new_name(self, prefix: str) -> str:
@@ -95,6 +96,7 @@ class GraphLowering:
             buf = InputBuffer(f"arg{position}", layout, position, storage_offset=value.storage_offset())
             self.inputs.append(buf)
             self.buffers[buf.name] = buf
+            self._note_device(buf.name, value)
             if isinstance(meta, torch.Tensor):
                 for sym, real in zip(list(meta.shape) + list(meta.stride()), list(value.shape) + list(value.stride())):
                     self._bind(sym, real)
@@ -140,7 +142,7 @@ class GraphLowering:
         lowering = lowerings.get(target)
         forced = op_name(target) in config.fallback_ops or str(target.overloadpacket).replace(
             "aten::", "aten.") in config.fallback_ops or op_name(target).rsplit(".", 1)[0] in config.fallback_ops
-        if lowering is None or forced or not self.kernels_ok:
+        if lowering is None or forced or self._touches_foreign((args, kwargs)):
             return self.extern(target, args, kwargs, node)
         mark = len(self.nodes)
         try:
@@ -150,6 +152,35 @@ class GraphLowering:
             return self.extern(target, args, kwargs, node)
         self._check_meta(node, result)
         return result
+
+    def _note_device(self, name: str, value: Any) -> None:
+        """Record buffer ``name`` as foreign when ``value`` (a tensor or its fake) lives on another device than the
+        kernels' (meta tensors stand for real ones when a graph is compiled only to inspect its code)."""
+        if _is_tensor(value) and value.device.type not in (self.device_type, "meta"):
+            self.foreign.add(name)
+
+    def _touches_foreign(self, args: Any) -> bool:
+        """Whether an argument reads a foreign buffer, directly or through views (computed values never do: a node
+        that reads one is an ATen call, so its result is a buffer of its own)."""
+        if not self.foreign:
+            return False
+        found = []
+
+        def visit(a: Any) -> None:
+            if isinstance(a, (list, tuple)):
+                for x in a:
+                    visit(x)
+            elif isinstance(a, dict):
+                for x in a.values():
+                    visit(x)
+            elif isinstance(a, View):
+                visit(a.data)
+            elif isinstance(a, StridedView):
+                visit(a.buffer)
+            elif isinstance(a, Buffer) and a.name in self.foreign:
+                found.append(a)
+        visit(args)
+        return bool(found)
 
     def _drop_after(self, mark: int) -> None:
         for dropped in self.nodes[mark:]:
@@ -220,6 +251,7 @@ class GraphLowering:
             out = ExternOutput(f"{kernel.name}_out{len(kernel.outputs)}", layout, kernel)
             kernel.outputs.append(out)
             self.buffers[out.name] = out
+            self._note_device(out.name, meta)
             return out
         if isinstance(meta, (tuple, list)):
             return type(meta)(self._extern_outputs(kernel, m) for m in meta)

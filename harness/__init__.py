@@ -22,7 +22,7 @@ import sys
 import types
 
 #: public name -> the submodule that defines it
-_EXPORTS = {"Subject": "api", "constant": "api", "registry": "api", "subject": "api", "tensor": "api",
+_EXPORTS = {"Subject": "api", "constant": "api", "dim": "api", "registry": "api", "subject": "api", "tensor": "api",
             "config": "config", "counters": "counters", "compare": "oracle", "explore": "explore",
             "check": "explore"}
 #: public objects named like their submodule: importing the submodule must not rebind the name

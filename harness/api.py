@@ -108,6 +108,22 @@ def tensor(shape: Sequence[str | int], *, dtypes: Sequence[str] = ("float32",),
     return TensorSpec(tuple(shape), dtypes, layouts, values, bool(nonfinite), dtype_like, low, high)
 
 
+@dataclasses.dataclass(frozen=True)
+class DimValue:
+    """A non-tensor input that takes the value drawn for a dim (:func:`dim`)."""
+
+    name: str
+
+
+def dim(name: str) -> DimValue:
+    """Declare a non-tensor input that receives the value drawn for dim ``name``: the sizes a kernel or module
+    takes as plain ints (heads, groups, a stride) beside the tensors whose shapes name the same dims, so that
+    ``where=`` relates them (``inputs={"x": tensor(("B", "C")), "heads": dim("H")}, where=lambda C, H: C % H == 0``)."""
+    if not isinstance(name, str) or not name:
+        raise InvalidSubject(f"dim({name!r}): give the name of a dim declared in dims=", argument="inputs")
+    return DimValue(name)
+
+
 def constant(value: Any) -> Constant:
     """Declare a non-tensor input fixed to ``value`` (a plain value in ``inputs`` means the same)."""
     return Constant(value)
@@ -187,7 +203,7 @@ def subject(*, reference: Callable, inputs: Mapping[str, Any], dims: Mapping[str
     """Declare ``fn`` a subject: a Triton entry point diffed against ``reference``.
 
     ``inputs`` maps each parameter name to a :func:`tensor` spec, a Hypothesis
-    strategy (drawn per example) or a constant.  ``dims`` maps each dim name to
+    strategy (drawn per example), a :func:`dim` (the drawn value of a dim) or a constant.  ``dims`` maps each dim name to
     an int or an inclusive ``(lo, hi)`` range.  Tolerance: ``multiplier`` times
     eager's own error against float64, plus ``rtol``/``atol`` floors (dtype
     defaults).  ``mutates`` names inputs the subject writes on purpose;
@@ -208,7 +224,7 @@ def subject(*, reference: Callable, inputs: Mapping[str, Any], dims: Mapping[str
     for key, spec in inputs.items():
         if not isinstance(key, str) or not key.isidentifier():
             raise InvalidSubject(f"input name {key!r} is not a parameter name", argument="inputs")
-        if isinstance(spec, (TensorSpec, SearchStrategy, Constant)):
+        if isinstance(spec, (TensorSpec, SearchStrategy, Constant, DimValue)):
             parsed[key] = spec
         elif callable(spec):
             raise InvalidSubject(f"input {key!r} is a callable; give tensor(...), a Hypothesis strategy or a value",
@@ -216,6 +232,9 @@ def subject(*, reference: Callable, inputs: Mapping[str, Any], dims: Mapping[str
         else:
             parsed[key] = Constant(spec)
     for key, spec in parsed.items():
+        if isinstance(spec, DimValue) and spec.name not in dims:
+            raise InvalidSubject(f"input {key!r} is dim({spec.name!r}), which dims= does not define; "
+                                 f"add dims={{{spec.name!r}: (lo, hi)}}", argument="dims")
         if isinstance(spec, TensorSpec):
             for d in spec.dim_names():
                 if d not in dims:

@@ -38,7 +38,7 @@ import math
 from typing import Any, Callable, Iterable
 
 from tritondiff.base import device
-from .api import Constant, Subject, TensorSpec
+from .api import Constant, DimValue, Subject, TensorSpec
 from .exc import HugeShapesUnavailable, UsageError
 
 #: Sizes drawn for the one dim, in shrinking order: both sides of 2^31, a partial block past it,
@@ -185,6 +185,8 @@ def output_elements(subject: Subject, dtype: str, dims: dict[str, int]) -> tuple
                 kwargs[name] = torch.empty(_shape(spec, dims), dtype=torch_dtype(dt), device="meta")
             elif isinstance(spec, Constant):
                 kwargs[name] = spec.value
+            elif isinstance(spec, DimValue):
+                kwargs[name] = dims[spec.name]
             else:
                 return None                  # a drawn scalar: no value to probe with
         out = subject.reference(**kwargs)

@@ -12,7 +12,8 @@ from .api import Subject, registry
 from .exc import UsageError
 
 #: Modules holding the bundled subjects; each is imported when listed.
-BUNDLED_MODULES = ("tritondiff.harness.subjects.kernels", "tritondiff.harness.subjects.compiler", "tritondiff.harness.subjects.compiler_gemm")
+BUNDLED_MODULES = ("tritondiff.harness.subjects.kernels", "tritondiff.harness.subjects.compiler",
+                   "tritondiff.harness.subjects.compiler_gemm", "tritondiff.harness.subjects.models")
 
 
 def load_file(path: str) -> ModuleType:

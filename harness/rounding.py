@@ -20,6 +20,9 @@ float32 machine, each time with other random rounding directions (Monte Carlo ar
   magnitude it passes through -- the same op applied to the absolute values -- since its partial sums are
   never seen and a sum that cancels is rounded at the size of its terms (Higham & Mary's probabilistic bound
   for any summation order);
+* a result eager stores in float16 or bfloat16 (found by running the reference on the inputs as eager got
+  them, :func:`stored_dtypes`) also moves by one roundoff of that dtype at its own magnitude: the store any
+  implementation may make -- never its accumulation, which a narrow partial sum would exceed;
 * values below float32's smallest normal are flushed to zero in half the probes (devices flush subnormals);
 * values past float32's overflow threshold are infinite in every probe, and an accumulation (or addition)
   whose magnitude passes it is infinite in the other half: another order of the same sum overflows.  Only
@@ -164,13 +167,21 @@ def _operands(args: tuple, kwargs: dict) -> Any:
         return None
 
 
-class RoundingProbe(TorchDispatchMode):
-    """Runs the float64 reference rounding like a float32 machine with random directions (module docstring)."""
+def _rounded(func: Any) -> bool:
+    """Whether a probe rounds ``func``'s result: an accumulation or a computing pointwise op."""
+    name = _name(func)
+    return name in ACCUMULATIONS or (name not in EXACT and _arithmetic(func))
 
-    def __init__(self, probe: int, roundoff: float, threshold: float, tiny: float):
-        super().__init__()
-        self.probe, self.roundoff, self.threshold, self.tiny = probe, roundoff, threshold, tiny
-        self.generator = torch.Generator().manual_seed(0x5EED + probe)
+
+#: Casts: where the reference on native inputs and on float64 ones differ (a float64 run casts where a native one
+#: has nothing to cast), so the two are matched op for op without them (:func:`stored_dtypes`).
+CASTS = frozenset({"convert_element_type", "_to_copy", "to", "copy", "copy_"})
+#: Unit roundoff of the dtypes eager stores values in below float32.
+STORE_ROUNDOFF = {torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8}
+
+
+class _Decomposed(TorchDispatchMode):
+    """A dispatch mode that runs composite ops as their decompositions and hands every other op to ``op``."""
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -180,10 +191,82 @@ class RoundingProbe(TorchDispatchMode):
                 out = decomposition(*args, **kwargs)
             if out is not NotImplemented:
                 return out
+        return self.op(func, args, kwargs)
+
+    def op(self, func, args: tuple, kwargs: dict) -> Any:
+        raise NotImplementedError
+
+
+class StoreRecorder(_Decomposed):
+    """Runs the reference decomposed as a probe does and records, for every op a probe rounds, its name and the
+    narrowest dtype eager holds its result in: the dtype it computes it in, or one a cast then rounds it to
+    (a decomposition computes in float32 and casts its results to the input's bfloat16) -- :func:`stored_dtypes`."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops: list[list] = []
+        self.made: dict[int, tuple[Any, int]] = {}     # id(result) -> (the result, its op's index in ops)
+
+    def op(self, func, args: tuple, kwargs: dict) -> Any:
+        out = func(*args, **kwargs)
+        name = _name(func)
+        first = out if isinstance(out, torch.Tensor) else next(
+            (o for o in out if isinstance(o, torch.Tensor)), None) if isinstance(out, (tuple, list)) else None
+        if name in CASTS:
+            source = args[0] if args and isinstance(args[0], torch.Tensor) else None
+            made = self.made.get(id(source)) if source is not None else None
+            if made is not None and made[0] is source and first is not None and first.dtype in STORE_ROUNDOFF:
+                entry = self.ops[made[1]]
+                if STORE_ROUNDOFF[first.dtype] > STORE_ROUNDOFF.get(entry[1], 0.0):
+                    entry[1] = first.dtype
+        elif _rounded(func):
+            self.ops.append([name, first.dtype if first is not None else None])
+            if first is not None:
+                self.made[id(first)] = (first, len(self.ops) - 1)
+        return out
+
+
+def stored_dtypes(reference: Callable[..., Any], native: dict[str, Any], upcast: dict[str, Any]) -> list | None:
+    """The dtype eager stores each rounded op's result in, in the order a float64 probe meets them: the reference
+    run on its ``native`` inputs and on the ``upcast`` ones must meet the same rounded ops (casts aside); None
+    where they do not, or either raises (then every op rounds at float32's roundoff alone)."""
+    runs = []
+    for inputs in (native, upcast):
+        recorder = StoreRecorder()
+        kwargs = {k: v.detach().clone() if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
+        try:
+            with torch.random.fork_rng(devices=[]), recorder:
+                reference(**kwargs)
+        except Exception:  # noqa: BLE001 - no record: the plain probes
+            return None
+        runs.append(recorder.ops)
+    if [n for n, _ in runs[0]] != [n for n, _ in runs[1]]:
+        return None
+    return [d for _, d in runs[0]]
+
+
+class RoundingProbe(_Decomposed):
+    """Runs the float64 reference rounding like a float32 machine with random directions (module docstring);
+    with ``stored`` (:func:`stored_dtypes`), a result eager stores in float16 or bfloat16 is also rounded once
+    at that dtype's roundoff of its own magnitude -- the store every implementation may make, not its
+    accumulation, which stays at float32's."""
+
+    def __init__(self, probe: int, roundoff: float, threshold: float, tiny: float, stored: list | None = None):
+        super().__init__()
+        self.probe, self.roundoff, self.threshold, self.tiny = probe, roundoff, threshold, tiny
+        self.generator = torch.Generator().manual_seed(0x5EED + probe)
+        self.stored, self.step = stored, 0
+
+    def op(self, func, args: tuple, kwargs: dict) -> Any:
         name = _name(func)
         accumulation = name in ACCUMULATIONS
-        if name in EXACT or not (accumulation or _arithmetic(func)):
+        if not _rounded(func):
             return func(*args, **kwargs)
+        store = 0.0
+        if self.stored is not None and name not in CASTS:
+            if self.step < len(self.stored):
+                store = STORE_ROUNDOFF.get(self.stored[self.step], 0.0)
+            self.step += 1
         # the sizes an op passes through, taken before it runs (an in-place op overwrites its operand)
         if accumulation:
             magnitudes = _magnitude(func, args, kwargs)
@@ -195,15 +278,15 @@ class RoundingProbe(TorchDispatchMode):
         terms = (lambda o: _terms(name, args, o)) if accumulation else (lambda o: 1)
         mutable = func._schema.is_mutable
         if isinstance(out, torch.Tensor):
-            return self._round(out, magnitudes, terms, mutable)
+            return self._round(out, magnitudes, terms, mutable, store)
         if isinstance(out, (tuple, list)):
             mags = magnitudes if isinstance(magnitudes, (tuple, list)) else [None] * len(out)
-            return type(out)(self._round(o, m, terms, mutable) if isinstance(o, torch.Tensor) else o
+            return type(out)(self._round(o, m, terms, mutable, store) if isinstance(o, torch.Tensor) else o
                              for o, m in zip(out, mags))
         return out
 
     def _round(self, out: torch.Tensor, magnitude: Any, terms: Callable[[torch.Tensor], int],
-               mutable: bool) -> torch.Tensor:
+               mutable: bool, store: float = 0.0) -> torch.Tensor:
         if not out.dtype.is_floating_point or out.numel() == 0:
             return out
         size = out.abs()
@@ -216,7 +299,7 @@ class RoundingProbe(TorchDispatchMode):
         if through is not None:
             size = through * math.sqrt(terms(out))
         signs = torch.randint(0, 2, out.shape, generator=self.generator).to(out.device, out.dtype) * 2 - 1
-        step = signs * self.roundoff * size
+        step = signs * (self.roundoff * size + store * out.abs())
         # non-finite values stay as they are; an infinite magnitude (an inf input, a NaN) moves nothing
         new = torch.where(torch.isfinite(out) & torch.isfinite(step), out + step, out)
         if self.probe % 2 == 0:
@@ -286,10 +369,11 @@ def roundoff_for(dtypes: list[torch.dtype]) -> float:
 
 
 def measure(reference: Callable[..., Any], inputs: dict[str, Any], truth: list, dtypes: list[torch.dtype],
-            flatten: Callable[[Any], list]) -> Noise | None:
+            flatten: Callable[[Any], list], native: dict[str, Any] | None = None) -> Noise | None:
     """The rounding noise of ``reference`` at the float64 ``inputs`` (``truth`` is its flattened result there;
-    ``dtypes`` the subject's floating input dtypes).  None where the inputs are too large or a probe raises:
-    the verdict is then judged without it."""
+    ``dtypes`` the subject's floating input dtypes; ``native``: the inputs as eager got them, which say where
+    eager stores a value in float16 or bfloat16 -- :func:`stored_dtypes`).  None where the inputs are too large
+    or a probe raises: the verdict is then judged without it."""
     size = sum(v.numel() for v in inputs.values() if isinstance(v, torch.Tensor))
     if size > MAX_ELEMENTS:
         return None
@@ -305,7 +389,9 @@ def measure(reference: Callable[..., Any], inputs: dict[str, Any], truth: list, 
     discrete = [Bounds.of(t) if is_discrete(t) else None for t in truth]
     if not _faithful(reference, inputs, truth64, flatten):
         return None
-    probes: list = [RoundingProbe(p, roundoff, threshold, tiny) for p in range(PROBES)]
+    stored = stored_dtypes(reference, native, inputs) if native is not None and roundoff != UNIT_ROUNDOFF[
+        torch.float64] else None
+    probes: list = [RoundingProbe(p, roundoff, threshold, tiny, stored) for p in range(PROBES)]
     if any(b is not None for b in discrete):
         probes += [StepProbe(roundoff * DISCRETE_ROUNDOFFS * d) for d in (1, -1)]
     for probe in probes:
@@ -335,6 +421,8 @@ def measure(reference: Callable[..., Any], inputs: dict[str, Any], truth: list, 
 #: How far (relative to the output's largest magnitude) the decomposed reference may land from the truth with
 #: no rounding added: float64 reassociation, never a different function.
 FAITHFUL_RTOL = 1e-9
+#: ... relative to at least this fraction of the largest magnitude among all outputs (:func:`_faithful`).
+FAITHFUL_FLOOR = 1e-6
 
 
 def _faithful(reference: Callable[..., Any], inputs: dict[str, Any], truth64: list,
@@ -349,6 +437,8 @@ def _faithful(reference: Callable[..., Any], inputs: dict[str, Any], truth64: li
             out = flatten(reference(**kwargs))
     except Exception:  # noqa: BLE001 - as a probe that raises: no estimate
         return False
+    largest = max((float(t[torch.isfinite(t)].abs().max()) for t in truth64
+                   if t is not None and t.numel() and torch.isfinite(t).any()), default=0.0)
     for t64, o in zip(truth64, out):
         if t64 is None or not isinstance(o, torch.Tensor) or o.shape != t64.shape:
             continue
@@ -357,7 +447,9 @@ def _faithful(reference: Callable[..., Any], inputs: dict[str, Any], truth64: li
             return False
         finite = torch.isfinite(t64)
         if finite.any():
-            scale = float(t64[finite].abs().max())
+            # an output that cancels to (nearly) zero holds float64 reassociation noise of the values it cancelled,
+            # not a scale of its own: a floor of FAITHFUL_FLOOR of the largest output keeps it from failing the check
+            scale = max(float(t64[finite].abs().max()), FAITHFUL_FLOOR * largest)
             if float((o64[finite] - t64[finite]).abs().max()) > FAITHFUL_RTOL * scale:
                 return False
     return True

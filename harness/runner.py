@@ -233,7 +233,8 @@ class Reference:
 
 def _noise(subject: Subject, case: Case, upcast: dict[str, Any], truth: Any) -> rounding.Noise | None:
     dtypes = [torch_dtype(t.dtype) for t in case.tensors.values()]
-    return rounding.measure(subject.reference, upcast, flatten(truth), dtypes, flatten)   # each probe copies
+    return rounding.measure(subject.reference, upcast, flatten(truth), dtypes, flatten,    # each probe copies
+                            native=reference_inputs(subject, case))
 
 
 #: Relative move of a floating input for :func:`_spread`: one float32 ulp -- eager's accumulation precision

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from typing import TYPE_CHECKING
 
-from .api import Constant, Subject, TensorSpec, dims_allowed
+from .api import Constant, DimValue, Subject, TensorSpec, dims_allowed
 from .tiers import normal_families
 from .case import Case, TensorCase
 from .config import config
@@ -153,6 +153,8 @@ def cases(draw, subject: Subject, max_example_bytes: int | None = None, *, huge:
     for key, spec in subject.inputs.items():
         if isinstance(spec, Constant):
             scalars[key] = spec.value
+        elif isinstance(spec, DimValue):
+            scalars[key] = dims[spec.name]
         elif not isinstance(spec, TensorSpec):
             scalars[key] = draw(spec, label=f"input {key}")
     return Case(dims, tensors, scalars)

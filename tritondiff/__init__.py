@@ -25,7 +25,7 @@ __version__ = "0.1.0"
 #: public name -> the module that defines it
 _EXPORTS = {
     "subject": "tritondiff.harness.api", "tensor": "tritondiff.harness.api",
-    "constant": "tritondiff.harness.api", "registry": "tritondiff.harness.api",
+    "constant": "tritondiff.harness.api", "dim": "tritondiff.harness.api", "registry": "tritondiff.harness.api",
     "Subject": "tritondiff.harness.api",
     "check": "tritondiff.harness.explore", "explore": "tritondiff.harness.explore",
     "SubjectResult": "tritondiff.harness.explore",

@@ -323,3 +323,38 @@ def test_a_round_the_profiler_missed_stays_a_gap(monkeypatch):
     assert ind["gpu_ms_rounds"] == [None, 1.0, 2.0] and ours["gpu_ms_rounds"] == [1.0, 1.0, None]
     assert (ind["gpu_ms"], ours["gpu_ms"]) == (1.5, 1.0)
     assert benchmark.ratio_range(ours, ind) == (1.0, 1.0)
+
+
+def test_the_models_suite_lists_every_block_in_each_mode(capsys, tmp_path):
+    from tritondiff.compiler import models
+    out = tmp_path / "m.json"
+    assert benchmark.main(["--dry-run", "--suite", "models", "--json", str(out)]) == 0
+    names = [r["workload"] for r in json.loads(out.read_text())]
+    for m in models.SUITE:
+        assert f"{m.name} fwd+bwd float32" in names and f"{m.name} fwd+bwd bfloat16" in names
+    assert {n.split()[0] for n in names if n.endswith("autocast")} == set(benchmark.AUTOCAST_MODELS)
+    assert len(names) == 2 * len(models.SUITE) + len(benchmark.AUTOCAST_MODELS)
+
+
+def test_a_model_workload_builds_its_module_once_per_dtype_and_its_truth_in_float64(monkeypatch):
+    # the timed call on CPU tensors: forward and backward through the wrapped module call, float64 for the truth
+    from tritondiff.compiler import models
+    w = benchmark._model_workload(models.BY_NAME["cross_entropy_smoothed"], "bfloat16")
+    logits, target, dy = torch.randn(4, 7), torch.randint(0, 7, (4,)), torch.randn(())
+    calls = []
+    run = w.build(lambda *a: calls.append(a[0]) or w.fn(*a))
+    monkeypatch.setattr(models, "module", lambda *a, **k: models.LabelSmoothedCrossEntropy(0.1))
+    loss, dlogits = run(logits, target, dy)
+    loss2, _ = run(logits, target, dy)
+    assert loss.dtype == torch.bfloat16 and dlogits.dtype == torch.bfloat16 and calls[0] is calls[1]
+    (truth, dtruth) = run(*benchmark._upcast((logits, target, dy)))
+    assert truth.dtype == torch.float64 and calls[2] is not calls[0]
+    assert benchmark._judge((loss, dlogits), (loss2, dlogits), (truth, dtruth))
+
+
+def test_generated_kernels_are_told_from_library_ones():
+    assert benchmark.generated_kernel("triton_per_fused_native_layer_norm_0")
+    assert benchmark.generated_kernel("g12_forward_0_k3")
+    assert not benchmark.generated_kernel("sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32")
+    assert not benchmark.generated_kernel("void at::native::vectorized_elementwise_kernel<4, ...>")
+    assert not benchmark.generated_kernel("pytorch_flash::flash_fwd_kernel<...>")

@@ -103,3 +103,17 @@ def test_mutating_a_graph_input_is_functionalized():
     want = fn(b)
     torch.testing.assert_close(out, want)
     torch.testing.assert_close(a, b)  # the input was mutated like eager
+
+
+def test_only_the_nodes_reading_another_devices_tensor_become_externs(monkeypatch):
+    # A CUDA graph whose backward receives attention's CPU philox seed: the seed's users are ATen calls, the rest
+    # of the graph still gets kernels (a graph-wide check once sent the whole backward to ATen).
+    def f(x, seed):
+        return x.sin() * 2, seed + 1, (seed * 3).view(1)
+
+    gm = torch.fx.experimental.proxy_tensor.make_fx(f)(torch.randn(4), torch.tensor(2.0))
+    monkeypatch.setattr(lowering._device, "torch_device", lambda: torch.device("cuda"))
+    graph = lowering.GraphLowering(gm, [torch.empty(4, device="meta"), torch.tensor(2.0)], "g").run()
+    kinds = {n.origin.split("(")[1].rstrip(")"): type(n) for n in graph.nodes}
+    assert kinds["sin"] is ComputedBuffer and kinds["mul"] is ComputedBuffer
+    assert kinds["add"] is ExternKernel and kinds["mul_1"] is ExternKernel and kinds["view"] is ExternKernel

@@ -3,7 +3,7 @@ import pytest
 import torch
 from hypothesis import strategies as st
 
-from tritondiff.harness import constant, subject, tensor
+from tritondiff.harness import check, constant, dim, subject, tensor
 from tritondiff.harness.api import registry
 from tritondiff.harness.exc import InvalidSubject
 
@@ -134,3 +134,26 @@ def test_where_is_validated_and_an_impossible_one_is_one_usage_error(tmp_path, i
 
     with pytest.raises(UsageError, match="api_test.impossible: no drawn dims satisfied its where= predicates"):
         explore(never, budget_s=60, seed=1, out_dir=str(tmp_path), executor=in_process)
+
+
+def test_a_dim_input_receives_the_drawn_dim_and_where_relates_it(tmp_path):
+    seen = []
+
+    @subject(reference=lambda x, heads: x.view(x.shape[0], heads, -1).sum(-1),
+             inputs={"x": tensor(("B", "C")), "heads": dim("H")}, dims={"B": (1, 3), "C": (1, 12), "H": (1, 4)},
+             where=lambda C, H: C % H == 0)
+    def per_head_sum(x, heads):
+        seen.append((x.shape[1], heads))
+        return x.view(x.shape[0], heads, -1).sum(-1)
+
+    from tritondiff.harness.executor import InProcess
+    result = check(per_head_sum, budget_s=20, max_examples=15, seed=0, out_dir=str(tmp_path), database=False,
+                   executor=InProcess())
+    assert result.status == "pass" and seen
+    assert all(c % h == 0 for c, h in seen) and len({h for _, h in seen}) > 1
+
+
+def test_a_dim_input_must_name_a_declared_dim():
+    with pytest.raises(InvalidSubject, match="dim\\('H'\\), which dims= does not define"):
+        subject(reference=lambda x, heads: x, inputs={"x": tensor(("N",)), "heads": dim("H")},
+                dims={"N": (1, 4)})

@@ -148,3 +148,52 @@ def test_an_integer_a_few_ulps_from_a_rounding_boundary_may_come_out_either_way(
     assert compare(approximate, truth, truth, noise=noise).passed
     for wrong in ([[127, 4, 2, -41]], [[127, 2, 3, -41]], [[127, 2, 2, -40]]):   # past a boundary's reach
         assert not compare(torch.tensor(wrong, dtype=torch.int8), truth, truth, noise=noise).passed
+
+
+def _chain(x, w):
+    """A product stored in x's dtype, then summed: eager stores the product in bfloat16 before the sum."""
+    return ((x * w) * 3.0).sum(-1)
+
+
+def test_a_value_eager_stores_in_bfloat16_is_rounded_there_but_its_sum_is_not():
+    g = torch.Generator().manual_seed(3)
+    x, w = (torch.randn(4, 256, generator=g, dtype=torch.float64) for _ in range(2))
+    native = {"x": x.bfloat16(), "w": w.bfloat16()}
+    high = {"x": x.bfloat16().double(), "w": w.bfloat16().double()}
+    stored = rounding.stored_dtypes(_chain, native, high)
+    assert stored == [torch.bfloat16, torch.bfloat16, torch.bfloat16]          # mul, mul, sum: all stored low
+    truth = [_chain(**high)]
+    plain = rounding.measure(_chain, high, truth, [torch.bfloat16], flatten)
+    stores = rounding.measure(_chain, high, truth, [torch.bfloat16], flatten, native=native)
+    terms = (high["x"] * high["w"] * 3.0).abs()
+    # the products' bfloat16 stores reach the sum: their noise, and never a bfloat16 accumulation's
+    # sqrt(256) roundoffs of the terms -- a partial sum kept in bfloat16 stays a finding
+    assert float(stores.levels[0].max()) > 4 * float(plain.levels[0].max())
+    assert (stores.levels[0] < 16 * 2.0 ** -8 * terms.sum(-1)).all()
+    # a float64 run meeting other ops than the native one gives no stored dtypes: the plain probes
+    assert rounding.stored_dtypes(_chain, native, high) is not None
+    assert rounding.stored_dtypes(lambda x, w: _chain(x, w) if x.dtype == torch.float64 else x.sum(-1),
+                                  native, high) is None
+
+
+def test_a_cast_to_bfloat16_after_a_float32_computation_is_a_store():
+    def upcast_then_round(x):
+        return (x.float() * 1.5).to(x.dtype) + 1.0 if x.dtype != torch.float64 else x * 1.5 + 1.0
+    x = torch.randn(8, dtype=torch.float64)
+    stored = rounding.stored_dtypes(upcast_then_round, {"x": x.bfloat16()}, {"x": x.bfloat16().double()})
+    assert stored == [torch.bfloat16, torch.bfloat16]       # the float32 product is cast to bfloat16: stored low
+
+
+def test_an_output_that_cancels_to_zero_does_not_make_the_reference_unfaithful():
+    # d/db of a normalisation's input shift is an analytic zero: float64 leaves ~1e-17 of the values it cancelled
+    x = torch.randn(4, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    b = torch.zeros(6, dtype=torch.float64)
+
+    def grads(x, b):
+        x, b = x.clone().requires_grad_(), b.clone().requires_grad_()
+        y = F.layer_norm(x + b.sum(), (6,))
+        return torch.autograd.grad((y * torch.arange(6.0, dtype=y.dtype)).sum(), (x, b))
+
+    truth = [t.detach() for t in grads(x, b)]
+    assert float(truth[1].abs().max()) < 1e-12                  # the cancelling output
+    assert rounding._faithful(grads, {"x": x, "b": b}, truth, flatten)
