@@ -18,9 +18,11 @@ codegen by ``tritondiff.harness.triage``); ``tests/compiler/test_fuzz.py`` drive
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Callable, Optional, Sequence
 
 import torch
+import torch.nn.functional as F
 from hypothesis import strategies as st
 
 SIZES = (1, 2, 3, 5, 9, 16, 41, 341, 4231)
@@ -46,6 +48,19 @@ class Step:
 
 def _pos(x):
     return x.abs() + 0.5
+
+
+def _weight(rows: int, cols: int, salt: int, like: torch.Tensor) -> torch.Tensor:
+    """A fixed (rows, cols) weight in ``like``'s dtype: eighths in [-1, 1] (exact in float16 and bfloat16, so a
+    float64 run holds the values a low-precision one does) scaled by a power of two near 1/sqrt(rows)."""
+    k = torch.arange(rows * cols, device=like.device)
+    values = ((k * 37 + salt * 11) % 17 - 8).to(like.dtype) / 8
+    return values.reshape(rows, cols) * 2.0 ** -math.ceil(math.log2(rows) / 2)
+
+
+def _layer_norm(x: torch.Tensor) -> torch.Tensor:
+    c = x.shape[-1]
+    return F.layer_norm(x, (c,), 1 + _weight(1, c, 1, x)[0] / 4, _weight(1, c, 2, x)[0] / 4)
 
 
 OPS: dict[str, Callable[..., torch.Tensor]] = {
@@ -85,6 +100,10 @@ OPS: dict[str, Callable[..., torch.Tensor]] = {
     "silu": torch.nn.functional.silu,
     "gelu": torch.nn.functional.gelu,
     "norm_rows": lambda x, dim: x * torch.rsqrt((x * x).mean(dim, keepdim=True) + 1e-5),
+    "linear": lambda x, out, salt: x @ _weight(x.shape[-1], out, salt, x),
+    "gated": lambda x, out: F.silu(x @ _weight(x.shape[-1], out, 1, x)) * (x @ _weight(x.shape[-1], out, 2, x)),
+    "layer_norm": _layer_norm,
+    "embedding": lambda ids, table: F.embedding(ids.clamp(0, table.shape[0] - 1), table),
     # views
     "transpose": lambda x, a, b: x.transpose(a, b),
     "flatten": lambda x: x.reshape(-1),
@@ -296,6 +315,80 @@ def programs(draw, max_steps: int = 6, max_numel: int = 20_000) -> Program:
     return Program(tuple(shapes), tuple(steps), outputs)
 
 
+#: Widths of model-shaped programs' features, and of their linear layers' outputs.
+MODEL_WIDTHS = (1, 2, 3, 5, 8, 16, 41)
+#: Norms over fewer values than this make every gradient a cancellation of O(1) terms, an error set by where
+#: an implementation stores low-precision values (two values: x_hat = +-1): not drawn.
+MODEL_MIN_NORM = 8
+
+
+@st.composite
+def _model_step(draw, values: list[torch.Tensor], exact: list[bool]) -> Step:
+    float_ids = [i for i, v in enumerate(values) if v.dtype.is_floating_point and v.dim()]
+    i = draw(st.sampled_from(float_ids[-3:]))                  # mostly a chain: the latest values
+    x = values[i]
+    kinds = ["linear", "gated", "activation", "softmax"]
+    if x.shape[-1] >= MODEL_MIN_NORM:
+        kinds += ["layer_norm", "rms_norm"]
+    if x.dim() == 3 and x.shape[-1] > 1:
+        kinds.append("attention")
+    residuals = [j for j in float_ids if j != i and values[j].shape == x.shape]
+    if residuals:
+        kinds.append("residual")
+    routes = [j for j in float_ids if exact[j]]
+    if routes:
+        kinds.append("route")
+    ids = [j for j, v in enumerate(values) if v.dtype == torch.int64 and v.dim()]
+    tables = [j for j in float_ids if values[j].dim() == 2]
+    if ids and tables:
+        kinds.append("embedding")
+    kind = draw(st.sampled_from(kinds))
+    if kind == "linear":
+        return Step("linear", (i,), (("out", draw(st.sampled_from(MODEL_WIDTHS))), ("salt", draw(st.integers(0, 3)))))
+    if kind == "gated":
+        return Step("gated", (i,), (("out", draw(st.sampled_from(MODEL_WIDTHS))),))
+    if kind == "activation":
+        return Step(draw(st.sampled_from(("silu", "gelu", "relu", "tanh"))), (i,))
+    if kind == "softmax":
+        return Step("softmax", (i,), (("dim", x.dim() - 1),))
+    if kind == "layer_norm":
+        return Step("layer_norm", (i,))
+    if kind == "rms_norm":
+        return Step("norm_rows", (i,), (("dim", x.dim() - 1),))
+    if kind == "attention":
+        return Step("attention", (i,), (("causal", draw(st.booleans())),))
+    if kind == "residual":
+        return Step("add", (i, draw(st.sampled_from(residuals))))
+    if kind == "route":
+        j = draw(st.sampled_from(routes))
+        return Step("argmax", (j,), (("dim", values[j].dim() - 1), ("keepdim", False)))
+    return Step("embedding", (draw(st.sampled_from(ids)), draw(st.sampled_from(tables))))
+
+
+@st.composite
+def model_programs(draw, max_steps: int = 6, max_numel: int = 20_000) -> Program:
+    """Model-shaped programs over one (tokens, features) or (batch, sequence, features) input: linear and gated
+    (SwiGLU) layers with fixed weights, layer and RMS norms, attention, residual adds, activations, softmax,
+    and top-1 routing into an embedding lookup -- the steps model blocks are made of, chained."""
+    lead = tuple(draw(st.sampled_from((1, 2, 3, 5, 9))) for _ in range(draw(st.integers(1, 2))))
+    shape = lead + (draw(st.sampled_from(MODEL_WIDTHS + (64,))),)
+    values, exact, steps = [_meta(shape)], [True], []
+    for _ in range(draw(st.integers(1, max_steps))):
+        step = draw(_model_step(values, exact))
+        out = OPS[step.op](*[values[a] for a in step.args], **step.kwargs())
+        if out.numel() > max_numel:
+            continue
+        steps.append(step)
+        values.append(out)
+        exact.append(_exact(step, exact))
+    if not steps:
+        steps.append(Step("layer_norm" if shape[-1] >= MODEL_MIN_NORM else "silu", (0,)))
+        values.append(OPS[steps[-1].op](values[0]))
+    floats = [k for k in range(1, len(values)) if values[k].dtype.is_floating_point]
+    outputs = (floats[-1],) if floats else (len(values) - 1,)
+    return Program((shape,), tuple(steps), outputs)
+
+
 def _numel(shape: Sequence[int]) -> int:
     n = 1
     for s in shape:
@@ -391,5 +484,5 @@ def check_program(program: Program, seed: int = 0, dtype: torch.dtype = torch.fl
     return FuzzResult(False, found.describe(), program, found.stage)
 
 
-__all__ = ["Program", "Step", "OPS", "programs", "reduction_knobs", "codegen_knobs", "training_knobs", "check_program", "make_inputs", "FuzzResult",
+__all__ = ["Program", "Step", "OPS", "programs", "model_programs", "reduction_knobs", "codegen_knobs", "training_knobs", "check_program", "make_inputs", "FuzzResult",
            "STRATEGIES", "FORCED_RBLOCKS", "TILINGS"]

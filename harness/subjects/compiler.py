@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 import torch
+from hypothesis import strategies as st
 
 from tritondiff.harness import subject, tensor
 from tritondiff.harness.oracle import flatten
@@ -417,24 +418,54 @@ BACKWARD_FUZZ_VALUES = ("normal", "uniform_pos", "tiny", "zeros", "integer")
 def graph_fuzz_backward(program, x, knobs=()):
     """A random program and its backward, compiled with the drawn knobs (reduction strategy and tiling of
     both graphs, and the runtime around them: compiler.lean's or AOTAutograd's)."""
-    parsed = fuzz.Program.from_json(program)
-    knobs = dict(knobs)
+    return _fuzz_backward(fuzz.Program.from_json(program), x, dict(knobs))
+
+
+def _autocast(x: torch.Tensor, on: bool):
+    """bfloat16 autocast around a program run on ``x``'s device; never around the float64 truth."""
+    return torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=bool(on) and x.dtype != torch.float64)
+
+
+def _fuzz_backward(parsed: fuzz.Program, x: torch.Tensor, knobs: dict, autocast: bool = False):
     before = counters["graphs_compiled"]
     with config.patch(**knobs):                  # lean_runtime is read when dynamo compiles the frame
         compiled = compile_fresh(lambda *xs: parsed(*xs), dynamic=False)
 
     def run(*inputs):
-        with config.patch(**knobs):
+        with config.patch(**knobs), _autocast(x, autocast):
             return _outputs_and_grads(compiled, list(inputs))
+
+    def eager(*xs):
+        with _autocast(x, autocast):
+            return _outputs_and_grads(parsed, list(xs))
     args = tuple(program_inputs(parsed, x))
     stateful = semaphores_mark()
     out = run(*args)
     if counters["graphs_compiled"] == before:
         raise CompilerError("dynamo ran the subject eagerly: no graph reached the compiler")
     out = _again_if_stateful(out, run, args, stateful)
-    _triage(out, lambda: run(*triage.copies(args)), lambda *xs: _outputs_and_grads(parsed, list(xs)), args, knobs,
-            before, lambda *xs: _outputs_and_grads(parsed.exact, list(xs)))
+    _triage(out, lambda: run(*triage.copies(args)), eager, args, knobs, before,
+            lambda *xs: _outputs_and_grads(parsed.exact, list(xs)))
     return out
+
+
+def model_program_grads(program, x: torch.Tensor, autocast=False, knobs=()):
+    """A model-shaped program's outputs and its input's gradient, under bfloat16 autocast when drawn."""
+    with _autocast(x, autocast):
+        return program_grads(program, x, knobs)
+
+
+@subject(name="compiler.graph_fuzz_model", reference=model_program_grads,
+         inputs={"program": fuzz.model_programs().map(fuzz.Program.to_json),
+                 "x": tensor(("N",), dtypes=FLOATS, layouts=("contiguous",), values=("normal", "uniform_pos")),
+                 "autocast": st.booleans(),
+                 "knobs": fuzz.training_knobs().map(lambda knobs: sorted(knobs.items()))},
+         dims={"N": FUZZ_NUMEL})
+def graph_fuzz_model(program, x, autocast=False, knobs=()):
+    """A model-shaped program (``graph_fuzz.model_programs``: linear and gated layers, norms, attention,
+    residuals, routing into an embedding) forward and backward, in x's dtype or under bfloat16 autocast,
+    through either runtime (compiler.lean's or AOTAutograd's) and the drawn reduction strategies and tilings."""
+    return _fuzz_backward(fuzz.Program.from_json(program), x, dict(knobs), autocast)
 
 
 # ------------------------------------------------------------- mixed-order reductions (#8)

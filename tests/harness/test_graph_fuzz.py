@@ -1,12 +1,14 @@
 """The graph fuzzer: Hypothesis builds random pointwise / reduction / view programs; each is
 compiled and judged against eager with the harness oracle.  Every failure it finds becomes a
 named test in tests/compiler/test_regressions.py holding the program as a ``Program`` value."""
+import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tritondiff.compiler.exc import ReductionTooLarge
 from tritondiff.harness.graph_fuzz import OPS, Program, Step, check_program, codegen_knobs, programs
+from tritondiff.harness import graph_fuzz
 from tritondiff.harness.config import config as harness_config
 from tests.compiler.conftest import fresh_compiler  # noqa: F401  (autouse: fresh dynamo caches, counters)
 
@@ -107,3 +109,23 @@ def test_programs_never_norm_over_a_single_element():
             values.append(OPS[step.op](*[values[a] for a in step.args], **step.kwargs()))
     collect()
     assert norm_extents and 1 not in norm_extents and 1 in softmax_extents, (norm_extents, softmax_extents)
+
+
+@pytest.mark.parametrize("op", ["linear", "gated", "layer_norm", "norm_rows", "attention", "add", "argmax",
+                                "embedding", "softmax"])
+def test_model_programs_draw_every_model_step(op):
+    from hypothesis import find, settings
+    program = find(graph_fuzz.model_programs(), lambda p: any(s.op == op for s in p.steps),
+                   settings=settings(max_examples=2000, database=None))
+    x = torch.randn(program.input_shapes[0], dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    (eager,) = program(x.float())
+    (exact,) = program.exact(x)
+    assert exact.dtype == torch.float64 or not exact.dtype.is_floating_point
+    torch.testing.assert_close(eager.double(), exact.double(), rtol=1e-4, atol=1e-4)
+
+
+def test_model_program_weights_hold_the_same_values_in_every_dtype():
+    like = {dt: torch.empty(0, dtype=dt) for dt in (torch.float64, torch.float32, torch.bfloat16, torch.float16)}
+    weights = {dt: graph_fuzz._weight(41, 16, 3, t) for dt, t in like.items()}
+    for dt, w in weights.items():
+        assert w.dtype == dt and torch.equal(w.double(), weights[torch.float64]), dt

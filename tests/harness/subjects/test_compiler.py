@@ -396,3 +396,36 @@ def test_the_model_blocks_pass_and_the_attention_block_catches_an_unfaithful_dec
             mock.patch("tritondiff.compiler.backend.decomposition_table", lambda: table):
         verdict = run_case(subjects["compiler.attention_block_fwd_bwd"], attention)
     assert verdict.status == "fail" and verdict.failure_class == "mismatch", verdict.message
+
+
+def test_the_model_fuzz_subject_runs_a_gated_layer_norm_block_under_autocast_and_either_runtime():
+    from tritondiff.harness.subjects.compiler import graph_fuzz_model, model_program_grads
+    program = Program(((2, 5, 16),), (Step("layer_norm", (0,)), Step("gated", (1,), (("out", 8),)),
+                                      Step("linear", (2,), (("out", 16), ("salt", 1))), Step("add", (3, 0))), (4,))
+    x = torch.randn(tritondiff.harness.subjects.compiler.FUZZ_NUMEL, generator=torch.Generator().manual_seed(2))
+    outputs = {}
+    for autocast, knobs in ((False, ()), (True, (("lean_runtime", False),))):
+        got = graph_fuzz_model(program.to_json(), x, autocast, knobs)
+        want = model_program_grads(program.to_json(), x, autocast)
+        assert [g.dtype for g in got] == [w.dtype for w in want]
+        outputs[autocast] = got[0]
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g.float(), w.float(), rtol=2e-2 if autocast else 1e-4,
+                                       atol=2e-2 if autocast else 1e-5)
+    assert (outputs[True] - outputs[False]).abs().max() > 1e-3       # the linears ran in bfloat16 under autocast
+
+
+def test_the_model_fuzz_subject_runs_a_routed_embedding_and_shows_a_planted_bug_after_it():
+    """Top-1 routing (argmax) into an embedding lookup of the same rows: right when compiled, forward and
+    backward; with a planted codegen bug (neg emitting its operand) after the lookup, the output is wrong."""
+    from tritondiff.harness.subjects.compiler import graph_fuzz_model, model_program_grads
+    program = Program(((6, 9),), (Step("argmax", (0,), (("dim", 1), ("keepdim", False))),
+                                  Step("embedding", (1, 0)), Step("silu", (2,))), (3,))
+    x = torch.randn(tritondiff.harness.subjects.compiler.FUZZ_NUMEL, generator=torch.Generator().manual_seed(3))
+    want = model_program_grads(program.to_json(), x)
+    got = graph_fuzz_model(program.to_json(), x)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-6)
+    with _triton_neg_emits_its_operand():
+        planted = graph_fuzz_model(Program(((6, 9),), program.steps + (Step("neg", (3,)),), (4,)).to_json(), x)
+    assert not torch.allclose(planted[0], -want[0])
