@@ -19,7 +19,8 @@ import torch
 import torch.fx
 from torch._functorch.aot_autograd import aot_module_simplified
 
-from . import dump, lean
+from . import attention, dump, lean
+from .counters import counters
 from .partition import partition
 from .config import config
 from .decompositions import decomposition_table
@@ -82,7 +83,10 @@ def _compiler(kind: str) -> Callable:
 
 def tritondiff_backend(gm: torch.fx.GraphModule, example_inputs: list, **kwargs: Any) -> Callable:
     """The dynamo backend: AOTAutograd with our decompositions, both graphs compiled by us; a graph that
-    needs none of AOTAutograd's runtime wrappers runs in ``compiler.lean``'s runtime instead."""
+    needs none of AOTAutograd's runtime wrappers runs in ``compiler.lean``'s runtime instead.  Hand-written
+    attention is rewritten into ``scaled_dot_product_attention`` first (``compiler.attention``)."""
+    if config.fuse_attention:
+        counters["attention_fused"] += attention.fuse(gm)
     if config.lean_runtime:
         run = lean.runner(gm, example_inputs, CompiledGraph, decomposition_table())
         if run is not None:

@@ -265,6 +265,11 @@ class CompilerConfig:
     lean_runtime: bool = dataclasses.field(default_factory=lambda: _env_flag(
         "TRITONDIFF_COMPILER_LEAN_RUNTIME") if "TRITONDIFF_COMPILER_LEAN_RUNTIME" in os.environ else True)
 
+    # Rewrite hand-written attention (softmax(q @ k^T * scale [masked]) @ v) into scaled_dot_product_attention
+    # before AOTAutograd (compiler.attention), as Inductor's pattern matcher does.  TRITONDIFF_COMPILER_FUSE_ATTENTION=0.
+    fuse_attention: bool = dataclasses.field(default_factory=lambda: _env_flag(
+        "TRITONDIFF_COMPILER_FUSE_ATTENTION") if "TRITONDIFF_COMPILER_FUSE_ATTENTION" in os.environ else True)
+
     # --- matmul templates and autotuning (compiler.templates, compiler.autotune) --------------
     # How mm / addmm / bmm with an inner size past matmul_small_k_max run: "template" (the Triton
     # GEMM template with a heuristic tile and fused pointwise epilogues), "extern" (call ATen),
