@@ -21,6 +21,7 @@ and the benchmark's ``--suite models`` both go through it.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 from typing import Any, Callable, Mapping, Optional, Sequence
 
@@ -58,7 +59,6 @@ class Model:
 
     def dims_of(self, sizes: Mapping[str, int]) -> dict[str, int]:
         """The dims ``build`` takes, picked out of ``sizes``."""
-        import inspect
         return {p: sizes[p] for p in inspect.signature(self.build).parameters}
 
 

@@ -315,6 +315,9 @@ def programs(draw, max_steps: int = 6, max_numel: int = 20_000) -> Program:
     return Program(tuple(shapes), tuple(steps), outputs)
 
 
+#: Ops only model-shaped programs draw (:func:`model_programs`; tests/harness/test_graph_fuzz.py checks both
+#: strategies reach their ops).
+MODEL_ONLY_OPS = frozenset({"linear", "gated", "layer_norm", "embedding"})
 #: Widths of model-shaped programs' features, and of their linear layers' outputs.
 MODEL_WIDTHS = (1, 2, 3, 5, 8, 16, 41)
 #: Norms over fewer values than this make every gradient a cancellation of O(1) terms, an error set by where

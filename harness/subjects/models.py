@@ -10,7 +10,6 @@ mode's dtype first, so the truth holds the values the low-precision run holds).
 """
 from __future__ import annotations
 
-import inspect
 from typing import Any, Callable
 
 import torch
@@ -33,7 +32,7 @@ ROUTED = ("mixtral_moe", "gathered_moe")
 
 
 def _parameters(model: models.Model) -> list[str]:
-    return list(inspect.signature(model.build).parameters)
+    return list(model.dims_of({d: 0 for d in model.dims}))
 
 
 def _inputs(model: models.Model) -> dict[str, Any]:
