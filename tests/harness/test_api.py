@@ -154,6 +154,8 @@ def test_a_dim_input_receives_the_drawn_dim_and_where_relates_it(tmp_path):
 
 
 def test_a_dim_input_must_name_a_declared_dim():
+    with pytest.raises(InvalidSubject, match="give the name of a dim"):
+        dim("")
     with pytest.raises(InvalidSubject, match="dim\\('H'\\), which dims= does not define"):
         subject(reference=lambda x, heads: x, inputs={"x": tensor(("N",)), "heads": dim("H")},
                 dims={"N": (1, 4)})
