@@ -170,8 +170,9 @@ def _model_workload(model: "models.Model", mode: str) -> Workload:
 
     def make():
         g = torch.Generator(device="cuda").manual_seed(0)
-        inputs = tuple(torch.randint(0, sizes[i.ids_below], _dims(i.shape, sizes), device="cuda", generator=g)
-                       if i.ids_below else torch.randn(_dims(i.shape, sizes), device="cuda", generator=g)
+        inputs = tuple(torch.randint(0, sizes[i.ids_below], models.concrete(i.shape, sizes), device="cuda",
+                                     generator=g)
+                       if i.ids_below else torch.randn(models.concrete(i.shape, sizes), device="cuda", generator=g)
                        for i in model.inputs.values())
         cotangents = tuple(torch.randn(s, device="cuda", generator=g) for s in models.output_shapes(model, sizes))
         return inputs + cotangents
@@ -190,10 +191,6 @@ def _model_workload(model: "models.Model", mode: str) -> Workload:
     shape = " ".join(f"{k}={v}" for k, v in sizes.items())
     return Workload(f"{model.name} fwd+bwd {mode}", shape, models.compute_dtype(mode, F32), 0, make, build,
                     models.call_module)
-
-
-def _dims(shape: tuple, sizes: dict) -> tuple[int, ...]:
-    return tuple(sizes[d] if isinstance(d, str) else d for d in shape)
 
 
 def model_workloads() -> list[Workload]:

@@ -164,23 +164,12 @@ class GraphLowering:
         that reads one is an ATen call, so its result is a buffer of its own)."""
         if not self.foreign:
             return False
-        found = []
 
-        def visit(a: Any) -> None:
-            if isinstance(a, (list, tuple)):
-                for x in a:
-                    visit(x)
-            elif isinstance(a, dict):
-                for x in a.values():
-                    visit(x)
-            elif isinstance(a, View):
-                visit(a.data)
-            elif isinstance(a, StridedView):
-                visit(a.buffer)
-            elif isinstance(a, Buffer) and a.name in self.foreign:
-                found.append(a)
-        visit(args)
-        return bool(found)
+        def base(a: IRNode) -> IRNode:
+            while isinstance(a, (View, StridedView)):
+                a = a.data if isinstance(a, View) else a.buffer
+            return a
+        return any(isinstance(b, Buffer) and b.name in self.foreign for b in map(base, _ir_leaves(args)))
 
     def _drop_after(self, mark: int) -> None:
         for dropped in self.nodes[mark:]:
@@ -308,16 +297,20 @@ def _map_args(a: Any, env: dict) -> Any:
     return a
 
 
+def _ir_leaves(a: Any):
+    """The IR nodes in a call's arguments (nested lists, tuples and dicts)."""
+    if isinstance(a, IRNode):
+        yield a
+    elif isinstance(a, (list, tuple)):
+        for x in a:
+            yield from _ir_leaves(x)
+    elif isinstance(a, dict):
+        for x in a.values():
+            yield from _ir_leaves(x)
+
+
 def _has_ir(args: Any, kwargs: Any) -> bool:
-    def walk(a):
-        if isinstance(a, IRNode):
-            return True
-        if isinstance(a, (list, tuple)):
-            return any(walk(x) for x in a)
-        if isinstance(a, dict):
-            return any(walk(x) for x in a.values())
-        return False
-    return walk(args) or walk(kwargs)
+    return next(_ir_leaves((args, kwargs)), None) is not None
 
 
 _SYM_QUERIES = {"sym_size", "sym_stride", "sym_numel", "sym_storage_offset"}

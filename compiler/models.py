@@ -451,9 +451,14 @@ SUITE: tuple[Model, ...] = (
 BY_NAME = {m.name: m for m in SUITE}
 
 
+def concrete(shape: Sequence[str | int], sizes: Mapping[str, int]) -> tuple[int, ...]:
+    """A shape by dim name (or int) at ``sizes``."""
+    return tuple(sizes[d] if isinstance(d, str) else d for d in shape)
+
+
 def output_shapes(model: Model, sizes: Mapping[str, int]) -> list[tuple[int, ...]]:
     """The concrete shape of each floating output (the cotangent each takes) at ``sizes``."""
-    return [tuple(sizes[d] if isinstance(d, str) else d for d in shape) for shape in model.outputs]
+    return [concrete(shape, sizes) for shape in model.outputs]
 
 
 # ------------------------------------------------------------------------------ running a block

@@ -59,18 +59,27 @@ def run_compiled(fn: Callable, *args: Any, exact: Callable | None = None, **knob
     A result that disagrees with ``fn`` run eagerly gets its stage recorded (``_triage``; ``exact``: the
     float64 truth's function where it is not ``fn``).
     """
-    before = counters["graphs_compiled"]
-    stateful = semaphores_mark()
     compiled = compile_fresh(fn, dynamic=False)
 
     def run(*inputs):
         with config.patch(**knobs):
             return compiled(*inputs)
+    return checked_run(run, args, fn, knobs=knobs, exact=exact)
+
+
+def checked_run(run: Callable, args: tuple, eager: Callable, *, graphs: int = 1,
+                what: str = "dynamo ran the subject eagerly: no graph reached the compiler",
+                knobs: dict | None = None, exact: Callable | None = None) -> Any:
+    """``run(*args)``, a compiled program: refused (``what``) unless ``graphs`` graphs reached the compiler, run
+    again when its kernels keep state between calls (:func:`_again_if_stateful`), and a result that disagrees
+    with ``eager`` gets its stage recorded (``_triage``; ``exact``: the float64 truth's function)."""
+    before = counters["graphs_compiled"]
+    stateful = semaphores_mark()
     out = run(*args)
-    if counters["graphs_compiled"] == before:
-        raise CompilerError("dynamo ran the subject eagerly: no graph reached the compiler")
+    if counters["graphs_compiled"] < before + graphs:
+        raise CompilerError(what)
     out = _again_if_stateful(out, run, args, stateful)
-    _triage(out, lambda: run(*triage.copies(args)), fn, args, knobs, before, exact)
+    _triage(out, lambda: run(*triage.copies(args)), eager, args, knobs or {}, before, exact)
     return out
 
 
@@ -188,16 +197,8 @@ def fwd_bwd(fn: Callable) -> Callable:
 
 def run_compiled_fwd_bwd(fn: Callable, *args: Any) -> Any:
     """:func:`fwd_bwd` of ``fn`` with ``fn`` compiled: its forward and backward graphs both reach the compiler."""
-    before = counters["graphs_compiled"]
-    compiled = compile_fresh(fn, dynamic=False)
-    run = fwd_bwd(compiled)
-    stateful = semaphores_mark()
-    out = run(*args)
-    if counters["graphs_compiled"] < before + 2:
-        raise CompilerError(f"{fn.__name__}'s forward and backward did not both reach the compiler")
-    out = _again_if_stateful(out, run, args, stateful)
-    _triage(out, lambda: run(*triage.copies(args)), fwd_bwd(fn), args, {}, before)
-    return out
+    return checked_run(fwd_bwd(compile_fresh(fn, dynamic=False)), args, fwd_bwd(fn), graphs=2,
+                       what=f"{fn.__name__}'s forward and backward did not both reach the compiler")
 
 
 def _ln_compiled(x, weight, bias, dy):
@@ -427,7 +428,6 @@ def _autocast(x: torch.Tensor, on: bool):
 
 
 def _fuzz_backward(parsed: fuzz.Program, x: torch.Tensor, knobs: dict, autocast: bool = False):
-    before = counters["graphs_compiled"]
     with config.patch(**knobs):                  # lean_runtime is read when dynamo compiles the frame
         compiled = compile_fresh(lambda *xs: parsed(*xs), dynamic=False)
 
@@ -438,15 +438,8 @@ def _fuzz_backward(parsed: fuzz.Program, x: torch.Tensor, knobs: dict, autocast:
     def eager(*xs):
         with _autocast(x, autocast):
             return _outputs_and_grads(parsed, list(xs))
-    args = tuple(program_inputs(parsed, x))
-    stateful = semaphores_mark()
-    out = run(*args)
-    if counters["graphs_compiled"] == before:
-        raise CompilerError("dynamo ran the subject eagerly: no graph reached the compiler")
-    out = _again_if_stateful(out, run, args, stateful)
-    _triage(out, lambda: run(*triage.copies(args)), eager, args, knobs, before,
-            lambda *xs: _outputs_and_grads(parsed.exact, list(xs)))
-    return out
+    return checked_run(run, tuple(program_inputs(parsed, x)), eager, knobs=knobs,
+                       exact=lambda *xs: _outputs_and_grads(parsed.exact, list(xs)))
 
 
 def model_program_grads(program, x: torch.Tensor, autocast=False, knobs=()):

@@ -15,12 +15,10 @@ from typing import Any, Callable
 import torch
 from hypothesis import strategies as st
 
-from tritondiff.harness import dim, subject, tensor, triage
-from tritondiff.harness.subjects.compiler import _triage
+from tritondiff.harness import dim, subject, tensor
+from tritondiff.harness.subjects.compiler import checked_run
 from tritondiff.compiler import models
 from tritondiff.compiler.backend import compile_fresh
-from tritondiff.compiler.counters import counters
-from tritondiff.compiler.exc import CompilerError
 
 #: Floating inputs: ordinary activations.  Edge families (overflowing squares, subnormals) and non-finite
 #: sprinkles say nothing about a model block that its single-op subjects do not; "large_offset" rows put layer
@@ -81,21 +79,20 @@ def _declare(model: models.Model) -> None:
 
 
 def run_compiled_model(name: str, compiled: Callable, eager: Callable, args: tuple) -> Any:
-    """``compiled(*args)``, refusing a run where the forward and backward did not both reach the compiler; a
-    result that disagrees with ``eager`` gets its stage recorded (lowering / fusion / codegen).
+    """``compiled(*args)`` through :func:`~tritondiff.harness.subjects.compiler.checked_run`: refused unless the
+    forward and backward both reached the compiler; a wrong result gets its stage recorded.
 
     Dynamo's caches start empty: a block is a new module each example, and a block whose graph breaks on
     data-dependent sizes (Mixtral's expert loop) recompiles its methods per size, so past dynamo's recompile
     limit it would run them eagerly without a word -- eager against eager.  Hitting the limit raises instead.
     """
     torch._dynamo.reset()
-    before = counters["graphs_compiled"]
-    with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):
-        out = compiled(*args)
-    if counters["graphs_compiled"] < before + 2:
-        raise CompilerError(f"{name}: the forward and backward did not both reach the compiler")
-    _triage(out, lambda: compiled(*triage.copies(args)), eager, args, {}, before)
-    return out
+
+    def run(*tensors):
+        with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):
+            return compiled(*tensors)
+    return checked_run(run, args, eager, graphs=2,
+                       what=f"{name}: the forward and backward did not both reach the compiler")
 
 
 for _model in models.SUITE:

@@ -8,10 +8,8 @@ from tritondiff.compiler import models
 
 
 def _inputs(model, sizes, g):
-    def shape(s):
-        return tuple(sizes[d] if isinstance(d, str) else d for d in s)
-    ins = [torch.randint(0, sizes[i.ids_below], shape(i.shape), generator=g) if i.ids_below
-           else torch.randn(shape(i.shape), generator=g) for i in model.inputs.values()]
+    ins = [torch.randint(0, sizes[i.ids_below], models.concrete(i.shape, sizes), generator=g) if i.ids_below
+           else torch.randn(models.concrete(i.shape, sizes), generator=g) for i in model.inputs.values()]
     return ins, [torch.randn(s, generator=g) for s in models.output_shapes(model, sizes)]
 
 
