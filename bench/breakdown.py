@@ -1,6 +1,7 @@
 """Where the time goes: host enqueue time vs GPU kernel time, per implementation, one run.
 
-    python -m bench.breakdown [--only NAME ...] [--kernels N] [--out FILE.md] [--profile-host N]
+    python -m bench.breakdown [--only NAME ...] [--suite seed|wide|models|all] [--variant NAME:KNOB=VALUE,...]
+                              [--kernels N] [--out FILE.md] [--profile-host N]
 
 For every workload of ``bench.compiler`` (tritondiff-compiled, Inductor, eager) and the
 hand-written kernels' entry points (layer norm fwd+bwd through autograd, each op alone, the
@@ -105,15 +106,17 @@ def _micro_cases() -> list[tuple[str, Callable[[], Callable[[], object]]]]:
             ("micro: autograd.Function fwd + grad", lambda: (lambda: torch.autograd.grad(_Fn.apply(leaf), leaf, g)))]
 
 
-def _compiler_cases() -> list[tuple[str, Callable[[], Callable[[], object]]]]:
+def _compiler_cases(suite: str, variants: list[tuple[str, dict]]
+                    ) -> list[tuple[str, Callable[[], Callable[[], object]]]]:
+    """Every workload of ``bench.compiler``'s ``suite`` under eager, Inductor, tritondiff and its variants."""
     from bench import compiler as benchmark
     cases = []
-    for w in benchmark.all_workloads():
-        for backend, wrap in benchmark._backends().items():
+    for w in benchmark.SUITES[suite]():
+        for backend, wrap in benchmark._backends(variants=variants).items():
             def factory(w=w, wrap=wrap):
                 torch._dynamo.reset()
                 inputs = w.make()
-                fn = w.build(wrap(w.fn))
+                fn = benchmark.build(w, wrap)
                 return lambda: fn(*inputs)
             cases.append((f"{w.name} [{backend}]", factory))
     return cases
@@ -142,12 +145,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", help="also write the Markdown table here")
     parser.add_argument("--profile-host", type=int, default=0, metavar="N",
                         help="also print the N Python functions with the most own host time per case (cProfile)")
+    parser.add_argument("--suite", default="seed", help="the bench.compiler suite whose workloads to break down "
+                        "(seed, wide, models, all)")
+    parser.add_argument("--variant", action="append", default=[], metavar="NAME:KNOB=VALUE[,KNOB=VALUE]",
+                        help="also break down tritondiff with these compiler.config knobs (as bench.compiler)")
     args = parser.parse_args(argv)
+    from bench import compiler as benchmark
+    if args.suite not in benchmark.SUITES:
+        parser.error(f"--suite {args.suite!r}: choose one of {sorted(benchmark.SUITES)}")
+    try:
+        variants = [benchmark.parse_variant(v) for v in args.variant]
+    except Exception as e:  # noqa: BLE001  (ValueError or compiler.exc.ConfigError: one line, exit 2)
+        parser.error(str(e))
     if not _timing.require_gpu("bench.breakdown"):
         return 0
     _timing.print_header("host vs GPU time per call")
     rows, details = [], []
-    for name, factory in _micro_cases() + _kernel_cases() + _compiler_cases():
+    for name, factory in _micro_cases() + _kernel_cases() + _compiler_cases(args.suite, variants):
         if args.only and not any(o in name for o in args.only):
             continue
         try:
