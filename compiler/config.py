@@ -273,9 +273,10 @@ class CompilerConfig:
     # --- matmul templates and autotuning (compiler.templates, compiler.autotune) --------------
     # How mm / addmm / bmm with an inner size past matmul_small_k_max run: "template" (the Triton
     # GEMM template with a heuristic tile and fused pointwise epilogues), "extern" (call ATen),
-    # "autotune" (benchmark a few template tiles and the ATen call, cache the winner).
-    # TRITONDIFF_COMPILER_MATMUL.
-    matmul: str = dataclasses.field(default_factory=lambda: _env("TRITONDIFF_COMPILER_MATMUL", "template"))
+    # "autotune" (benchmark a few template tiles and the ATen call, cache the winner), "auto"
+    # (ATen on CUDA unless the template reads an operand narrow; the template elsewhere:
+    # lowerings.matmul).  TRITONDIFF_COMPILER_MATMUL.
+    matmul: str = dataclasses.field(default_factory=lambda: _env("TRITONDIFF_COMPILER_MATMUL", "auto"))
     # Inner sizes (K) at or below this are not given to the GEMM template (tl.dot wants K >= 16;
     # such matmuls are lowered as pointwise + reduction, or call ATen).
     matmul_small_k_max: int = 16
@@ -400,7 +401,7 @@ _CHOICES = {
     "reduction_strategy": ("auto", "persistent", "looped", "split"),
     "pointwise_tiling": ("auto", "1d", "2d", "unrolled"),
     "execution": ("triton", "ir", "ir_unfused"),
-    "matmul": ("template", "extern", "autotune"),
+    "matmul": ("auto", "template", "extern", "autotune"),
     "partitioner": ("min_cut", "default"),
     "mixed_order_prefetch": ("wide", "all", "off"),
     "split_last_program_sync": ("tagged", "fence"),

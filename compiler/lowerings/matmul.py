@@ -2,7 +2,12 @@
 
 ``config.matmul`` decides: "template" and "autotune" lower a matmul whose inner size K is past
 ``config.matmul_small_k_max`` to a ``GemmTemplate`` (its pointwise consumers may then be fused
-into it as an epilogue); "extern" keeps the ATen call.  Small inner sizes go to whatever
+into it as an epilogue); "extern" keeps the ATen call.  "auto" (the default) keeps the ATen call
+on a CUDA device -- cuBLAS, as Inductor does by default: on the H200 the template's tiles ran each
+model-sized GEMM 2-4x slower than cuBLAS, more than a fused epilogue saves -- except where the
+template reads an operand narrow (an fp32 GEMM of widened fp16 / bf16 values: tensor cores, and no
+widened copy), and lowers to the template elsewhere (the interpreter, where the template is the
+code under test).  Small inner sizes go to whatever
 lowering was registered for the op before this module (a pointwise + reduction lowering), and
 to ATen when there is none.  Dtypes other than fp32 / fp16 / bf16, mixed dtypes and empty
 outputs call ATen.  What the template reads for A and B comes from ``matmul_operands``: a
@@ -22,7 +27,7 @@ from ..exc import Unsupported
 from ..ir import ExternOutput, IRNode, Layout, TensorArg, current_graph, realize
 from .registry import lowerings, register_lowering
 from ..templates.gemm import DTYPES, GemmTemplate, grid_fits
-from .matmul_operands import read_operands
+from .matmul_operands import read_operands, reads_narrow
 from .views import expand
 
 aten = torch.ops.aten
@@ -39,10 +44,22 @@ def _delegate(target: Any, *args: Any, **kwargs: Any) -> Any:
     return earlier(*args, **kwargs)
 
 
-def _wants_template(dtypes: list[torch.dtype], sizes: tuple[int, ...], k: int) -> bool:
+def _cublas() -> bool:
+    """Whether this graph's kernels run on a CUDA device (the ATen matmuls there are cuBLAS)."""
+    return current_graph().device_type == "cuda"
+
+
+def _wants_template(dtypes: list[torch.dtype], sizes: tuple[int, ...], k: int, a: IRNode, b: IRNode,
+                    hoist: bool = True) -> bool:
     if config.matmul == "extern" or len(set(dtypes)) != 1 or dtypes[0] not in DTYPES:
         return False
-    return k > config.matmul_small_k_max and all(s > 0 for s in sizes)
+    if k <= config.matmul_small_k_max or not all(s > 0 for s in sizes):
+        return False
+    if config.matmul == "auto" and _cublas():
+        if not reads_narrow(a, b, dtypes[0], hoist=hoist):
+            counters["gemm_template.auto_extern"] += 1
+            return False
+    return True
 
 
 def _emit(target: Any, inputs: list[IRNode], template: tuple, size: tuple[int, ...], dtype: torch.dtype, *,
@@ -75,7 +92,7 @@ def mm(a: IRNode, b: IRNode):
     _check(a, 2, "mm")
     _check(b, 2, "mm")
     (m, k), (_, n) = a.get_size(), b.get_size()
-    if not _wants_template([a.get_dtype(), b.get_dtype()], (m, n), k):
+    if not _wants_template([a.get_dtype(), b.get_dtype()], (m, n), k, a, b):
         return _delegate(aten.mm.default, a, b)
     return _emit(aten.mm.default, [a, b], ((TensorArg(0), TensorArg(1)), {}), (m, n), a.get_dtype(),
                  batch=1, m=m, n=n, k=k)
@@ -87,7 +104,7 @@ def addmm(bias: IRNode, a: IRNode, b: IRNode, *, beta: Any = 1, alpha: Any = 1):
     _check(b, 2, "addmm")
     (m, k), (_, n) = a.get_size(), b.get_size()
     if not isinstance(bias, IRNode) or bias.ndim > 2 or isinstance(beta, bool) or isinstance(alpha, bool) \
-            or not _wants_template([a.get_dtype(), b.get_dtype(), bias.get_dtype()], (m, n), k):
+            or not _wants_template([a.get_dtype(), b.get_dtype(), bias.get_dtype()], (m, n), k, a, b, hoist=False):
         return _delegate(aten.addmm.default, bias, a, b, beta=beta, alpha=alpha)
     full = expand(bias, [m, n])
     template = ((TensorArg(0), TensorArg(1), TensorArg(2)), {"beta": beta, "alpha": alpha})
@@ -100,7 +117,7 @@ def bmm(a: IRNode, b: IRNode):
     _check(a, 3, "bmm")
     _check(b, 3, "bmm")
     (batch, m, k), (_, _, n) = a.get_size(), b.get_size()
-    if not grid_fits(batch, m, n) or not _wants_template([a.get_dtype(), b.get_dtype()], (batch, m, n), k):
+    if not grid_fits(batch, m, n) or not _wants_template([a.get_dtype(), b.get_dtype()], (batch, m, n), k, a, b):
         return _delegate(aten.bmm.default, a, b)
     return _emit(aten.bmm.default, [a, b], ((TensorArg(0), TensorArg(1)), {}), (batch, m, n), a.get_dtype(),
                  batch=batch, m=m, n=n, k=k)

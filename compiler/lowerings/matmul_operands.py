@@ -294,7 +294,7 @@ def why_not_hoisted(factor: Expr, k: sympy.Symbol) -> Optional[str]:
     return None
 
 
-def _split_scales(op: _Operand, value: Expr) -> tuple[Expr, list[Expr]]:
+def _split_scales(op: _Operand, value: Expr, count: bool = True) -> tuple[Expr, list[Expr]]:
     """``value`` as ``rest * s1 * s2 ...``: the float32 factors that may leave the K-sum split off."""
     k = op.symbols[op.k_axis]
     scales = []
@@ -306,15 +306,16 @@ def _split_scales(op: _Operand, value: Expr) -> tuple[Expr, list[Expr]]:
         elif why_left is None:
             value, scale = right, left
         else:
-            if MAY_BE_INFINITE in (why_right, why_left):
+            if count and MAY_BE_INFINITE in (why_right, why_left):
                 counters["gemm_template.hoisted_scale.refused_infinite"] += 1
             break
         scales.append(scale)
     return value, scales
 
 
-def _affine_view(op: _Operand, read: Read) -> Optional[StridedView]:
-    """``read`` as a strided view of its buffer over the operand's indices, when its offset is affine."""
+def _affine_view(op: _Operand, read: Read, fix: bool = True) -> Optional[StridedView]:
+    """``read`` as a strided view of its buffer over the operand's indices, when its offset is affine; ``fix``:
+    the buffer's layout is pinned (the template will read it through these strides)."""
     buffer = read.buffer
     offset = read.offset if read.offset is not None else buffer.layout.index(read.index)
     offset = sympy.expand(indexing.simplify(sympy.sympify(offset), op.ranges))
@@ -325,20 +326,20 @@ def _affine_view(op: _Operand, read: Read) -> Optional[StridedView]:
         return None
     if sympy.expand(offset - base - sum(st * s for st, s in zip(strides, op.symbols))) != 0:
         return None
-    if isinstance(buffer, ComputedBuffer):
+    if fix and isinstance(buffer, ComputedBuffer):
         buffer.fixed_layout = True  # its strides are now baked into the template (as View.as_strided_view)
     return StridedView(buffer, Layout(tuple(op.node.get_size()), tuple(int(s) for s in strides),
                                       buffer.get_dtype(), int(base)))
 
 
-def _narrow_source(op: _Operand, rest: Expr, dtype: torch.dtype) -> Optional[StridedView]:
+def _narrow_source(op: _Operand, rest: Expr, dtype: torch.dtype, fix: bool = True) -> Optional[StridedView]:
     """The narrow buffer ``rest`` up-casts, read through its layout (the cast prologue), or None."""
     if dtype != torch.float32 or rest.op != "to_dtype" or rest.dtype != torch.float32:
         return None
     src = rest.args[0]
     if src.op != "read" or src.dtype not in NARROW:
         return None
-    return _affine_view(op, src.args[0])
+    return _affine_view(op, src.args[0], fix)
 
 
 def _read_operand(op: _Operand, dtype: torch.dtype, hoist: bool, scales: list) -> IRNode:
@@ -382,6 +383,26 @@ def _scaled(out: IRNode, scales: list) -> IRNode:
     return Pointwise.create(inner_fn, out.get_size(), out.get_dtype())
 
 
+def _operands(a: IRNode, b: IRNode) -> tuple[_Operand, _Operand]:
+    lead = (0,) if a.ndim == 3 else ()
+    row, col = len(lead), len(lead) + 1
+    return (_Operand(a, _symbols("mma", a.ndim), a.ndim - 1, lead + (row, None)),
+            _Operand(b, _symbols("mmb", b.ndim), b.ndim - 2, lead + (None, col)))
+
+
+def reads_narrow(a: IRNode, b: IRNode, dtype: torch.dtype, *, hoist: bool = True) -> bool:
+    """Whether ``read_operands`` would read A or B narrow through a cast prologue -- asked before choosing the
+    template, so nothing is realized, pinned or counted."""
+    for op in _operands(a, b):
+        value = capture(op.node, op.symbols)
+        if value is None:
+            continue
+        rest = _split_scales(op, value, count=False)[0] if hoist else value
+        if _narrow_source(op, rest, dtype, fix=False) is not None:
+            return True
+    return False
+
+
 def read_operands(a: IRNode, b: IRNode, dtype: torch.dtype, *,
                   hoist: bool = True) -> tuple[IRNode, IRNode, Callable[[IRNode], IRNode]]:
     """The template's inputs for A ([.., M, K]) and B ([.., K, N]), and how to finish its output.
@@ -389,16 +410,12 @@ def read_operands(a: IRNode, b: IRNode, dtype: torch.dtype, *,
     ``finish(out)`` is ``out`` when no scale was hoisted, otherwise the pointwise node that
     multiplies the hoisted factors in.  ``hoist=False`` looks for cast prologues only.
     """
-    batched = a.ndim == 3
-    lead = (0,) if batched else ()
-    row, col = len(lead), len(lead) + 1
-    ops_a = _Operand(a, _symbols("mma", a.ndim), a.ndim - 1, lead + (row, None))
-    ops_b = _Operand(b, _symbols("mmb", b.ndim), b.ndim - 2, lead + (None, col))
+    ops_a, ops_b = _operands(a, b)
     scales: list = []
     read_a = _read_operand(ops_a, dtype, hoist, scales)
     read_b = _read_operand(ops_b, dtype, hoist, scales)
     return read_a, read_b, lambda out: _scaled(out, scales)
 
 
-__all__ = ["read_operands", "capture", "replay", "depends_on", "bounds", "is_finite", "why_not_hoisted", "Expr",
-           "MAX_NODES"]
+__all__ = ["read_operands", "reads_narrow", "capture", "replay", "depends_on", "bounds", "is_finite",
+           "why_not_hoisted", "Expr", "MAX_NODES"]

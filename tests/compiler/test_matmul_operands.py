@@ -303,3 +303,32 @@ def test_one_narrow_operand_keeps_the_fp32_dot():
     exe = _compiled(lambda x, w: up(x) @ w, x, w)
     (gemm,) = [s for s in exe.sched.steps if isinstance(s, GemmTemplate)]
     assert gemm.dot_dtype == torch.float32
+
+
+# ------------------------------------------------------------------------- matmul="auto"
+
+def _steps(exe):
+    return [type(s).__name__ for s in exe.sched.steps if type(s).__name__ in ("GemmTemplate", "ExternKernel")]
+
+
+@pytest.mark.parametrize("narrow", [True, False])
+def test_auto_calls_cublas_on_cuda_unless_an_operand_is_read_narrow(monkeypatch, narrow):
+    """matmul="auto" on a CUDA graph: a plain GEMM is an ATen call (cuBLAS); an fp32 GEMM of widened bf16
+    values stays a template (read narrow, no widened copy).  The probe pins and counts nothing."""
+    from tritondiff.compiler.lowerings import matmul
+    x, w = _mhc_inputs(41, 300, torch.bfloat16)
+    if not narrow:
+        x, w = up(x), up(w)
+    monkeypatch.setattr(matmul, "_cublas", lambda: True)
+    with compiler.config.patch(matmul="auto"):
+        exe = _compiled(lambda x, w: up(x) @ up(w).t(), x, w)
+    assert _steps(exe) == (["GemmTemplate"] if narrow else ["ExternKernel"])
+    assert compiler.counters["gemm_template.cast_prologue"] == (2 if narrow else 0)
+    assert compiler.counters["gemm_template.auto_extern"] == (0 if narrow else 1)
+
+
+def test_auto_is_the_template_off_cuda():
+    x, w = (up(t) for t in _mhc_inputs(41, 300, torch.bfloat16))
+    with compiler.config.patch(matmul="auto"):
+        exe = _compiled(lambda x, w: x @ w.t(), x, w)
+    assert _steps(exe) == ["GemmTemplate"]
