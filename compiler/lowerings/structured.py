@@ -1,4 +1,4 @@
-"""Ops that pick between inputs by index: cat and constant padding, via masked loads."""
+"""Ops that pick between inputs by index: cat, constant padding, slice / select / scatter, via masked loads."""
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -163,6 +163,80 @@ def select_scatter(x, src, dim: int, index: int):
         rest = tuple(idx[:dim]) + tuple(idx[dim + 1:])
         return ops.where(hit, ops.masked(hit, lambda: load_src(rest), 0), load_x(idx))
     return Pointwise.create(inner_fn, x.get_size(), dtype)
+
+
+# ----------------------------------------------------------------------- scatter along a short index
+
+# scatter / scatter_add whose index is at most this long along ``dim`` become one Pointwise node: each output
+# element compares its position with the index's few entries in its line.  Past it: ATen.
+SCATTER_MAX_HITS = 8
+
+
+def _scatter(x: Any, dim: int, index: Any, src: Any, accumulate: bool) -> Any:
+    """``x`` with ``out[.., index[p], ..] = src[p]`` (``+=`` when ``accumulate``) along ``dim`` for every position
+    ``p`` of ``index``, as a gather over the index: output element ``o`` looks at the index entries ``p = o``
+    with ``dim`` replaced by ``k < index.size(dim)``.  Writes to one element go in ``k`` order -- the last wins,
+    or they sum in that order -- as ATen's CPU loop does (CUDA leaves duplicates' order unspecified).
+    Out-of-range indices, which eager rejects, write nothing.  One-hot targets (``scatter(zeros, 1, t[:, None],
+    v)``, a cross entropy's backward) become a compare and a select, fused with their neighbours."""
+    if not is_ir(index) or index.get_dtype() != torch.int64 or index.ndim != x.ndim:
+        raise Unsupported("scatter: index is not an int64 tensor of the input's rank")
+    dim = normalize_dim(dim, x.ndim)
+    dtype = x.get_dtype()
+    check_dtype(dtype)
+    sizes, isizes = list(x.get_size()), list(index.get_size())
+    hits = isizes[dim] if x.ndim else 1
+    if hits > SCATTER_MAX_HITS or any(i > s for d, (i, s) in enumerate(zip(isizes, sizes)) if d != dim):
+        raise Unsupported(f"scatter over {hits} index entries per line: left to ATen")
+    if is_ir(src):
+        if src.get_dtype() != dtype or src.ndim != x.ndim or \
+                any(s < i for s, i in zip(src.get_size(), isizes)):
+            raise Unsupported("scatter with a source of another dtype or smaller than its index")
+        load_src = src.make_loader()
+    else:
+        value = src
+
+        def load_src(_):
+            return ops.constant(value, dtype)
+    load_x, load_index = x.make_loader(), index.make_loader()
+    short = [d for d in range(x.ndim) if d != dim and isizes[d] < sizes[d]]
+
+    def inner_fn(o):
+        out = load_x(o)
+        if hits == 0:
+            return out
+        covered = None
+        for d in short:
+            c = ops.lt(ops.index_expr(o[d], torch.int64), ops.constant(isizes[d], torch.int64))
+            covered = c if covered is None else ops.logical_and(covered, c)
+        here = ops.index_expr(o[dim], torch.int64) if x.ndim else ops.constant(0, torch.int64)
+        for k in range(hits):
+            p = tuple(sympy.Integer(k) if d == dim else o[d] for d in range(x.ndim))
+            at = load_index(p) if covered is None else ops.masked(covered, lambda p=p: load_index(p), -1)
+            hit = ops.eq(at, here)
+            picked = ops.masked(hit, lambda p=p: load_src(p), 0)
+            out = ops.where(hit, ops.add(out, picked) if accumulate else picked, out)
+        return out
+    return Pointwise.create(inner_fn, tuple(sizes), dtype)
+
+
+@register_lowering(aten.scatter.value)
+def scatter_value(x, dim: int, index, value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise Unsupported("scatter with a non-number value")
+    return _scatter(x, dim, index, value, accumulate=False)
+
+
+@register_lowering(aten.scatter.src)
+def scatter_src(x, dim: int, index, src):
+    return _scatter(x, dim, index, src, accumulate=False)
+
+
+@register_lowering(aten.scatter_add.default)
+def scatter_add(x, dim: int, index, src):
+    if x.get_dtype() == torch.bool:
+        raise Unsupported("scatter_add of bool")
+    return _scatter(x, dim, index, src, accumulate=True)
 
 
 # ----------------------------------------------------------------------- small-K matmuls

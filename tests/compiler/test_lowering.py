@@ -117,3 +117,33 @@ def test_only_the_nodes_reading_another_devices_tensor_become_externs(monkeypatc
     kinds = {n.origin.split("(")[1].rstrip(")"): type(n) for n in graph.nodes}
     assert kinds["sin"] is ComputedBuffer and kinds["mul"] is ComputedBuffer
     assert kinds["add"] is ExternKernel and kinds["mul_1"] is ExternKernel and kinds["view"] is ExternKernel
+
+
+# ------------------------------------------------------------------ scatter along a short index
+
+_SCATTERS = {
+    "one-hot value": lambda x, i: torch.zeros_like(x).scatter(1, i[:, :1], -1.0) * x,
+    "src, last of duplicates wins": lambda x, i: x.scatter(1, i, x[:, : i.shape[1]] * 2),
+    "add, duplicates sum": lambda x, i: x.scatter_add(1, i, x[:, : i.shape[1]] + 1),
+    "index shorter on the other dim": lambda x, i: x.scatter_add(1, i[:3], x[:3, : i.shape[1]] * 3),
+    "along dim 0": lambda x, i: x.scatter(0, i.t()[:2] % x.shape[0], 2.5),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_SCATTERS))
+def test_scatter_with_a_short_index_is_one_pointwise_kernel(case):
+    """scatter / scatter_add with a few index entries per line are generated, not ATen calls, and agree with
+    eager (CPU: duplicates applied in index order) -- including duplicates, which this index is full of."""
+    fn = _SCATTERS[case]
+    x = torch.randn(5, 7)
+    i = torch.tensor([[1, 1, 4], [0, 6, 0], [3, 3, 3], [2, 5, 2], [6, 0, 1]])
+    check(fn, x, i)
+    assert not [k for k in compiler.counters if k.startswith("extern.aten.scatter")], compiler.counters
+
+
+def test_scatter_with_a_long_index_is_left_to_aten():
+    from tritondiff.compiler.lowerings.structured import SCATTER_MAX_HITS
+    x = torch.randn(4, 3)
+    i = torch.randint(0, 4, (SCATTER_MAX_HITS + 1, 3))
+    check(lambda x, i: torch.zeros(4, 3).scatter_add(0, i, torch.ones(i.shape)) + x, x, i)
+    assert compiler.counters["extern.aten.scatter_add"] == 1
