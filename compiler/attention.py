@@ -16,6 +16,12 @@ Semantics kept: a row whose every key is masked is NaN in the written-out softma
 0 there; the rewrite puts the NaN back (``where(mask.all(-1), nan, y)``), so forward values match.  The
 gradients of such a row stay finite where eager's are NaN -- the one difference, on inputs eager itself
 cannot differentiate.  ``config.fuse_attention = False`` turns the rewrite off.
+
+When it pays (``pays``): on CUDA the fused op's float32 path is the memory-efficient kernel, which ran
+nanoGPT's attention at T = 128 (32 heads, 2 MiB of scores) slower than the written-out form -- cuBLAS
+batched GEMMs and one generated softmax -- on the H200; a float32 attention on CUDA is rewritten only once
+its scores pass ``COMPOSED_MAX_SCORE_BYTES``, where writing them out costs memory traffic the fused kernel
+never spends.  fp16 / bf16 (flash and cuDNN kernels) and the CPU are always rewritten.
 """
 from __future__ import annotations
 
@@ -28,6 +34,8 @@ import torch.fx
 import torch.nn.functional as F
 
 _MATMULS = (operator.matmul, torch.matmul)
+#: Float32 scores on CUDA up to this many bytes stay written out (module docstring).
+COMPOSED_MAX_SCORE_BYTES = 16 << 20
 _SOFTMAXES = (F.softmax, torch.softmax)
 
 
@@ -55,6 +63,13 @@ def _last_dim(dim: Any, rank: int) -> bool:
 
 def _single_use(*nodes: torch.fx.Node) -> bool:
     return all(len(n.users) == 1 for n in nodes)
+
+
+def pays(device_type: str, dtype: torch.dtype, score_bytes: int) -> bool:
+    """Whether the fused op beats the written-out attention whose scores take ``score_bytes``."""
+    if device_type != "cuda" or dtype in (torch.float16, torch.bfloat16):
+        return True
+    return score_bytes > COMPOSED_MAX_SCORE_BYTES
 
 
 def _match(out: torch.fx.Node) -> Optional[dict]:
@@ -100,6 +115,10 @@ def _match(out: torch.fx.Node) -> Optional[dict]:
             or values[1].shape[-2] != values[2].shape[-2]:
         return None
     if mask is not None and (_value(mask) is None or _value(mask).dtype != torch.bool):
+        return None
+    scores_value = _value(scores)
+    if scores_value is None or not pays(values[0].device.type, values[0].dtype,
+                                        scores_value.numel() * scores_value.element_size()):
         return None
     if not _single_use(*chain):
         return None

@@ -78,3 +78,13 @@ def test_attention_weights_used_elsewhere_or_a_knob_off_leave_the_graph_alone():
 def test_only_the_matched_shape_is_rewritten():
     gm = torch.fx.symbolic_trace(lambda q, k, v: torch.softmax(q @ k.transpose(-2, -1), -1) @ v)
     assert attention.fuse(gm) == 0                    # no example values (rank, dtype unknown): not matched
+
+
+def test_float32_attention_on_cuda_is_rewritten_only_past_the_written_out_scores_it_beats():
+    """On CUDA float32 runs the memory-efficient kernel, slower than cuBLAS GEMMs and a softmax while the
+    scores are small; fp16 / bf16 (flash, cuDNN) and the CPU are always rewritten."""
+    limit = attention.COMPOSED_MAX_SCORE_BYTES
+    assert not attention.pays("cuda", torch.float32, limit)
+    assert attention.pays("cuda", torch.float32, limit + 1)
+    assert attention.pays("cuda", torch.bfloat16, 1) and attention.pays("cuda", torch.float16, 1)
+    assert attention.pays("cpu", torch.float32, 1)
