@@ -161,3 +161,52 @@ def test_a_kernel_that_overflows_runs_as_on_a_gpu_under_warnings_as_errors():
         warnings.simplefilter("error")                 # pytest's filterwarnings = error, python -W error
         _exp_overflows[(1,)](x, y, 3, BLOCK=4)
     assert torch.isnan(y[0]) and torch.isinf(y[1]) and torch.isnan(y[2])   # inf - inf, 1 / 0, 0 / 0
+
+
+# ---------------------------------------------------------------------- float scalars and libdevice
+
+from triton.language.extra import libdevice as _libdevice  # noqa: E402  (as public kernels import them)
+
+_rsqrt, _tanh = _libdevice.rsqrt, _libdevice.tanh
+
+
+@triton.jit
+def _scaled_kernel(x_ptr, y_ptr, n, eps, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0).to(tl.float32)
+    e = eps.to(tl.float32)                            # a float argument is a float32 scalar when compiled
+    y = _rsqrt(x * x + e) + _tanh(x)                  # libdevice functions bound at import, as kernels do
+    tl.store(y_ptr + offs, y, mask=offs < n)
+
+
+def test_a_float_argument_is_a_float32_scalar_and_libdevice_functions_compute():
+    """Kernels written for the GPU -- ``eps.to(tl.float32)`` on a float argument, ``rsqrt`` / ``tanh``
+    imported from libdevice -- run under the interpreter with the compiled launch's semantics, instead of
+    raising (``'float' object has no attribute 'to'``) or storing None."""
+    from tritondiff.base import interpreter
+    interpreter.install()
+    x = torch.randn(37)
+    y = torch.empty_like(x)
+    _scaled_kernel[(1,)](x, y, 37, 1e-3, BLOCK=64)
+    torch.testing.assert_close(y, torch.rsqrt(x * x + 1e-3) + torch.tanh(x), rtol=1e-5, atol=1e-5)
+
+
+@triton.jit
+def _bf16_dot_kernel(a_ptr, b_ptr, d_ptr, n, B: tl.constexpr):
+    offs = tl.arange(0, B)
+    a = tl.load(a_ptr + offs, mask=offs < n, other=0.0)
+    b = tl.load(b_ptr + offs, mask=offs < n, other=0.0)
+    tl.store(d_ptr, tl.sum(a * b, axis=0))            # a bf16 reduction, as a softmax backward's dot
+
+
+def test_a_bf16_sum_adds_values_not_bit_patterns():
+    """The interpreter summed a bf16 block's 16-bit patterns as integers (public softmax backward kernels
+    came out ~1e23 off on the CPU, right on a GPU); the sum is of the values, in float32, rounded once."""
+    from tritondiff.base import interpreter
+    interpreter.install()
+    g = torch.Generator().manual_seed(3)
+    a, b = torch.randn(215, generator=g).bfloat16(), torch.rand(215, generator=g).bfloat16()
+    d = torch.empty(1, dtype=torch.bfloat16)
+    _bf16_dot_kernel[(1,)](a, b, d, 215, B=256)
+    want = (a * b).float().sum()                      # bf16 products, a float32 sum
+    torch.testing.assert_close(d.float()[0], want.bfloat16().float(), rtol=2 ** -7, atol=0)

@@ -24,6 +24,7 @@ step (elements i and i + n/2), a tree like the hardware's; ``tl.cumsum`` likewis
 from __future__ import annotations
 
 import functools
+import inspect
 
 _INSTALLED = False
 
@@ -128,9 +129,80 @@ def install() -> None:
     for name, result_arg in (("binary_op", 0), ("unary_op", 0), ("create_fma", 2), ("create_dot", 2)):
         setattr(builder, name, in_float32(getattr(builder, name), result_arg))
     builder.ternary_op = ternary_op
-    _install_tree_sum(interp, np)
+    _install_float_scalars(interp, np, tl)
+    _install_libdevice(tl)
+    _install_tree_sum(interp, np, is_bf16, widen, narrow)
     _install_silent_arithmetic(interp, np)
     _INSTALLED = True
+
+
+def _install_float_scalars(interp, np, tl) -> None:
+    """A Python float argument reaches the kernel as a float32 scalar tensor, as a compiled launch passes it
+    (Triton types a float argument ``fp32``): the interpreter hands the bare float through, and kernels that
+    use it as a tensor (``eps.to(tl.float32)``, public RMSNorm and SwiGLU kernels) raise
+    ``'float' object has no attribute 'to'`` on the CPU while compiling fine on a GPU."""
+    convert = interp._implicit_cvt
+
+    @functools.wraps(convert)
+    def implicit_cvt(arg):
+        if type(arg) is float:
+            return tl.tensor(interp.TensorHandle(np.array([arg], dtype=np.float32), tl.float32), tl.float32)
+        return convert(arg)
+    interp._implicit_cvt = implicit_cvt
+
+
+#: libdevice functions ``tl.math`` lacks, evaluated elementwise by numpy under the interpreter.
+_NUMPY_UNARY = ("tanh", "sinh", "cosh", "tan", "asin", "acos", "atan", "asinh", "acosh", "atanh", "expm1", "log1p")
+
+
+def _install_libdevice(tl) -> None:
+    """``triton.language.extra.libdevice`` functions that ``tl.math`` also has run as ``tl.math``'s under the
+    interpreter (and the unary ones of ``_NUMPY_UNARY`` as numpy's).  The module's functions are bodiless
+    stubs that a compiled kernel lowers to the device library; the interpreter patches ``tl`` and ``tl.math``
+    only, so a kernel that imported ``rsqrt`` from libdevice (public RMSNorm / LayerNorm kernels do) got
+    ``None`` back on the CPU.  The stubs are imported by name into kernel modules before any launch, so each
+    stub's code is swapped in place to call ``tl.math``'s builtin of the same name (looked up when called,
+    when the interpreter has patched it)."""
+    try:
+        from triton.language.extra import libdevice
+    except ImportError:
+        return
+    namespace = vars(libdevice) if hasattr(libdevice, "__dict__") else None
+    if namespace is None:
+        return
+    import numpy as np
+    from triton.runtime import interpreter as interp
+
+    def numpy_unary(x, name):
+        data = np.asarray(x.handle.data)
+        with np.errstate(all="ignore"):
+            out = getattr(np, {"asin": "arcsin", "acos": "arccos", "atan": "arctan", "asinh": "arcsinh",
+                               "acosh": "arccosh", "atanh": "arctanh"}.get(name, name))(data).astype(data.dtype)
+        return tl.tensor(interp.TensorHandle(out, x.handle.dtype), x.type)
+
+    namespace.setdefault("_tritondiff_math", tl.math)
+    namespace.setdefault("_tritondiff_numpy_unary", numpy_unary)
+    for name, stub in list(namespace.items()):
+        if name.startswith("_") or not inspect.isfunction(stub) or stub.__globals__ is not namespace \
+                or stub.__code__.co_code != _STUB_CODE:
+            continue                                   # not a bodiless stub of this module: leave it
+        params = ", ".join(stub.__code__.co_varnames[:stub.__code__.co_argcount])
+        if tl.core.is_builtin(getattr(tl.math, name, None)):
+            body = f"_tritondiff_math.{name}({params})"
+        elif name in _NUMPY_UNARY and stub.__code__.co_argcount == 1:
+            body = f"_tritondiff_numpy_unary({params}, {name!r})"
+        else:
+            continue
+        scope: dict = {}
+        exec(f"def {name}({params}):\n    return {body}\n", namespace, scope)
+        stub.__code__ = scope[name].__code__
+
+
+def _stub():
+    ...
+
+
+_STUB_CODE = _stub.__code__.co_code
 
 
 def _install_silent_arithmetic(interp, np) -> None:
@@ -183,7 +255,7 @@ def tree_cumsum(data, axis: int, np):
     return np.moveaxis(a, 0, axis)
 
 
-def _install_tree_sum(interp, np) -> None:
+def _install_tree_sum(interp, np, is_bf16, widen, narrow) -> None:
     reduce_ops = getattr(interp, "ReduceOps", None)
     original = getattr(reduce_ops, "sum", None)
     if original is None:              # another interpreter layout: keep its own order
@@ -191,6 +263,13 @@ def _install_tree_sum(interp, np) -> None:
 
     @functools.wraps(original)
     def tree_ordered(self, input):
+        if is_bf16(input.handle):
+            # bf16 handles hold 16-bit patterns, which the interpreter summed as integers (a softmax backward's
+            # tl.sum(dy * y) came out ~1e23): sum the values in float32 -- as compiled Triton accumulates a
+            # bf16 sum -- and round the result to bf16 once
+            total = np.asarray(tree_sum(widen(input.handle).data, self.axis, self.keep_dims, np), dtype=np.float32)
+            patterns = narrow(interp.TensorHandle(total.reshape(-1), interp.tl.float32)).data
+            return self.to_tensor(patterns.reshape(total.shape) if total.shape else patterns[0], input.dtype)
         data = input.handle.data
         if not np.issubdtype(np.asarray(data).dtype, np.floating):
             return original(self, input)
