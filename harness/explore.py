@@ -32,7 +32,7 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import Unsatisfiable
 
 from . import baseline
-from .api import Subject, registry
+from .api import Subject, registry, runnable_here
 from .case import Case
 from .config import config
 from .counters import counters
@@ -232,6 +232,10 @@ def explore(subject: Subject, *, budget_s: float | None = None, max_examples: in
     the free GPU memory now.  Huge mode runs on CUDA only
     (:class:`~harness.exc.HugeShapesUnavailable` otherwise, before anything runs).
     """
+    why = runnable_here(subject)
+    if why is not None:
+        raise UsageError(f"{subject.name}: {why}; Triton's interpreter runs the kernels here (no GPU, or "
+                         "TRITON_INTERPRET=1): run it on a CUDA machine")
     timeout_s = None
     if huge is not None or config.huge_shapes:
         from . import huge as huge_shapes
@@ -274,10 +278,17 @@ def explore(subject: Subject, *, budget_s: float | None = None, max_examples: in
                     break                     # the whole space passed within the budget
                 normal = False                # the normal range passed: the rest of the space, found ones aside
                 continue
+            sighted = finding_key(failure[0], failure[1])
             failure = _wrong_without_the_edge(failure, executor, subject_ref, hazards, deadline, budget_s)
+            key = finding_key(failure[0], failure[1])
+            # an edge sighting whose control run fails is that wrong finding: both keys are done, and a wrong
+            # finding already made is not made twice (the next search sighted the edge case again and reported
+            # the same wrong finding into the same dump folder)
+            state.ignored.update({sighted, key})
+            if key in {finding_key(f.case, f.verdict) for f in findings}:
+                continue
             found = _finding(subject, subject_ref, failure, seed, out_dir, hazards, strict)
             findings.append(found)
-            state.ignored.add(finding_key(failure[0], failure[1]))
             if on_finding is not None:
                 on_finding(found)
             if len(findings) >= max_findings or time.monotonic() >= deadline:
@@ -357,7 +368,8 @@ def check(subject: Subject | str, **options) -> SubjectResult:
     if isinstance(subject, str):
         known = registry()
         if subject not in known:             # the bundled subjects are heavy to import: only when needed
-            known = {**bundled(), **registry()}
+            from . import packs
+            known = {**bundled(), **packs.subjects_for(subject), **registry()}
         if subject not in known:
             raise UsageError(f"no subject named {subject!r}: declare it with @subject(...) (or import the file "
                              "that does) before check({subject!r})")

@@ -323,3 +323,21 @@ def test_a_failure_saved_in_the_example_database_replays_first_in_the_next_run_w
     fresh = explore(wrong_past_3000, budget_s=60, seed=2, out_dir=str(tmp_path / "other"), executor=InProcess(),
                     database=False)
     assert fresh.examples > 1
+
+
+def test_a_wrong_finding_sighted_again_through_an_edge_case_is_reported_once(tmp_path, in_process):
+    """A float32 result where eager's is half precision fails on every such example: the search finds it on
+    ordinary values, then sights it again on extreme ones, whose control run is that same wrong finding.  One finding,
+    one dump (a campaign lane died installing the second copy into the same folder)."""
+    @subject(reference=lambda x, y: (x * y).sum(), name="explore_test.widens",
+             inputs={"x": tensor(("N", "V"), dtypes=("float32", "bfloat16")),
+                     "y": tensor(("N", "V"), dtype_like="x", high=0.0)},
+             dims={"N": (1, 64), "V": (1, 64)})
+    def widens(x, y):
+        return (x * y).float().sum()
+
+    res = explore(widens, budget_s=60, max_examples=60, seed=1, out_dir=str(tmp_path), executor=in_process,
+                  max_findings=4)
+    classes = [(f.tier, f.failure_class) for f in res.findings]
+    assert classes.count(("wrong", "dtype")) == 1, classes
+    assert len({f.dump for f in res.findings}) == len(res.findings), [f.dump for f in res.findings]
