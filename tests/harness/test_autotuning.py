@@ -164,6 +164,24 @@ def test_clear_caches_default_clears_every_live_tuner():
     assert atomic_sum_reset.cache == {}
 
 
+def test_clear_caches_leaves_a_library_s_own_cache_type_alone():
+    """flag-gems' tuner subclasses Triton's Autotuner with its own cache object (no ``clear``): clearing every
+    live tuner -- what the autotune hunter does before each example -- must not raise for it (it failed every
+    example of every op of the pack as a harness error)."""
+    class LibraryCache:
+        def __init__(self):
+            self.entries = {"key": "config"}
+
+    tuner = _make_inplace_increment(restore=False)
+    tuner.cache = LibraryCache()
+    tuner.cache_results = True
+    try:
+        clear_caches()
+        assert tuner.cache.entries == {"key": "config"} and tuner.cache_results is False
+    finally:
+        tuner.cache = {}
+
+
 def test_live_autotuners_sees_new_and_preexisting_tuners(monkeypatch):
     fresh = _make_inplace_increment(restore=False)               # registered by Autotuner.__init__
     assert any(t is fresh for t in live_autotuners())
