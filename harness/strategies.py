@@ -13,7 +13,7 @@ import math
 from hypothesis import assume
 from hypothesis import strategies as st
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .api import Constant, DimValue, Subject, TensorSpec, dims_allowed
 from .tiers import normal_families
@@ -175,8 +175,20 @@ def _tensor_case(draw, spec: TensorSpec, shape: tuple[int, ...], dtype: str, mut
         # a minority of examples (1 in 4) sprinkle one kind of non-finite value; shrinks to none
         nonfinite = ("", "", "", "", "", "", "", "", "", "", "", "", "nan", "inf", "-inf", "mixed")[
             draw(st.integers(0, 15))]
+        nonfinite = within_bounds(nonfinite, *bounds)
     return TensorCase(shape, dtype, layout, param if layout != "strided" else 2 + param % 2,
                       family, seed, nonfinite, *bounds)
+
+
+def within_bounds(nonfinite: str, low: Any, high: Any) -> str:
+    """The sprinkle ``nonfinite`` kept inside declared bounds: NaN always (any domain's propagation test), an
+    infinity only on a side the input has no bound (``low=0.0``: a probability, a sqrt's domain -- never -inf)."""
+    bounded_low, bounded_high = low is not None, high is not None
+    if nonfinite == "mixed" and (bounded_low or bounded_high):
+        return "nan" if bounded_low and bounded_high else ("inf" if bounded_low else "-inf")
+    if (nonfinite == "-inf" and bounded_low) or (nonfinite == "inf" and bounded_high):
+        return "nan"
+    return nonfinite
 
 
 def _layout_fits(layout: str, shape: tuple[int, ...], mutated: bool) -> bool:

@@ -144,3 +144,13 @@ def test_guards_catch_writes_past_the_end():
     msg = guards_intact(t)
     assert msg and "after" in msg and "offset 100" in msg
     assert math.isnan(float(full[t.storage_offset() - 1]))   # reads before the start see NaN
+
+
+def test_non_finite_sprinkles_stay_inside_declared_bounds():
+    """``low=0.0`` (probabilities, a sqrt's domain) never gets -inf, ``high`` never +inf; NaN always may."""
+    from tritondiff.harness.strategies import within_bounds
+    kinds = ("", "nan", "inf", "-inf", "mixed")
+    assert [within_bounds(k, 0.0, None) for k in kinds] == ["", "nan", "inf", "nan", "inf"]
+    assert [within_bounds(k, None, 1.0) for k in ("inf", "-inf", "mixed")] == ["nan", "-inf", "-inf"]
+    assert [within_bounds(k, 0.0, 1.0) for k in ("inf", "-inf", "mixed")] == ["nan", "nan", "nan"]
+    assert [within_bounds(k, None, None) for k in ("inf", "-inf", "mixed")] == ["inf", "-inf", "mixed"]
