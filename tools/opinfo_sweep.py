@@ -28,8 +28,6 @@ import datetime
 import signal
 import sys
 import time
-import types
-import unittest
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
@@ -37,20 +35,9 @@ import torch
 from tritondiff.base import device  # noqa: F401  (device decision before triton)
 
 from tritondiff.harness import triage
+from tritondiff.harness.opinfo import SKIP_RANDOM, SKIP_UNINITIALIZED, load_op_db, op_name  # noqa: F401
 from tritondiff.compiler.backend import tritondiff_backend
 from tritondiff.compiler.counters import counters
-
-SKIP_RANDOM = frozenset({
-    "bernoulli", "cauchy", "exponential", "geometric", "log_normal", "multinomial", "normal", "uniform",
-    "rand_like", "randn_like", "randint", "randint_like", "nn.functional.dropout", "nn.functional.dropout2d",
-    "nn.functional.dropout3d", "nn.functional.alpha_dropout", "nn.functional.feature_alpha_dropout",
-    "nn.functional.rrelu", "nn.functional.gumbel_softmax",
-    # CUDA only: their philox seed and offset outputs are fresh RNG state on every call (the GPU sweep of
-    # reported the seed as a mismatch)
-    "torch.ops.aten._efficient_attention_forward", "torch.ops.aten._flash_attention_forward",
-})
-SKIP_UNINITIALIZED = frozenset({"empty", "empty_like", "empty_permuted", "empty_strided", "new_empty",
-                                "new_empty_strided"})
 
 #: The fixed subset the pre-merge gate sweeps.
 PREMERGE_OPS = ("add", "sub", "mul", "div", "neg", "abs", "exp", "log1p", "rsqrt", "sigmoid", "tanh", "erf",
@@ -85,22 +72,6 @@ class OpResult:
             if self.count(status):
                 return status
         return "skipped"
-
-
-def load_op_db() -> list:
-    """PyTorch's OpInfo database (its test utilities want ``expecttest``; a stand-in is enough)."""
-    try:
-        import expecttest  # noqa: F401
-    except ImportError:
-        stub = types.ModuleType("expecttest")
-        stub.TestCase = unittest.TestCase
-        sys.modules["expecttest"] = stub
-    from torch.testing._internal.common_methods_invocations import op_db
-    return list(op_db)
-
-
-def op_name(opinfo: Any) -> str:
-    return f"{opinfo.name}.{opinfo.variant_test_name}" if opinfo.variant_test_name else opinfo.name
 
 
 # ------------------------------------------------------------------------------ judging
