@@ -157,8 +157,11 @@ class Subject:
     def __init__(self, fn: Callable, *, reference: Callable, inputs: Mapping[str, Any],
                  dims: Mapping[str, int | tuple[int, int]], name: str | None, tolerance: Tolerance,
                  mutates: Sequence[str], deterministic: bool, disable: Sequence[str],
-                 max_example_bytes: int | None, where: Sequence[Callable[..., bool]] = ()):
+                 max_example_bytes: int | None, where: Sequence[Callable[..., bool]] = (),
+                 gpu_only: str | None = None, upcast: Callable[[dict], dict] | None = None):
         self.fn = fn
+        self.gpu_only = gpu_only
+        self.upcast = upcast
         self.where = tuple(where)
         self.reference = reference
         self.inputs = dict(inputs)
@@ -199,7 +202,9 @@ def subject(*, reference: Callable, inputs: Mapping[str, Any], dims: Mapping[str
             name: str | None = None, multiplier: float = 3.0, rtol: float | None = None,
             atol: float | None = None, mutates: Sequence[str] = (), deterministic: bool = True,
             disable: Sequence[str] = (), max_example_bytes: int | None = None,
-            where: Callable[..., bool] | Sequence[Callable[..., bool]] = ()) -> Callable[[Callable], Subject]:
+            where: Callable[..., bool] | Sequence[Callable[..., bool]] = (),
+            gpu_only: str | None = None, upcast: Callable[[dict], dict] | None = None
+            ) -> Callable[[Callable], Subject]:
     """Declare ``fn`` a subject: a Triton entry point diffed against ``reference``.
 
     ``inputs`` maps each parameter name to a :func:`tensor` spec, a Hypothesis
@@ -210,7 +215,11 @@ def subject(*, reference: Callable, inputs: Mapping[str, Any], dims: Mapping[str
     ``deterministic=False`` lets repeated calls differ within the oracle;
     ``disable`` switches hazard hunters off by name (see ``HAZARDS``); ``where`` relates
     dims with predicates over them by name (``where=lambda H, KV: H % KV == 0``): drawn
-    dims that fail one are redrawn.
+    dims that fail one are redrawn.  ``gpu_only="why"`` marks a subject Triton's interpreter cannot run
+    (it queries the CUDA device, uses an op the interpreter lacks): under the interpreter campaigns skip it
+    with that reason and ``check`` refuses it, rather than report the interpreter's error as a finding.
+    ``upcast`` maps the inputs (by name) to those of the float64 truth run where an input describes tensors
+    rather than holding them (a drawn description of a whole call); tensor inputs are upcast as always.
     """
     if not callable(reference):
         raise InvalidSubject(f"subject(reference=...) must be callable, got {type(reference).__name__}",
@@ -259,6 +268,11 @@ def subject(*, reference: Callable, inputs: Mapping[str, Any], dims: Mapping[str
             raise InvalidSubject(f"{arg}={val!r} must be a number in [0, 1)", argument=arg)
     tol = Tolerance(float(multiplier), rtol, atol)
     where = _check_where(where, dims)
+    if upcast is not None and not callable(upcast):
+        raise InvalidSubject(f"upcast={upcast!r} must map the inputs (a dict) to the truth run's", argument="upcast")
+    if gpu_only is not None and (not isinstance(gpu_only, str) or not gpu_only.strip()):
+        raise InvalidSubject(f"gpu_only={gpu_only!r}: give the reason the interpreter cannot run it, as a string",
+                             argument="gpu_only")
 
     def decorate(fn: Callable) -> Subject:
         if not callable(fn):
@@ -270,7 +284,7 @@ def subject(*, reference: Callable, inputs: Mapping[str, Any], dims: Mapping[str
             raise InvalidSubject(f"@subject {getattr(fn, '__name__', fn)!r}: {e}", argument=e.argument) from None
         subj = Subject(fn, reference=reference, inputs=parsed, dims=dims, name=name, tolerance=tol,
                        mutates=mutates, deterministic=deterministic, disable=disable,
-                       max_example_bytes=max_example_bytes, where=where)
+                       max_example_bytes=max_example_bytes, where=where, gpu_only=gpu_only, upcast=upcast)
         _REGISTRY[subj.name] = subj
         return subj
 
@@ -296,6 +310,13 @@ def _check_where(where: Any, dims: dict) -> tuple:
                 raise InvalidSubject(f"where= predicate takes {p.name!r}, which dims= does not define; its "
                                      f"parameters name dims ({', '.join(dims) or 'none declared'})", argument="where")
     return preds
+
+
+def runnable_here(subject: Subject) -> str | None:
+    """None when ``subject`` can run here; otherwise why not (a GPU-only subject under the interpreter)."""
+    if subject.gpu_only and device.is_interpreter():
+        return f"GPU only: {subject.gpu_only}"
+    return None
 
 
 def dims_allowed(subject: Subject, dims: Mapping[str, int]) -> bool:

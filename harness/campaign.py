@@ -54,11 +54,12 @@ from typing import Callable, Sequence, TextIO
 from tritondiff.base import device
 from . import baseline
 from . import huge as huge_shapes
-from .api import HAZARDS, Subject
+from .api import HAZARDS, Subject, runnable_here
 from .config import config
 from .display import Display, clock
 from .exc import UsageError
 from .lanes import Lane, LaneEvent, hang_limit_s, lanes_per_gpu
+from . import packs
 from .loader import bundled, load_file, ref, resolve, subjects_in
 from .store import Store, Task
 
@@ -105,6 +106,7 @@ def resolve_targets(targets: Sequence[str]) -> list[Subject]:
                     raise UsageError(f"{path}: no subject matches {name!r}")
         else:
             pool = bundled() if pool is None else pool
+            pool = {**pool, **packs.subjects_for(target)}
             found = [s for n, s in pool.items() if fnmatch.fnmatchcase(n, target)]
             if not found:
                 raise UsageError(f"unknown target {target!r}: not a subject file and no bundled subject matches "
@@ -122,6 +124,23 @@ def resolve_targets(targets: Sequence[str]) -> list[Subject]:
             raise UsageError(f"two different subjects are named {s.name!r} ({other.file or other.module} and "
                              f"{s.file or s.module}); findings are keyed by name, so rename one")
     return list(unique.values())
+
+
+def runnable(subjects: Sequence[Subject], say: Callable[[str], None]) -> list[Subject]:
+    """The ``subjects`` that can run here; ``say`` gets a line for each one skipped (a GPU-only subject under
+    the interpreter).  None left: UsageError with the reasons."""
+    out, skipped = [], []
+    for subj in subjects:
+        why = runnable_here(subj)
+        if why is None:
+            out.append(subj)
+        else:
+            skipped.append(subj.name)
+            say(f"skip  {subj.name}: {why}")
+    if subjects and not out:
+        raise UsageError(f"no target can run here: {len(skipped)} GPU-only subject(s) and Triton's interpreter "
+                         "runs the kernels (no GPU, or TRITON_INTERPRET=1); run them on a CUDA machine")
+    return out
 
 
 def name_groups(names) -> dict[str, list[str]]:
@@ -469,7 +488,7 @@ def run_campaign(targets: Sequence[str] = (), *, budget_s: float | None = None, 
         if resume:
             campaign, subjects = _resume(db, targets, seed, budget_s, workers)
         else:
-            resolved = resolve_targets(list(targets))
+            resolved = runnable(resolve_targets(list(targets)), display.line)
             plans = huge_shapes.plans_for(resolved, display.line) if huge else None
             campaign, subjects = _new(db, targets, resolved, seed, budget_s or DEFAULT_BUDGET_S, workers, disabled,
                                       example_timeout_s, dump_dir, plans)

@@ -193,10 +193,15 @@ class TritondiffFixture:
         if isinstance(subject, str):
             known = registry()
             if subject not in known:          # importing the bundled subjects is heavy: only when needed
-                known = {**bundled(), **registry()}
+                from tritondiff.harness import packs
+                known = {**bundled(), **packs.subjects_for(subject), **registry()}
             if subject not in known:
                 raise pytest.UsageError(f"no tritondiff subject named {subject!r}")
             subject = known[subject]
+        from tritondiff.harness.api import runnable_here
+        why = runnable_here(subject)
+        if why is not None:
+            pytest.skip(f"{subject.name}: {why}")
         tally = CoverageTally()
         kwargs = dict(budget_s=self.profile.budget_s, max_examples=self.profile.max_examples, seed=self.seed,
                       out_dir=self.out_dir, on_example=tally.observe,

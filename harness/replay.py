@@ -79,7 +79,7 @@ def _print_worst_elements(path: str) -> None:
         candidate = _detach(subj.fn(**inputs))
         eager = _detach(subj.reference(**reference_inputs(subj, case)))
         try:
-            truth = subj.reference(**_upcast(reference_inputs(subj, case)))
+            truth = subj.reference(**_upcast(reference_inputs(subj, case), subj))
         except Exception:  # noqa: BLE001 - no float64 path: eager is the best arbiter
             truth = eager
     except Exception as e:  # noqa: BLE001 - the verdict above stands; the table is a help

@@ -74,7 +74,11 @@ def reference_inputs(subject: Subject, case: Case) -> dict[str, Any]:
     return build_inputs(subject, case, guard=False, storage_offset=False)
 
 
-def _upcast(kwargs: dict[str, Any]) -> dict[str, Any]:
+def _upcast(kwargs: dict[str, Any], subject: Subject | None = None) -> dict[str, Any]:
+    """The reference's inputs for the float64 truth: every floating tensor in float64, after the subject's own
+    ``upcast`` (inputs that describe tensors rather than hold them: the ATen-override packs' drawn calls)."""
+    if subject is not None and subject.upcast is not None:
+        kwargs = subject.upcast(dict(kwargs))
     return {k: v.detach().double() if isinstance(v, torch.Tensor) and v.dtype.is_floating_point else v
             for k, v in kwargs.items()}
 
@@ -194,7 +198,7 @@ def _run_case(subject: Subject, case: Case, hazards: frozenset | None) -> Verdic
         return Verdict("skip", message=f"reference raised {type(e).__name__}: {e}",
                        seconds=time.perf_counter() - start)
     try:
-        upcast = _upcast(reference_inputs(subject, case))
+        upcast = _upcast(reference_inputs(subject, case), subject)
         truth = _detach(subject.reference(**{k: _detach(v) for k, v in upcast.items()}))   # a copy: may mutate
         if device.MODE == "cuda":
             torch.cuda.synchronize()
