@@ -92,8 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="tritondiff", description="Differential correctness testing of Triton kernels.")
     parser.add_argument("--version", action="version", version=f"tritondiff {__version__}")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
-    check = sub.add_parser("check", help="fuzz the subjects of one Python file")
-    check.add_argument("file", help="a Python file declaring @subject functions")
+    check = sub.add_parser("check", help="fuzz the subjects of one Python file (or bundled / pack subjects by name)")
+    check.add_argument("file", help="a Python file declaring @subject functions, or a subject name or glob "
+                                    "(kernels.nrm2, 'wild.liger.*')")
     check.add_argument("--subject", action="append", help="only this subject (repeatable)")
     check.add_argument("--budget", type=_budget, default=None,
                        help="wall time per subject (default 90s); an example still running when it ends may "
@@ -192,15 +193,19 @@ def _one_line(error: HarnessError) -> str:
 
 
 def _check(args) -> int:
-    if not os.path.isfile(args.file):         # answered before the heavy imports (torch, triton, hypothesis)
+    named = not os.path.isfile(args.file) and not args.file.endswith(".py") and os.sep not in args.file
+    if not named and not os.path.isfile(args.file):   # answered before the heavy imports (torch, triton, hypothesis)
         raise UsageError(f"{os.path.abspath(args.file)}: no such file")
     from . import memcheck
     from .explore import explore
     from .loader import load_file, subjects_in
 
-    _apply_verdict_options(args, args.file)
-    module = load_file(args.file)
-    subjects = subjects_in(module)
+    _apply_verdict_options(args, args.file if not named else os.getcwd())
+    if named:                                 # bundled or pack subjects by name or glob, as `fuzz` takes them
+        from .campaign import resolve_targets, runnable
+        subjects = runnable(resolve_targets([args.file]), print)
+    else:
+        subjects = subjects_in(load_file(args.file))
     if not subjects:
         raise UsageError(f"{args.file}: no @subject functions found")
     if args.subject:

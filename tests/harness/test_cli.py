@@ -73,6 +73,8 @@ def test_two_kernel_norm_passes(tmp_path):
 
 @pytest.mark.parametrize("args, fragment", [
     (("check", "does/not/exist.py"), "no such file"),
+    (("check", "nothing.by.this.name*"), "unknown target"),
+    (("check", "wild.nothing.*"), "unknown target"),
     (("check", SEED, "--budget", "-3"), "must be positive"),
     (("check", SEED, "--subject", "nope"), "no subject named nope"),
     (("check", SEED, "--frobnicate"), "unrecognized arguments"),
@@ -84,6 +86,12 @@ def test_usage_errors_exit_2_with_one_line(args, fragment):
     assert res.returncode == 2
     assert fragment in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
+
+
+def test_check_takes_a_bundled_subject_by_name(tmp_path):
+    res = _run("check", "kernels.nrm2", "--budget", "20", "--max-examples", "5", "--out", str(tmp_path))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert res.stdout.startswith("pass  kernels.nrm2")
 
 
 def test_import_error_and_empty_file_exit_2(tmp_path):
