@@ -393,6 +393,3 @@ def tvd(x, y):
          dims={"N": (1, 256), "C": (1, 512), "V": (1, 8192)}, max_example_bytes=MAX_BYTES)
 def fused_linear_jsd(xs, ws, xt, wt, beta):
     return lf.liger_fused_linear_jsd(xs, ws, xt, wt, jsd_beta=beta).float()
-
-
-__all__ = [name for name in dir() if not name.startswith("_") and name not in ("torch", "F", "st", "lf")]
