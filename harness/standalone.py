@@ -51,7 +51,8 @@ def _stand_ins() -> types.ModuleType:
         return lambda fn: Subject(fn, reference)
 
     mod.subject = subject
-    mod.tensor = mod.constant = lambda *args, **kwargs: None
+    mod.tensor = mod.constant = mod.dim = lambda *args, **kwargs: None
+    mod.harness = mod                         # `from tritondiff.harness import subject` (the pack modules)
     return mod
 
 
@@ -60,7 +61,7 @@ def load_subject(kernel_path: str, attribute: str):
     try:
         import tritondiff  # noqa: F401
     except ImportError:
-        sys.modules["tritondiff"] = _stand_ins()
+        sys.modules["tritondiff"] = sys.modules["tritondiff.harness"] = _stand_ins()
     sys.path.insert(0, os.path.dirname(os.path.abspath(kernel_path)))
     spec = importlib.util.spec_from_file_location("tritondiff_standalone_kernel", kernel_path)
     module = importlib.util.module_from_spec(spec)

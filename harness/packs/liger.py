@@ -15,11 +15,21 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from hypothesis import strategies as st
 
 import liger_kernel.transformers.functional as lf
 
-from ..api import dim, subject, tensor
+# Absolute imports, and Hypothesis only when present: a finding's standalone.py loads this file with
+# torch, triton and liger-kernel alone (tritondiff's stand-ins; the drawn values come from inputs.pt).
+from tritondiff.harness import dim, subject, tensor
+
+try:
+    from hypothesis import strategies as _st
+
+    def one_of(*values):
+        return _st.sampled_from(values)
+except ImportError:
+    def one_of(*values):
+        return values[0]
 
 LOW = ("float32", "bfloat16", "float16")
 ROW = {"T": (1, 4096), "H": (1, 65536)}          # rows x a hidden size up to liger's fused-row limit
@@ -58,7 +68,7 @@ def llama_rms_norm(x, w, eps, offset=0.0):
 
 
 _RMS_INPUTS = {"x": tensor(("T", "H"), dtypes=LOW), "w": tensor(("H",), dtype_like="x"),
-               "eps": st.sampled_from((1e-6, 1e-5))}
+               "eps": one_of(1e-6, 1e-5)}
 
 
 @subject(name="wild.liger.rms_norm", reference=llama_rms_norm, inputs=_RMS_INPUTS, dims=ROW,
@@ -82,7 +92,7 @@ def fused_add_rms_norm_reference(x, r, w, eps):
 
 
 _ADD_RMS_INPUTS = {"x": tensor(("T", "H"), dtypes=LOW), "r": tensor(("T", "H"), dtype_like="x"),
-                   "w": tensor(("H",), dtype_like="x"), "eps": st.sampled_from((1e-6, 1e-5))}
+                   "w": tensor(("H",), dtype_like="x"), "eps": one_of(1e-6, 1e-5)}
 
 
 @subject(name="wild.liger.fused_add_rms_norm", reference=fused_add_rms_norm_reference, inputs=_ADD_RMS_INPUTS,
@@ -92,7 +102,7 @@ def fused_add_rms_norm(x, r, w, eps):
 
 
 _LN_INPUTS = {"x": tensor(("T", "H"), dtypes=LOW), "w": tensor(("H",), dtype_like="x"),
-              "b": tensor(("H",), dtype_like="x"), "eps": st.sampled_from((1e-6, 1e-5))}
+              "b": tensor(("H",), dtype_like="x"), "eps": one_of(1e-6, 1e-5)}
 
 
 @subject(name="wild.liger.layer_norm", reference=lambda x, w, b, eps: F.layer_norm(x, (x.shape[-1],), w, b, eps),
@@ -112,7 +122,7 @@ def layer_norm_backward(x, w, b, eps, dy):
 @subject(name="wild.liger.group_norm",
          reference=lambda x, w, b, groups, eps: F.group_norm(x, groups, w, b, eps),
          inputs={"x": tensor(("N", "C", "L"), dtypes=LOW), "w": tensor(("C",), dtype_like="x"),
-                 "b": tensor(("C",), dtype_like="x"), "groups": dim("G"), "eps": st.sampled_from((1e-6, 1e-5))},
+                 "b": tensor(("C",), dtype_like="x"), "groups": dim("G"), "eps": one_of(1e-6, 1e-5)},
          dims={"N": (1, 16), "C": (1, 256), "L": (1, 4096), "G": (1, 64)}, where=lambda C, G: C % G == 0,
          max_example_bytes=MAX_BYTES)
 def group_norm(x, w, b, groups, eps):
@@ -129,7 +139,7 @@ def poly_norm_reference(x, w, b, eps):
 
 @subject(name="wild.liger.poly_norm", reference=poly_norm_reference,
          inputs={"x": tensor(("T", "H"), dtypes=("float32", "bfloat16")), "w": tensor((3,), dtype_like="x"),
-                 "b": tensor((), dtype_like="x"), "eps": st.sampled_from((1e-6, 1e-5))},
+                 "b": tensor((), dtype_like="x"), "eps": one_of(1e-6, 1e-5)},
          dims=ROW, max_example_bytes=MAX_BYTES)
 def poly_norm(x, w, b, eps):
     return lf.liger_poly_norm(x, w, b, eps, in_place=False)
@@ -153,7 +163,7 @@ def modulated_rms_norm_reference(x, w, scale, shift, eps):
 @subject(name="wild.liger.modulated_rms_norm", reference=modulated_rms_norm_reference,
          inputs={"x": tensor(("T", "H"), dtypes=LOW), "w": tensor(("H",), dtype_like="x"),
                  "scale": tensor(("S", "H"), dtype_like="x"), "shift": tensor(("S", "H"), dtype_like="x"),
-                 "eps": st.sampled_from((1e-6, 1e-5))},
+                 "eps": one_of(1e-6, 1e-5)},
          dims={**ROW, "S": (1, 4096)}, where=lambda S, T: S in (1, T), max_example_bytes=MAX_BYTES)
 def modulated_rms_norm(x, w, scale, shift, eps):
     return lf.liger_modulated_rms_norm(x, w, scale, shift, eps, in_place=False)
@@ -303,7 +313,7 @@ _LOSS_DIMS = {"N": (1, 1024), "V": (1, 1 << 17)}
          reference=lambda logits, target, smoothing: F.cross_entropy(_acc(logits), target,
                                                                      label_smoothing=smoothing).to(logits.dtype),
          inputs={"logits": _LOGITS, "target": tensor(("N",), dtypes=("int64",), low=0, high="V"),
-                 "smoothing": st.sampled_from((0.0, 0.1))},
+                 "smoothing": one_of(0.0, 0.1)},
          dims=_LOSS_DIMS, max_example_bytes=MAX_BYTES)
 def cross_entropy(logits, target, smoothing):
     return lf.liger_cross_entropy(logits, target, label_smoothing=smoothing)
@@ -368,7 +378,7 @@ def _log_probs(t):
          reference=lambda x, y, beta: jsd_reference(_log_probs(x), _log_probs(y), beta),
          inputs={"x": tensor(("N", "V"), dtypes=("float32", "bfloat16"), **NO_NONFINITE),
                  "y": tensor(("N", "V"), dtype_like="x", **NO_NONFINITE),
-                 "beta": st.sampled_from((0.0, 0.1, 0.5, 1.0))},
+                 "beta": one_of(0.0, 0.1, 0.5, 1.0)},
          dims=_LOSS_DIMS, max_example_bytes=MAX_BYTES)
 def jsd(x, y, beta):
     return lf.liger_jsd(_log_probs(x), _log_probs(y), beta=beta).float()
@@ -389,7 +399,7 @@ def tvd(x, y):
                  "ws": tensor(("V", "C"), dtype_like="xs", **NO_NONFINITE),
                  "xt": tensor(("N", "C"), dtype_like="xs", **NO_NONFINITE),
                  "wt": tensor(("V", "C"), dtype_like="xs", **NO_NONFINITE),
-                 "beta": st.sampled_from((0.0, 0.5, 1.0))},
+                 "beta": one_of(0.0, 0.5, 1.0)},
          dims={"N": (1, 256), "C": (1, 512), "V": (1, 8192)}, max_example_bytes=MAX_BYTES)
 def fused_linear_jsd(xs, ws, xt, wt, beta):
     return lf.liger_fused_linear_jsd(xs, ws, xt, wt, jsd_beta=beta).float()

@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from tritondiff.harness import explore
@@ -81,3 +82,29 @@ def test_worst_elements_flag_a_nan_where_neither_eager_nor_the_truth_has_one():
     assert lines[2].split()[:2] == ["(1,)", "nan"]                    # the worst row first
     _, off = worst_elements(eager.clone(), eager, truth, {})
     assert not off
+
+
+def test_a_pack_module_loads_with_the_stand_ins_alone(monkeypatch):
+    """A wild.liger finding's standalone.py loads the pack's file where neither tritondiff nor Hypothesis is
+    installed: the file imports the public API absolutely and draws its scalars through Hypothesis only
+    when present."""
+    pytest.importorskip("liger_kernel")
+    import importlib.util
+    import sys
+
+    from tritondiff.harness import standalone
+    from tritondiff.harness.packs import liger
+
+    stand_ins = standalone._stand_ins()
+    for name in [m for m in sys.modules if m == "tritondiff" or m.startswith("tritondiff.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "tritondiff", stand_ins)
+    monkeypatch.setitem(sys.modules, "tritondiff.harness", stand_ins)
+    monkeypatch.setitem(sys.modules, "hypothesis", None)               # import hypothesis -> ImportError
+    spec = importlib.util.spec_from_file_location("standalone_pack_check", liger.__file__)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    x = torch.randn(3, 8)
+    assert module.one_of(1e-6, 1e-5) == 1e-6
+    torch.testing.assert_close(module.rms_norm_backward.reference(x, torch.ones(8), 1e-6, torch.ones(3, 8))[0],
+                               torch.nn.functional.rms_norm(x, (8,), torch.ones(8), 1e-6))
