@@ -139,24 +139,19 @@ def _profile_host(name: str, call: Callable[[], object], top: int, calls: int = 
 
 
 def main(argv: list[str] | None = None) -> int:
+    from bench import compiler as benchmark
     parser = argparse.ArgumentParser(prog="python -m bench.breakdown", description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", help="run only cases whose name contains one of these")
     parser.add_argument("--kernels", type=int, default=4, help="list this many slowest kernels per case")
     parser.add_argument("--out", help="also write the Markdown table here")
     parser.add_argument("--profile-host", type=int, default=0, metavar="N",
                         help="also print the N Python functions with the most own host time per case (cProfile)")
-    parser.add_argument("--suite", default="seed", help="the bench.compiler suite whose workloads to break down "
-                        "(seed, wide, models, all)")
+    parser.add_argument("--suite", choices=sorted(benchmark.SUITES), default="seed",
+                        help="the bench.compiler suite whose workloads to break down")
     parser.add_argument("--variant", action="append", default=[], metavar="NAME:KNOB=VALUE[,KNOB=VALUE]",
                         help="also break down tritondiff with these compiler.config knobs (as bench.compiler)")
     args = parser.parse_args(argv)
-    from bench import compiler as benchmark
-    if args.suite not in benchmark.SUITES:
-        parser.error(f"--suite {args.suite!r}: choose one of {sorted(benchmark.SUITES)}")
-    try:
-        variants = [benchmark.parse_variant(v) for v in args.variant]
-    except Exception as e:  # noqa: BLE001  (ValueError or compiler.exc.ConfigError: one line, exit 2)
-        parser.error(str(e))
+    variants = benchmark.parse_variants(parser, args.variant)
     if not _timing.require_gpu("bench.breakdown"):
         return 0
     _timing.print_header("host vs GPU time per call")

@@ -269,6 +269,14 @@ def parse_variant(text: str) -> tuple[str, dict]:
     return name, changes
 
 
+def parse_variants(parser: argparse.ArgumentParser, texts: Sequence[str]) -> list[tuple[str, dict]]:
+    """``--variant`` values parsed; a bad one is the parser's one-line error (exit 2)."""
+    try:
+        return [parse_variant(v) for v in texts]
+    except Exception as e:  # noqa: BLE001  (ValueError or compiler.exc.ConfigError: one line, exit 2)
+        parser.error(str(e))
+
+
 def _backends(names: Sequence[str] = ("eager", "inductor", "tritondiff"),
               variants: Sequence[tuple[str, dict]] = ()) -> dict[str, Callable[[Callable], Callable]]:
     from tritondiff import compiler
@@ -609,10 +617,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         with open(args.summary) as f:
             print(summary(json.load(f)), end="")
         return 0
-    try:
-        variants = [parse_variant(v) for v in args.variant]
-    except Exception as e:  # noqa: BLE001  (ValueError or compiler.exc.ConfigError: one line, exit 2)
-        parser.error(str(e))
+    variants = parse_variants(parser, args.variant)
     suite = SUITES[args.suite]()
     selected = [w for w in suite if not args.only or any(o in w.name for o in args.only)]
     if not selected:

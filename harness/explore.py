@@ -32,7 +32,7 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 from hypothesis.errors import Unsatisfiable
 
 from . import baseline
-from .api import Subject, registry, runnable_here
+from .api import Subject, runnable_here
 from .case import Case
 from .config import config
 from .counters import counters
@@ -41,7 +41,8 @@ from .coverage import summary as coverage_summary
 from .dump import write_dump
 from .exc import SubjectFailed, UsageError
 from .executor import Executor, make_executor
-from .loader import bundled, ref
+from .loader import ref
+from .packs import named
 from .runner import Verdict, enabled_hazards
 from .strategies import cases, example_cost
 from .tiers import normalized, tier_of
@@ -366,14 +367,11 @@ def check(subject: Subject | str, **options) -> SubjectResult:
     :func:`explore` does, with the same keyword options; return the passing result, or raise
     :class:`~harness.exc.SubjectFailed` carrying the failing one."""
     if isinstance(subject, str):
-        known = registry()
-        if subject not in known:             # the bundled subjects are heavy to import: only when needed
-            from . import packs
-            known = {**bundled(), **packs.subjects_for(subject), **registry()}
-        if subject not in known:
+        found = named(subject)
+        if found is None:
             raise UsageError(f"no subject named {subject!r}: declare it with @subject(...) (or import the file "
                              "that does) before check({subject!r})")
-        subject = known[subject]
+        subject = found
     if not isinstance(subject, Subject):
         raise UsageError(f"check() takes a @subject-declared function or a subject's name, got "
                          f"{type(subject).__name__}; declare the kernel's entry point with @subject(...)")

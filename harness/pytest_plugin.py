@@ -184,20 +184,16 @@ class TritondiffFixture:
 
     def check(self, subject, **overrides):
         """Fuzz ``subject`` (a Subject or a registered name); fail the test on a finding."""
-        from tritondiff.harness.api import registry
         from tritondiff.harness.config import config
         from tritondiff.harness.explore import explore
         from tritondiff.harness.coverage import CoverageTally
-        from tritondiff.harness.loader import bundled
+        from tritondiff.harness.packs import named
 
         if isinstance(subject, str):
-            known = registry()
-            if subject not in known:          # importing the bundled subjects is heavy: only when needed
-                from tritondiff.harness import packs
-                known = {**bundled(), **packs.subjects_for(subject), **registry()}
-            if subject not in known:
+            found = named(subject)
+            if found is None:
                 raise pytest.UsageError(f"no tritondiff subject named {subject!r}")
-            subject = known[subject]
+            subject = found
         from tritondiff.harness.api import runnable_here
         why = runnable_here(subject)
         if why is not None:

@@ -21,14 +21,11 @@ class Pack:
     prefix: str             # subject names start with it and a dot
     module: str             # the pack's subjects
     library: str            # the distribution it imports (what pip installs)
-    about: str
 
 
 PACKS = (
-    Pack("wild.liger", "tritondiff.harness.packs.liger", "liger-kernel",
-         "liger-kernel's fused LLM-training kernels (RMSNorm, RoPE, SwiGLU, cross entropy, ...)"),
-    Pack("wild.gems", "tritondiff.harness.packs.gems", "flag-gems",
-         "flag-gems' Triton re-implementations of ATen ops, each against torch with the library off"),
+    Pack("wild.liger", "tritondiff.harness.packs.liger", "liger-kernel"),    # fused LLM-training kernels
+    Pack("wild.gems", "tritondiff.harness.packs.gems", "flag-gems"),         # ATen ops re-implemented in Triton
 )
 
 _GLOB = re.compile(r"[*?\[]")
@@ -57,6 +54,17 @@ def load(pack: Pack) -> dict[str, Subject]:
     return {s.name: s for s in subjects_in(module)}
 
 
+def named(name: str) -> Subject | None:
+    """The subject called ``name``: one registered in this process, else a bundled one or a pack's (the packs
+    its name reaches), imported only when needed (they are heavy); None when there is none."""
+    from ..api import registry
+    from ..loader import bundled
+    known = registry()
+    if name not in known:
+        known = {**bundled(), **subjects_for(name), **known}
+    return known.get(name)
+
+
 def subjects_for(target: str) -> dict[str, Subject]:
     """Every subject of the packs ``target`` reaches.  A target that reaches several packs (``wild.*``) takes
     those that import and logs why the others do not; one that reaches a single pack, or none that imports,
@@ -77,4 +85,4 @@ def subjects_for(target: str) -> dict[str, Subject]:
     return out
 
 
-__all__ = ["Pack", "PACKS", "reached_by", "load", "subjects_for"]
+__all__ = ["Pack", "PACKS", "reached_by", "load", "named", "subjects_for"]

@@ -18,6 +18,7 @@ from typing import Any, Callable, ContextManager, Iterable, Mapping
 
 import torch
 from hypothesis import strategies as st
+from torch.utils._pytree import tree_map_only
 
 from ..api import Subject, subject
 from ..opinfo import SKIP_RANDOM, SKIP_UNINITIALIZED, load_op_db, op_name
@@ -53,15 +54,10 @@ def _relayout(t: torch.Tensor, layout: str) -> torch.Tensor:
 
 
 def _widen(value: Any, layout: str, scale: float) -> Any:
-    if isinstance(value, torch.Tensor):
-        if value.is_floating_point() and scale != 1.0:
-            value = value * scale
-        return _relayout(value, layout)
-    if isinstance(value, (tuple, list)):
-        return type(value)(_widen(v, layout, scale) for v in value)
-    if isinstance(value, dict):
-        return {k: _widen(v, layout, scale) for k, v in value.items()}
-    return value
+    """Every tensor inside ``value`` (a sample's args or kwargs) scaled (floating ones) and moved to ``layout``."""
+    def widen(t: torch.Tensor) -> torch.Tensor:
+        return _relayout(t * scale if t.is_floating_point() and scale != 1.0 else t, layout)
+    return tree_map_only(torch.Tensor, widen, value)
 
 
 _SAMPLES: dict = {}
@@ -119,18 +115,9 @@ def build_call(infos: dict[str, Any], call: list, device: str) -> tuple[Any, lis
     args = _widen((sample.input, *sample.args), layout, scale)
     kwargs = _widen(dict(sample.kwargs), layout, scale)
     if truth:
-        args, kwargs = _double(args), _double(kwargs)
+        args, kwargs = tree_map_only(torch.Tensor, lambda t: t.double() if t.is_floating_point() else t,
+                                     (args, kwargs))
     return info.op, list(args), kwargs
-
-
-def _double(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.double() if value.is_floating_point() else value
-    if isinstance(value, (tuple, list)):
-        return type(value)(_double(v) for v in value)
-    if isinstance(value, dict):
-        return {k: _double(v) for k, v in value.items()}
-    return value
 
 
 def _truth(kwargs: dict) -> dict:

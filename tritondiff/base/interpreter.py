@@ -151,8 +151,11 @@ def _install_float_scalars(interp, np, tl) -> None:
     interp._implicit_cvt = implicit_cvt
 
 
-#: libdevice functions ``tl.math`` lacks, evaluated elementwise by numpy under the interpreter.
-_NUMPY_UNARY = ("tanh", "sinh", "cosh", "tan", "asin", "acos", "atan", "asinh", "acosh", "atanh", "expm1", "log1p")
+#: libdevice functions ``tl.math`` lacks, evaluated elementwise by numpy under the interpreter (libdevice
+#: name -> numpy's).
+_NUMPY_UNARY = {"tanh": "tanh", "sinh": "sinh", "cosh": "cosh", "tan": "tan", "asin": "arcsin", "acos": "arccos",
+                "atan": "arctan", "asinh": "arcsinh", "acosh": "arccosh", "atanh": "arctanh", "expm1": "expm1",
+                "log1p": "log1p"}
 
 
 def _install_libdevice(tl) -> None:
@@ -167,17 +170,14 @@ def _install_libdevice(tl) -> None:
         from triton.language.extra import libdevice
     except ImportError:
         return
-    namespace = vars(libdevice) if hasattr(libdevice, "__dict__") else None
-    if namespace is None:
-        return
+    namespace = vars(libdevice)
     import numpy as np
     from triton.runtime import interpreter as interp
 
     def numpy_unary(x, name):
         data = np.asarray(x.handle.data)
         with np.errstate(all="ignore"):
-            out = getattr(np, {"asin": "arcsin", "acos": "arccos", "atan": "arctan", "asinh": "arcsinh",
-                               "acosh": "arccosh", "atanh": "arctanh"}.get(name, name))(data).astype(data.dtype)
+            out = getattr(np, _NUMPY_UNARY[name])(data).astype(data.dtype)
         return tl.tensor(interp.TensorHandle(out, x.handle.dtype), x.type)
 
     namespace.setdefault("_tritondiff_math", tl.math)

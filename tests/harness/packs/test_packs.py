@@ -18,7 +18,7 @@ def test_a_target_reaches_a_pack_only_by_naming_its_prefix():
 
 
 def test_a_pack_whose_library_does_not_import_is_one_usage_error_naming_the_extra(monkeypatch):
-    fake = packs.Pack("wild.nothing", "tritondiff.harness.packs.no_such_pack", "no-such-lib", "")
+    fake = packs.Pack("wild.nothing", "tritondiff.harness.packs.no_such_pack", "no-such-lib")
     monkeypatch.setattr(packs, "PACKS", (fake,))
     with pytest.raises(UsageError, match=r"wild.nothing.\* needs no-such-lib.*pip install 'tritondiff\[wild\]'"):
         resolve_targets(["wild.nothing.*"])
