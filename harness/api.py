@@ -158,10 +158,12 @@ class Subject:
                  dims: Mapping[str, int | tuple[int, int]], name: str | None, tolerance: Tolerance,
                  mutates: Sequence[str], deterministic: bool, disable: Sequence[str],
                  max_example_bytes: int | None, where: Sequence[Callable[..., bool]] = (),
-                 gpu_only: str | None = None, upcast: Callable[[dict], dict] | None = None):
+                 gpu_only: str | None = None, upcast: Callable[[dict], dict] | None = None,
+                 edge: Callable[[dict], dict | None] | None = None):
         self.fn = fn
         self.gpu_only = gpu_only
         self.upcast = upcast
+        self.edge = edge
         self.where = tuple(where)
         self.reference = reference
         self.inputs = dict(inputs)
@@ -177,6 +179,9 @@ class Subject:
             self.file = os.path.abspath(inspect.getsourcefile(fn) or "")
         except TypeError:
             self.file = ""
+        #: ``(attribute, source)`` of a kernel file a finding's standalone.py loads in place of ``file``, for a
+        #: subject whose own file needs tritondiff (``harness.packs.overrides``); None: ``file`` itself.
+        self.standalone: tuple[str, str] | None = None
         self.__wrapped__ = fn
         self.__doc__ = fn.__doc__
 
@@ -203,8 +208,8 @@ def subject(*, reference: Callable, inputs: Mapping[str, Any], dims: Mapping[str
             atol: float | None = None, mutates: Sequence[str] = (), deterministic: bool = True,
             disable: Sequence[str] = (), max_example_bytes: int | None = None,
             where: Callable[..., bool] | Sequence[Callable[..., bool]] = (),
-            gpu_only: str | None = None, upcast: Callable[[dict], dict] | None = None
-            ) -> Callable[[Callable], Subject]:
+            gpu_only: str | None = None, upcast: Callable[[dict], dict] | None = None,
+            edge: Callable[[dict], dict | None] | None = None) -> Callable[[Callable], Subject]:
     """Declare ``fn`` a subject: a Triton entry point diffed against ``reference``.
 
     ``inputs`` maps each parameter name to a :func:`tensor` spec, a Hypothesis
@@ -220,6 +225,9 @@ def subject(*, reference: Callable, inputs: Mapping[str, Any], dims: Mapping[str
     with that reason and ``check`` refuses it, rather than report the interpreter's error as a finding.
     ``upcast`` maps the inputs (by name) to those of the float64 truth run where an input describes tensors
     rather than holding them (a drawn description of a whole call); tensor inputs are upcast as always.
+    ``edge`` maps the drawn scalar inputs (by name) to the same with their edge values made ordinary, or to
+    None when none is at the edge: a description whose tensors sit at the edge of their dtype (scaled past
+    float16's range) makes its findings ``edge``, as an edge value family does for a tensor input.
     """
     if not callable(reference):
         raise InvalidSubject(f"subject(reference=...) must be callable, got {type(reference).__name__}",
@@ -270,6 +278,9 @@ def subject(*, reference: Callable, inputs: Mapping[str, Any], dims: Mapping[str
     where = _check_where(where, dims)
     if upcast is not None and not callable(upcast):
         raise InvalidSubject(f"upcast={upcast!r} must map the inputs (a dict) to the truth run's", argument="upcast")
+    if edge is not None and not callable(edge):
+        raise InvalidSubject(f"edge={edge!r} must map the scalar inputs (a dict) to their ordinary counterpart or None",
+                             argument="edge")
     if gpu_only is not None and (not isinstance(gpu_only, str) or not gpu_only.strip()):
         raise InvalidSubject(f"gpu_only={gpu_only!r}: give the reason the interpreter cannot run it, as a string",
                              argument="gpu_only")
@@ -284,7 +295,8 @@ def subject(*, reference: Callable, inputs: Mapping[str, Any], dims: Mapping[str
             raise InvalidSubject(f"@subject {getattr(fn, '__name__', fn)!r}: {e}", argument=e.argument) from None
         subj = Subject(fn, reference=reference, inputs=parsed, dims=dims, name=name, tolerance=tol,
                        mutates=mutates, deterministic=deterministic, disable=disable,
-                       max_example_bytes=max_example_bytes, where=where, gpu_only=gpu_only, upcast=upcast)
+                       max_example_bytes=max_example_bytes, where=where, gpu_only=gpu_only, upcast=upcast,
+                       edge=edge)
         _REGISTRY[subj.name] = subj
         return subj
 

@@ -40,16 +40,24 @@ class Case:
     dims: dict[str, int]
     tensors: dict[str, TensorCase]
     scalars: dict[str, Any]
+    #: The scalars with their edge values made ordinary, where a scalar describes tensors at the edge of
+    #: their dtype (``subject(edge=...)``: a described call scaled past the dtype's range); None otherwise.
+    ordinary_scalars: dict[str, Any] | None = None
 
     def to_json(self) -> dict:
-        return {"dims": dict(self.dims),
-                "tensors": {k: dataclasses.asdict(v) for k, v in self.tensors.items()},
-                "scalars": {k: _jsonable(v) for k, v in self.scalars.items()}}
+        out = {"dims": dict(self.dims),
+               "tensors": {k: dataclasses.asdict(v) for k, v in self.tensors.items()},
+               "scalars": {k: _jsonable(v) for k, v in self.scalars.items()}}
+        if self.ordinary_scalars is not None:
+            out["ordinary_scalars"] = {k: _jsonable(v) for k, v in self.ordinary_scalars.items()}
+        return out
 
     @classmethod
     def from_json(cls, data: dict) -> "Case":
         tensors = {k: TensorCase(**{**v, "shape": tuple(v["shape"])}) for k, v in data["tensors"].items()}
-        return cls(dict(data["dims"]), tensors, dict(data.get("scalars", {})))
+        ordinary = data.get("ordinary_scalars")
+        return cls(dict(data["dims"]), tensors, dict(data.get("scalars", {})),
+                   dict(ordinary) if ordinary is not None else None)
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), sort_keys=True)

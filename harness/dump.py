@@ -100,16 +100,22 @@ def write_dump(root: str, subject: Subject, subject_ref: dict, case: Case, verdi
 
 
 def _write_standalone(path: str, subject: Subject, verdict) -> None:
-    """standalone.py, kernel.py (the subject's file) and standalone.json, when the subject has a file."""
-    source = getattr(subject, "file", None)
-    if not source or not os.path.isfile(source):
+    """standalone.py, kernel.py (the subject's file, or the standalone source it gives) and standalone.json,
+    when the subject has either."""
+    attribute, source = subject.standalone or (subject.fn.__name__, None)
+    if source is not None:
+        with open(os.path.join(path, "kernel.py"), "w") as f:
+            f.write(source)
+    elif subject.file and os.path.isfile(subject.file):
+        shutil.copyfile(subject.file, os.path.join(path, "kernel.py"))
+    else:
         return
-    shutil.copyfile(source, os.path.join(path, "kernel.py"))
     shutil.copyfile(standalone.__file__, os.path.join(path, "standalone.py"))
     os.chmod(os.path.join(path, "standalone.py"), 0o755)
     _write_json(os.path.join(path, "standalone.json"), {
-        "subject": subject.name, "kernel": "kernel.py", "attribute": subject.fn.__name__,
-        "multiplier": subject.tolerance.multiplier, "finding": f"{verdict.failure_class}: {verdict.message}"})
+        "subject": subject.name, "kernel": "kernel.py", "attribute": attribute,
+        "multiplier": subject.tolerance.multiplier, "mutates": list(subject.mutates),
+        "finding": f"{verdict.failure_class}: {verdict.message}"})
 
 
 def _describe_input(tc) -> dict:

@@ -11,14 +11,15 @@ output's shape.
 
 Its verdict is a simplified oracle: an element is off when its error against the float64 truth is more
 than the subject's multiplier times eager's largest error on that output (plus two ulps of the truth), or
-when it is NaN/inf where neither eager nor the truth is.  ``repro.py`` (tritondiff installed) gives the
-harness's exact verdict and replays the hazard hunters (autotune state, uninitialised reads, input
-mutation), which this file does not.
+when it is NaN/inf where neither eager nor the truth is.  It also names each input the call modified
+that the subject does not declare written.  ``repro.py`` (tritondiff installed) gives the harness's exact
+verdict and replays the other hazard hunters (autotune state, uninitialised reads), which this file does not.
 
     python standalone.py                # CUDA when available, else the Triton interpreter on CPU
     python standalone.py --device cpu   # force the interpreter
 
-Exit status: 1 while an output is off, 0 when none is, 2 when the kernel file cannot be loaded.
+Exit status: 1 while an output is off or an input the subject does not declare written is modified, 3 when
+the call raises, 0 when none of these happens, 2 when the kernel file cannot be loaded.
 
 The harness imports :func:`worst_elements` from here too (``tritondiff replay`` prints the same table).
 """
@@ -29,6 +30,7 @@ import importlib.util
 import json
 import os
 import sys
+import traceback
 import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -41,14 +43,14 @@ def _stand_ins() -> types.ModuleType:
     mod = types.ModuleType("tritondiff")
 
     class Subject:
-        def __init__(self, fn, reference):
-            self.fn, self.reference, self.name = fn, reference, fn.__name__
+        def __init__(self, fn, reference, upcast):
+            self.fn, self.reference, self.upcast, self.name = fn, reference, upcast, fn.__name__
 
         def __call__(self, *args, **kwargs):
             return self.fn(*args, **kwargs)
 
-    def subject(reference=None, **_declaration):
-        return lambda fn: Subject(fn, reference)
+    def subject(reference=None, upcast=None, **_declaration):
+        return lambda fn: Subject(fn, reference, upcast)
 
     mod.subject = subject
     mod.tensor = mod.constant = mod.dim = lambda *args, **kwargs: None
@@ -57,7 +59,8 @@ def _stand_ins() -> types.ModuleType:
 
 
 def load_subject(kernel_path: str, attribute: str):
-    """The subject object named ``attribute`` in ``kernel_path`` (anything with ``fn`` and ``reference``)."""
+    """The subject object named ``attribute`` in ``kernel_path``: anything with ``fn`` and ``reference`` (and
+    ``upcast``, the inputs of the float64 truth run, where the inputs describe tensors rather than hold them)."""
     try:
         import tritondiff  # noqa: F401
     except ImportError:
@@ -70,14 +73,35 @@ def load_subject(kernel_path: str, attribute: str):
 
 
 def to_device(x, device):
-    """``x`` on ``device`` with its shape, strides and storage offset (the whole storage is copied)."""
+    """A copy of ``x`` on ``device`` with its shape, strides and storage offset (the whole storage is copied,
+    also on the device ``x`` is on: a call that writes its inputs leaves ``x`` as saved)."""
     import torch
 
     if not isinstance(x, torch.Tensor):
         return x
     storage = x.untyped_storage()
     flat = torch.empty(0, dtype=x.dtype).set_(storage, 0, (storage.nbytes() // x.element_size(),))
-    return flat.to(device).as_strided(x.shape, x.stride(), x.storage_offset())
+    return flat.to(device, copy=True).as_strided(x.shape, x.stride(), x.storage_offset())
+
+
+def changed_inputs(before: dict, after: dict, declared=()) -> list[str]:
+    """Lines naming each tensor input the call changed (NaN kept as NaN is no change) that is not in
+    ``declared`` (the inputs the subject writes on purpose)."""
+    import torch
+
+    lines = []
+    for name, old in before.items():
+        new = after.get(name)
+        if name in declared or not isinstance(old, torch.Tensor) or not isinstance(new, torch.Tensor):
+            continue
+        old, new = old.cpu(), new.detach().cpu()
+        same = old == new
+        if old.is_floating_point():
+            same |= old.isnan() & new.isnan()
+        if not bool(same.all()):
+            lines.append(f"input {name!r} was modified by the call: {int((~same).sum())} of {old.numel()} "
+                         "element(s) changed")
+    return lines
 
 
 def _flatten(value) -> list:
@@ -94,9 +118,9 @@ def worst_elements(candidate, eager, truth, inputs: dict, *, multiplier: float =
     for i, (c, e, t) in enumerate(zip(_flatten(candidate), _flatten(eager), _flatten(truth))):
         if not (isinstance(c, torch.Tensor) and isinstance(e, torch.Tensor) and isinstance(t, torch.Tensor)):
             continue
-        if c.shape != e.shape or not c.numel():
-            lines.append(f"output {i}: shape {tuple(c.shape)}, reference {tuple(e.shape)}")
-            off_any |= c.shape != e.shape
+        if c.shape != e.shape or c.dtype != e.dtype or not c.numel():
+            lines.append(f"output {i}: shape {tuple(c.shape)}, dtype {c.dtype}; reference {tuple(e.shape)}, {e.dtype}")
+            off_any |= c.shape != e.shape or c.dtype != e.dtype
             continue
         c64, e64, t64 = (v.detach().cpu().double() for v in (c, e, t.to(e.dtype) if not e.is_floating_point() else t))
         err, eager_err = (c64 - t64).abs(), (e64 - t64).abs()
@@ -161,20 +185,32 @@ def main() -> int:
     values = {**saved["tensors"], **saved["scalars"]}
 
     def fresh(convert=lambda v: v):
-        return {k: convert(to_device(v, device).clone() if isinstance(v, torch.Tensor) else v)
+        return {k: convert(to_device(v, device) if isinstance(v, torch.Tensor) else v)
                 for k, v in values.items()}
 
-    candidate = subj.fn(**{k: to_device(v, device) for k, v in values.items()})
-    eager = subj.reference(**fresh())
+    print(f"{meta['subject']} on {device}: {meta.get('finding', '')}")
+    given = fresh()
     try:
-        truth = subj.reference(**fresh(_upcast))
+        candidate = subj.fn(**given)
+    except Exception as e:  # noqa: BLE001 - the kernel's own error is the finding for a crash
+        traceback.print_exc()
+        print(f"REPRODUCES: the call raised {type(e).__name__}")
+        return 3
+    mutated = changed_inputs(fresh(), given, meta.get("mutates", ()))
+    eager = subj.reference(**fresh())
+    upcast = getattr(subj, "upcast", None)
+    try:
+        inputs = fresh(_upcast)
+        truth = subj.reference(**(upcast(inputs) if upcast else inputs))
     except Exception:  # noqa: BLE001 - a reference without a float64 path: eager is the best arbiter
         truth = eager
-    print(f"{meta['subject']} on {device}: {meta.get('finding', '')}")
     lines, off = worst_elements(candidate, eager, truth, values, multiplier=meta.get("multiplier", 3.0))
-    print("\n".join(lines))
-    print("REPRODUCES: an output is off" if off else "no output is off (repro.py gives the harness's verdict)")
-    return 1 if off else 0
+    print("\n".join(lines + mutated))
+    if off or mutated:
+        print("REPRODUCES: " + " and ".join(["an output is off"] * off + ["an input was modified"] * bool(mutated)))
+        return 1
+    print("no output is off and no input modified (repro.py gives the harness's verdict)")
+    return 0
 
 
 if __name__ == "__main__":

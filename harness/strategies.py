@@ -131,7 +131,8 @@ def cases(draw, subject: Subject, max_example_bytes: int | None = None, *, huge:
         dims[huge.dim] = size
         for key, spec in specs.items():
             if spec.dtype_like is None:
-                dtypes[key] = dtype if spec.shape else draw(st.sampled_from(spec.dtypes))
+                own = not spec.shape or dtype not in spec.dtypes        # 0-d and integer inputs: their own
+                dtypes[key] = draw(st.sampled_from(spec.dtypes)) if own else dtype
     else:
         budget = max_example_bytes or subject.max_example_bytes or config.max_example_bytes
         for name, (lo, hi) in subject.dims.items():
@@ -157,7 +158,8 @@ def cases(draw, subject: Subject, max_example_bytes: int | None = None, *, huge:
             scalars[key] = dims[spec.name]
         elif not isinstance(spec, TensorSpec):
             scalars[key] = draw(spec, label=f"input {key}")
-    return Case(dims, tensors, scalars)
+    ordinary = subject.edge(dict(scalars)) if subject.edge is not None else None
+    return Case(dims, tensors, scalars, ordinary)
 
 
 @st.composite

@@ -24,8 +24,10 @@ TIERS = ("wrong", "edge")
 
 
 def is_edge_case(case: Case) -> bool:
-    """Whether some input of ``case`` is drawn from an edge family or carries non-finite values."""
-    return any(tc.values in EDGE_FAMILIES or tc.nonfinite for tc in case.tensors.values())
+    """Whether some input of ``case`` is drawn from an edge family or carries non-finite values, or its
+    scalars describe tensors at the edge (``Case.ordinary_scalars``)."""
+    return (case.ordinary_scalars is not None
+            or any(tc.values in EDGE_FAMILIES or tc.nonfinite for tc in case.tensors.values()))
 
 
 def tier_of(case: Case, failure_class: str | None) -> str:
@@ -43,10 +45,12 @@ def normal_families(families: tuple[str, ...]) -> tuple[str, ...]:
 
 def normalized(case: Case) -> Case | None:
     """``case`` with its edge inputs made ordinary -- the non-finite sprinkle dropped, an edge family
-    drawn as ``normal`` instead, all else (shapes, layouts, seeds) kept -- or None when nothing is at
-    the edge.  A finding that fails this way too is ``wrong``: the edge values only happened to be there."""
+    drawn as ``normal`` instead, described scalars replaced by their ordinary counterpart, all else (shapes,
+    layouts, seeds) kept -- or None when nothing is at the edge.  A finding that fails this way too is
+    ``wrong``: the edge values only happened to be there."""
     if not is_edge_case(case):
         return None
     tensors = {k: dataclasses.replace(tc, nonfinite="", values="normal" if tc.values in EDGE_FAMILIES else tc.values)
                for k, tc in case.tensors.items()}
-    return dataclasses.replace(case, tensors=tensors)
+    scalars = case.ordinary_scalars if case.ordinary_scalars is not None else case.scalars
+    return dataclasses.replace(case, tensors=tensors, scalars=dict(scalars), ordinary_scalars=None)

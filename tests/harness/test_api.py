@@ -159,3 +159,10 @@ def test_a_dim_input_must_name_a_declared_dim():
     with pytest.raises(InvalidSubject, match="dim\\('H'\\), which dims= does not define"):
         subject(reference=lambda x, heads: x, inputs={"x": tensor(("N",)), "heads": dim("H")},
                 dims={"N": (1, 4)})
+
+
+@pytest.mark.parametrize("argument", ["upcast", "edge"])
+def test_described_input_hooks_must_be_callable(argument):
+    with pytest.raises(InvalidSubject, match=f"{argument}=3 must map") as info:
+        subject(reference=lambda call: call, inputs={"call": st.just([1])}, **{argument: 3})
+    assert info.value.argument == argument

@@ -108,3 +108,51 @@ def test_a_pack_module_loads_with_the_stand_ins_alone(monkeypatch):
     assert module.one_of(1e-6, 1e-5) == 1e-6
     torch.testing.assert_close(module.rms_norm_backward.reference(x, torch.ones(8), 1e-6, torch.ones(3, 8))[0],
                                torch.nn.functional.rms_norm(x, (8,), torch.ones(8), 1e-6))
+
+
+WRITES_INPUT = '''
+import torch
+import triton
+import triton.language as tl
+
+from tritondiff import subject, tensor
+
+
+@triton.jit
+def _relu(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.maximum(tl.load(x_ptr + offs, mask=offs < n), 0.0)
+    tl.store(y_ptr + offs, x, mask=offs < n)
+    tl.store(x_ptr + offs, x, mask=offs < n)                   # BUG: the input overwritten with the result
+
+
+@subject(reference=torch.relu, inputs={"x": tensor(("N",), dtypes=("float32",), nonfinite=False)},
+         dims={"N": (1, 200)})
+def relu(x):
+    y = torch.empty_like(x)
+    _relu[(triton.cdiv(x.numel(), 64),)](x, y, x.numel(), BLOCK=64)
+    return y
+'''
+
+
+def test_a_modified_input_reproduces_standalone_though_every_output_is_right(tmp_path):
+    """An input-mutation finding (values right, the caller's tensor overwritten) reproduces in standalone.py:
+    it compares each input after the call with its saved value, on the CPU too, where the copy of the
+    inputs must not share storage with them."""
+    path = tmp_path / "relu_kernel.py"
+    path.write_text(WRITES_INPUT)
+    (subj,) = subjects_in(load_file(str(path)))
+    res = explore(subj, budget_s=60, seed=1, database=False, out_dir=str(tmp_path / "out"), executor=InProcess())
+    assert res.status == "fail" and res.failure_class == "input_mutation", res.line()
+    run = _standalone(res.dump, tmp_path)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "element(s) off" in run.stdout and " 0 of " in run.stdout                  # the output is right
+    assert "input 'x' was modified by the call" in run.stdout and "an input was modified" in run.stdout
+
+
+def test_worst_elements_flag_an_output_of_another_dtype():
+    """An output in the wrong dtype (int64 counts where torch returns float64 weighted counts) is off even
+    when its values are equal."""
+    eager = torch.tensor([1.0, 2.0], dtype=torch.float64)
+    lines, off = worst_elements(eager.long(), eager, eager, {})
+    assert off and lines == ["output 0: shape (2,), dtype torch.int64; reference (2,), torch.float64"]
