@@ -283,6 +283,26 @@ def test_huge_row_draws_put_the_largest_input_past_2_31(case):
     assert x.shape == (case.dims["M"], case.dims["N"]) and x.numel >= 2 ** 31 - 1 and x.layout in ("contiguous", "offset")
 
 
+@subject(name="huge_test.loss", reference=lambda x, t: torch.nn.functional.cross_entropy(x.float(), t),
+         inputs={"x": tensor(("N", "V"), dtypes=F), "t": tensor(("N",), dtypes=("int64",), low=0, high="V")},
+         dims={"N": (1, 64), "V": (1, 64)})
+def loss(x, t):
+    return torch.nn.functional.cross_entropy(x.float(), t)
+
+
+_LOSS_PLAN = _plan(loss, free_gib=10_000, host_gib=10_000)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(cases(loss, huge=_LOSS_PLAN))
+def test_an_index_input_keeps_its_integer_dtype_and_does_not_bar_the_plan(case):
+    """A loss over a target index (int64 only) is planned in float32 / float16 like its logits; the target
+    keeps drawing int64 (it once made every such subject ineligible: 'its inputs allow none of float32')."""
+    assert huge.huge_dtypes(loss) == F
+    x, t = case.tensors["x"], case.tensors["t"]
+    assert x.dtype in F and t.dtype == "int64" and x.numel >= 2 ** 31 - 1
+
+
 @settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 @given(st.data())
 def test_normal_draws_are_unchanged_by_the_option(data):
