@@ -35,5 +35,9 @@ def _enabled(op: str):
     return flag_gems.use_gems(include=FUNCTIONS[op])
 
 
-SUBJECTS = declare("wild.gems", FUNCTIONS, _enabled, __name__, "cuda", SKIP)
+def _standalone(op: str) -> tuple[str, str, str]:
+    return "flag-gems", "import flag_gems", f"flag_gems.use_gems(include={FUNCTIONS[op]!r})"
+
+
+SUBJECTS = declare("wild.gems", FUNCTIONS, _enabled, __name__, "cuda", SKIP, standalone=_standalone)
 globals().update({f"_subject_{i}": s for i, s in enumerate(SUBJECTS.values())})   # found by subjects_in()

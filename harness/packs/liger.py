@@ -361,13 +361,19 @@ def jsd_reference(log_q, log_p, beta):
     ``M = beta P + (1 - beta) Q`` otherwise (``log_q``: the student's log-probabilities)."""
     p, q = log_p.exp(), log_q.exp()
     if beta == 0.0:
-        loss = p * (log_p - log_q)
+        loss = _p_log_ratio(p, log_p, log_q)
     elif beta == 1.0:
-        loss = q * (log_q - log_p)
+        loss = _p_log_ratio(q, log_q, log_p)
     else:
         log_m = torch.log(beta * p + (1 - beta) * q)
-        loss = beta * p * (log_p - log_m) + (1 - beta) * q * (log_q - log_m)
+        loss = beta * _p_log_ratio(p, log_p, log_m) + (1 - beta) * _p_log_ratio(q, log_q, log_m)
     return _acc(loss.sum() / log_q.shape[0])
+
+
+def _p_log_ratio(p, log_p, log_other):
+    """``p (log p - log other)``, 0 where ``p`` is 0 (the limit, 0 log 0 = 0): written out, a probability that
+    underflows to 0 against a ``log other`` of -inf gave 0 * inf = NaN, a NaN the math does not have."""
+    return torch.where(p > 0, p * (log_p - log_other), torch.zeros_like(p))
 
 
 def _log_probs(t):

@@ -7,12 +7,16 @@ input is a whole call drawn from PyTorch's OpInfo samples for that op (every OpI
 op's), widened the harness's way: the sample's floating tensors in each dtype the OpInfo supports (its integer
 dtypes for an op that takes no floating tensor), moved to
 non-contiguous layouts (a transposed or strided copy holding the same values) and scaled by a drawn power of
-two (values near 1, tiny, large).  The reference is the same call with the library off; the float64 truth is
-that call on the sample upcast (``harness.runner``).  Random, uninitialised-memory and in-place ops are left
-out (their outputs are not a reference, or the sample is their output).
+two (values near 1, tiny, large; a scale that takes the values past the dtype's normal range makes a finding
+``edge``).  The reference is the same call with the library off; the float64 truth is that call on the sample
+upcast (``harness.runner``).  Where an op's contract specifies less than every element of its outputs (the
+order of ties, statistics it leaves unspecified), both sides are judged on what it specifies (``CONTRACTS``).
+Random, uninitialised-memory and in-place ops are left out (their outputs are not a reference, or the sample
+is their output).
 """
 from __future__ import annotations
 
+import inspect
 import random
 from typing import Any, Callable, ContextManager, Iterable, Mapping
 
@@ -20,6 +24,7 @@ import torch
 from hypothesis import strategies as st
 from torch.utils._pytree import tree_map_only
 
+from .. import opinfo
 from ..api import Subject, subject
 from ..opinfo import SKIP_RANDOM, SKIP_UNINITIALIZED, load_op_db, op_name
 
@@ -120,16 +125,135 @@ def build_call(infos: dict[str, Any], call: list, device: str) -> tuple[Any, lis
     return info.op, list(args), kwargs
 
 
+def _arg(args: list, kwargs: dict, position: int, name: str, default: Any) -> Any:
+    return args[position] if len(args) > position else kwargs.get(name, default)
+
+
+def _picked(values_and_indices: Any, x: torch.Tensor, dim: int) -> tuple:
+    """(values, the elements of ``x`` the indices pick): equal elements in another order give the same pair."""
+    values, indices = values_and_indices
+    return values, x.gather(dim, indices) if x.dim() else indices
+
+
+def _sort(args: list, kwargs: dict, out: Any) -> Any:
+    """torch.sort: equal elements' order is unspecified unless ``stable=True``."""
+    if kwargs.get("stable"):
+        return out
+    return _picked(out, args[0], _arg(args, kwargs, 1, "dim", -1))
+
+
+def _topk(args: list, kwargs: dict, out: Any) -> Any:
+    """torch.topk: which of equal elements is returned is unspecified."""
+    return _picked(out, args[0], _arg(args, kwargs, 2, "dim", -1))
+
+
+def _native_batch_norm(args: list, kwargs: dict, out: Any) -> Any:
+    """aten.native_batch_norm in eval mode: the saved mean and inverse deviation are unspecified (the CPU
+    returns empty tensors, CUDA values; its backward reads the running statistics instead)."""
+    return out if _arg(args, kwargs, 5, "training", True) else out[:1]
+
+
+#: What an op's contract specifies of its outputs, where that is less than every element of them: aten op name
+#: -> f(args, kwargs, outputs) giving the specified part (index outputs judged by the elements they pick where
+#: ties may come in any order; outputs the op leaves unspecified dropped).  Candidate and reference alike.
+CONTRACTS: dict[str, Callable[[list, dict, Any], Any]] = {
+    "sort": _sort, "topk": _topk, "native_batch_norm": _native_batch_norm}
+
+
 def _truth(kwargs: dict) -> dict:
     return {**kwargs, "call": [*kwargs["call"][:5], True]}
 
 
+#: Magnitudes OpInfo's samples hold (``make_tensor`` draws within about [-9, 9]), as powers of two: where the
+#: scaled band leaves the dtype's normal range the call is at its edge.
+SAMPLE_BAND = (2.0 ** -4, 2.0 ** 4)
+
+
+def _edge(scalars: dict) -> dict | None:
+    """The drawn call scaled to 1 where its scale puts the sample's values past the dtype's normal range (float16
+    times 2^20 overflows to inf, times 2^-20 goes subnormal), else None: such findings are ``edge``."""
+    name, dtype, index, layout, scale, truth = scalars["call"]
+    kind = _dtype(dtype)
+    if scale == 1.0 or not kind.is_floating_point:
+        return None
+    info = torch.finfo(kind)
+    if SAMPLE_BAND[1] * scale <= info.max and SAMPLE_BAND[0] * scale >= info.tiny:
+        return None
+    return {**scalars, "call": [name, dtype, index, layout, 1.0, truth]}
+
+
+#: The functions a standalone repro of an op's finding carries, in order (their source, not a copy).
+_STANDALONE_FUNCTIONS = (opinfo.load_op_db, opinfo.op_name, _relayout, _widen, _samples, _dtype, build_call, _truth)
+
+_STANDALONE_HEADER = '''"""{library} {op}: a tritondiff finding, rebuilt with torch and {library} alone.
+
+The call is one of PyTorch's OpInfo samples for aten.{op} (``inputs.pt`` holds its description:
+[OpInfo name, dtype, sample index, layout, scale, truth]), moved to the drawn layout and scaled; ``CALL.fn``
+runs it with {library}'s kernels for the op switched on, ``CALL.reference`` with them off, and
+``CALL.upcast`` describes the float64 truth run.  standalone.py beside this file runs the three and
+prints the worst elements.
+"""
+from __future__ import annotations
+
+import random
+import sys
+import types
+import unittest
+from typing import Any
+
+import torch
+from torch.utils._pytree import tree_map_only
+{imports}
+
+OPINFOS = {opinfos!r}
+DEVICE = {device!r}
+_SAMPLES: dict = {{}}
+'''
+
+_STANDALONE_FOOTER = '''
+
+INFOS = {{op_name(info): info for info in load_op_db() if op_name(info) in OPINFOS}}
+
+
+def reference(call):
+    op, args, kwargs = build_call(INFOS, call, DEVICE)
+    return contract(args, kwargs, op(*args, **kwargs))
+
+
+def candidate(call):
+    op, args, kwargs = build_call(INFOS, call, DEVICE)
+    with {enable}:
+        return contract(args, kwargs, op(*args, **kwargs))
+
+
+class CALL:
+    fn, reference, upcast = staticmethod(candidate), staticmethod(reference), staticmethod(_truth)
+'''
+
+
+def standalone_source(library: str, op: str, opinfos: Iterable[str], device: str, imports: str, enable: str) -> str:
+    """A kernel file for a finding's ``standalone.py`` (attribute ``CALL``) that rebuilds an op's drawn call with
+    torch alone and runs it with the library on (``imports``, then ``with <enable>:``) and off."""
+    head = _STANDALONE_HEADER.format(library=library, op=op, imports=imports, opinfos=sorted(opinfos),
+                                     device=device)
+    functions = list(_STANDALONE_FUNCTIONS)
+    if op in CONTRACTS:
+        functions += [_arg, _picked, CONTRACTS[op]]
+        contract = f"contract = {CONTRACTS[op].__name__}\n"
+    else:
+        contract = "def contract(args, kwargs, out):\n    return out\n"
+    body = "\n\n".join(inspect.getsource(fn) for fn in functions)
+    return f"{head}\n\n{body}\n\n{contract}{_STANDALONE_FOOTER.format(enable=enable)}"
+
+
 def declare(prefix: str, overridden: Iterable[str], enabled: Callable[[str], ContextManager], module: str,
-            device: str, skip: Mapping[str, str] = {}) -> dict[str, Subject]:
+            device: str, skip: Mapping[str, str] = {},
+            standalone: Callable[[str], tuple[str, str, str]] | None = None) -> dict[str, Subject]:
     """One subject ``<prefix>.<op>`` per ATen op name in ``overridden`` that OpInfo has samples for (in-place ops
     and ``skip``, name -> why, left out): its candidate runs the drawn call inside ``enabled(op)``, its
     reference the same call outside.  ``module`` is the pack module the subjects belong to (workers find them
-    by it)."""
+    by it).  ``standalone(op)`` gives ``(library name, import lines, context-manager expression)`` that switch
+    the op's kernels on without tritondiff: a finding's dump then replays with torch and the library alone."""
     by_aten = opinfos_by_aten()
     out: dict[str, Subject] = {}
     for name in sorted(set(overridden)):
@@ -139,20 +263,27 @@ def declare(prefix: str, overridden: Iterable[str], enabled: Callable[[str], Con
         if not infos:
             continue
 
-        def candidate(call, name=name, infos=infos):
+        contract = CONTRACTS.get(name, lambda args, kwargs, out: out)
+
+        def candidate(call, name=name, infos=infos, contract=contract):
             op, args, kwargs = build_call(infos, call, device)
             with enabled(name):
-                return op(*args, **kwargs)
+                return contract(args, kwargs, op(*args, **kwargs))
 
-        def reference(call, infos=infos):
+        def reference(call, infos=infos, contract=contract):
             op, args, kwargs = build_call(infos, call, device)
-            return op(*args, **kwargs)
+            return contract(args, kwargs, op(*args, **kwargs))
 
         candidate.__module__ = reference.__module__ = module
         candidate.__name__ = f"{prefix}.{name}".replace(".", "_")
-        out[f"{prefix}.{name}"] = subject(name=f"{prefix}.{name}", reference=reference, upcast=_truth,
-                                          inputs={"call": call_strategy(infos, device)})(candidate)
+        made = subject(name=f"{prefix}.{name}", reference=reference, upcast=_truth, edge=_edge,
+                       inputs={"call": call_strategy(infos, device)})(candidate)
+        if standalone is not None:
+            library, imports, enable = standalone(name)
+            made.standalone = ("CALL", standalone_source(library, name, infos, device, imports, enable))
+        out[made.name] = made
     return out
 
 
-__all__ = ["declare", "call_strategy", "build_call", "opinfos_by_aten", "FLOATS", "INTEGERS", "SCALES", "LAYOUTS"]
+__all__ = ["declare", "standalone_source", "call_strategy", "build_call", "opinfos_by_aten", "FLOATS", "INTEGERS",
+           "SCALES", "LAYOUTS"]
