@@ -130,9 +130,14 @@ def _arg(args: list, kwargs: dict, position: int, name: str, default: Any) -> An
 
 
 def _picked(values_and_indices: Any, x: torch.Tensor, dim: int) -> tuple:
-    """(values, the elements of ``x`` the indices pick): equal elements in another order give the same pair."""
+    """(values, the elements of ``x`` the indices pick): equal elements in another order give the same pair.
+    Indices that cannot pick (not int64, out of range, another shape) stay as they are, to be found wrong."""
     values, indices = values_and_indices
-    return values, x.gather(dim, indices) if x.dim() else indices
+    size = x.shape[dim] if x.dim() else 1
+    if (not x.dim() or indices.dtype != torch.int64 or indices.shape != values.shape
+            or (indices.numel() and (int(indices.min()) < 0 or int(indices.max()) >= size))):
+        return values, indices
+    return values, x.gather(dim, indices)
 
 
 def _sort(args: list, kwargs: dict, out: Any) -> Any:

@@ -97,6 +97,8 @@ def test_sort_and_topk_indices_are_judged_by_the_elements_they_pick():
     canon = [sort([x, -1, True], {}, (values, i)) for i in (one, other, wrong)]
     assert torch.equal(canon[0][1], canon[1][1]) and not torch.equal(canon[0][1], canon[2][1])
     assert torch.equal(sort([x, -1, True], {"stable": True}, (values, other))[1], other)
+    for bad in (torch.tensor([[0, 2, 1, 4]]), other.int()):           # out of range, not int64: kept as given
+        assert torch.equal(sort([x, -1, True], {}, (values, bad))[1], bad)
     topk = overrides.CONTRACTS["topk"]
     picked = [topk([x, 2], {}, (values[:, :2], i[:, :2]))[1] for i in (one, other)]
     assert torch.equal(*picked)
