@@ -173,3 +173,25 @@ def test_an_overflowing_library_is_found_as_edge_and_a_wrong_one_as_wrong(tmp_pa
     res = explore(bug["overrides_edge_bug.sigmoid"], budget_s=120, max_examples=200, seed=3, out_dir=str(tmp_path),
                   executor=in_process)
     assert res.status == "fail" and res.tier == "wrong", res.line()
+
+
+def test_normal_range_draws_leave_edge_scaled_calls_out():
+    """After an edge finding the search looks in the normal range (an edge finding must not hide a wrong one):
+    there, no call is scaled past its dtype's range, while the whole space still draws such calls."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from tritondiff.harness.strategies import cases
+
+    made = overrides.declare("overrides_normal", ["exp"], lambda op: contextlib.nullcontext(), __name__, "cpu")
+    seen = {True: set(), False: set()}
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+    @given(st.data())
+    def draw(data):
+        normal = data.draw(st.booleans())
+        case = data.draw(cases(made["overrides_normal.exp"], normal=normal))
+        seen[normal].add(case.ordinary_scalars is not None)
+
+    draw()
+    assert seen[True] == {False} and True in seen[False]
