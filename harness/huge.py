@@ -160,13 +160,11 @@ def size_for(subject: Subject, spec: TensorSpec, dim: str, target: int, others: 
 def huge_dtypes(subject: Subject) -> tuple[str, ...]:
     """The huge-mode dtypes the subject's floating own-dtype inputs with dims all allow.  Inputs with no
     floating dtype (indices, targets) keep drawing their own dtypes: they do not restrict the plan."""
+    from .tensors import torch_dtype
+
     own = [spec for spec in subject.tensor_inputs().values() if spec.dtype_like is None and spec.shape
-           and any(_floating(dt) for dt in spec.dtypes)]
+           and any(torch_dtype(dt).is_floating_point for dt in spec.dtypes)]
     return tuple(dt for dt in HUGE_DTYPES if own and all(dt in spec.dtypes for spec in own))
-
-
-def _floating(dtype: str) -> bool:
-    return dtype.startswith(("float", "bfloat"))
 
 
 # ---------------------------------------------------------------------------------------------- memory
