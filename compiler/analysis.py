@@ -38,6 +38,7 @@ class AnalysisOps:
         self.stores: list[tuple[str, sympy.Expr]] = []
         self.index_exprs: list[sympy.Expr] = []
         self.reductions: list[str] = []
+        self.indirect = 0  # data-dependent indices taken (``ops.indirect_indexing``)
 
     def _op(self, *args: Any) -> _Token:
         self.op_count += 1
@@ -58,6 +59,11 @@ class AnalysisOps:
         self.op_count += 1
         self.index_exprs.append(expr)
         return _TOKEN
+
+    def indirect_indexing(self, value, size):
+        self.op_count += 1
+        self.indirect += 1
+        return indexing.indirect_symbol(str(self.indirect - 1))
 
     def to_dtype(self, x, dtype):
         self.casts += 1
@@ -194,6 +200,9 @@ class FormatOps:
 
     def index_expr(self, expr, dtype):
         return _text(f"index({expr}):{_short(dtype)}", dtype)
+
+    def indirect_indexing(self, value, size):
+        return sympy.Symbol(f"[{value}]")
 
     def to_dtype(self, x, dtype):
         if getattr(x, "dtype", None) == dtype:

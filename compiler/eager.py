@@ -71,6 +71,21 @@ class EagerOps:
     def index_expr(self, expr, dtype):
         return torch.as_tensor(indexing.evaluate(expr, self.env), device=self.device).to(dtype)
 
+    def indirect_indexing(self, value, size):
+        """Bind a fresh symbol to ``value`` wrapped as torch wraps negative indices; out of range (where the
+        body's masks let it be read) raises as eager indexing does."""
+        value = value.to(torch.int64)
+        mask, live = self._mask(), value
+        if mask is not None:
+            live, mask = torch.broadcast_tensors(value, mask)
+            live = live[mask]
+        if live.numel() and (int(live.min()) < -size or int(live.max()) >= size):
+            raise VerificationError(f"{self.location}: index {int(live.min())}..{int(live.max())} out of range for "
+                                    f"a dimension of size {size}", step="eager")
+        symbol = indexing.indirect_symbol(f"e{len(self.env)}")
+        self.env[symbol] = torch.where(value < 0, value + size, value)
+        return symbol
+
     def to_dtype(self, x, dtype):
         return x.to(dtype)
 

@@ -29,6 +29,18 @@ def index_symbol(name: str) -> sympy.Symbol:
     return sympy.Symbol(name, integer=True, nonnegative=True)
 
 
+INDIRECT_PREFIX = "ind"
+
+
+def indirect_symbol(name: str) -> sympy.Symbol:
+    """The symbol of a data-dependent index (``ops.indirect_indexing``): non-negative once wrapped, unbounded."""
+    return index_symbol(f"{INDIRECT_PREFIX}{name}")
+
+
+def is_indirect(symbol: sympy.Symbol) -> bool:
+    return symbol.name.startswith(INDIRECT_PREFIX)
+
+
 class FloorDiv(sympy.Function):
     """``floor(base / divisor)`` for integer index expressions, divisor a positive integer."""
 

@@ -43,6 +43,12 @@ class OpsHandler(Protocol[V]):
     def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> V:
         """An index expression's value as ``dtype`` (iota, arange, index comparisons)."""
 
+    def indirect_indexing(self, value: V, size: int) -> sympy.Symbol:
+        """A data-dependent index: an integer symbol that holds ``value`` (an integer tensor value), negative
+        entries counted from ``size`` as torch's indexing does.  Indices outside ``[-size, size)`` raise in the
+        eager evaluator; a Triton kernel reads 0 at them (its load is masked) and reports them through
+        ``tl.device_assert`` where Triton runs device asserts.  The symbol may appear in load offsets only."""
+
     def to_dtype(self, x: V, dtype: torch.dtype) -> V:
         """Cast with torch semantics: float->int truncates, anything->bool is ``!= 0``."""
 

@@ -104,6 +104,8 @@ OPS: dict[str, Callable[..., torch.Tensor]] = {
     "gated": lambda x, out: F.silu(x @ _weight(x.shape[-1], out, 1, x)) * (x @ _weight(x.shape[-1], out, 2, x)),
     "layer_norm": _layer_norm,
     "embedding": lambda ids, table: F.embedding(ids.clamp(0, table.shape[0] - 1), table),
+    "take_rows": lambda ids, table: table[ids.clamp(0, table.shape[0] - 1) - table.shape[0]],  # negative ids wrap
+    "pick_label": lambda x, ids: x.gather(-1, ids.clamp(0, x.shape[-1] - 1).unsqueeze(-1)).squeeze(-1),
     "scatter_row": lambda x, ids, add: (x.scatter_add if add else x.scatter)(
         -1, ids.clamp(0, x.shape[-1] - 1).unsqueeze(-1), x[..., :1] * 0.5),
     "cross_entropy": lambda x, ids: F.cross_entropy(x.reshape(-1, x.shape[-1]),
@@ -322,7 +324,8 @@ def programs(draw, max_steps: int = 6, max_numel: int = 20_000) -> Program:
 
 #: Ops only model-shaped programs draw (:func:`model_programs`; tests/harness/test_graph_fuzz.py checks both
 #: strategies reach their ops).
-MODEL_ONLY_OPS = frozenset({"linear", "gated", "layer_norm", "embedding", "scatter_row", "cross_entropy"})
+MODEL_ONLY_OPS = frozenset({"linear", "gated", "layer_norm", "embedding", "take_rows", "pick_label", "scatter_row",
+                            "cross_entropy"})
 #: Widths of model-shaped programs' features, and of their linear layers' outputs.
 MODEL_WIDTHS = (1, 2, 3, 5, 8, 16, 41)
 #: Norms over fewer values than this make every gradient a cancellation of O(1) terms, an error set by where
@@ -349,10 +352,10 @@ def _model_step(draw, values: list[torch.Tensor], exact: list[bool]) -> Step:
     ids = [j for j, v in enumerate(values) if v.dtype == torch.int64 and v.dim()]
     tables = [j for j in float_ids if values[j].dim() == 2]
     if ids and tables:
-        kinds.append("embedding")
+        kinds += ["embedding", "take_rows"]
     labels = [j for j in ids if values[j].shape == x.shape[:-1]]     # one id per row of x: targets
     if labels:
-        kinds += ["scatter_row", "cross_entropy"]
+        kinds += ["scatter_row", "cross_entropy", "pick_label"]
     kind = draw(st.sampled_from(kinds))
     if kind == "linear":
         return Step("linear", (i,), (("out", draw(st.sampled_from(MODEL_WIDTHS))), ("salt", draw(st.integers(0, 3)))))
@@ -375,17 +378,17 @@ def _model_step(draw, values: list[torch.Tensor], exact: list[bool]) -> Step:
         return Step("argmax", (j,), (("dim", values[j].dim() - 1), ("keepdim", False)))
     if kind == "scatter_row":
         return Step("scatter_row", (i, draw(st.sampled_from(labels))), (("add", draw(st.booleans())),))
-    if kind == "cross_entropy":
-        return Step("cross_entropy", (i, draw(st.sampled_from(labels))))
-    return Step("embedding", (draw(st.sampled_from(ids)), draw(st.sampled_from(tables))))
+    if kind in ("cross_entropy", "pick_label"):
+        return Step(kind, (i, draw(st.sampled_from(labels))))
+    return Step(kind, (draw(st.sampled_from(ids)), draw(st.sampled_from(tables))))
 
 
 @st.composite
 def model_programs(draw, max_steps: int = 6, max_numel: int = 20_000) -> Program:
     """Model-shaped programs over one (tokens, features) or (batch, sequence, features) input: linear and gated
     (SwiGLU) layers with fixed weights, layer and RMS norms, attention, residual adds, activations, softmax,
-    top-1 routing into an embedding lookup, and per-row targets (scatter / scatter_add at a routed column,
-    label-smoothed cross entropy) -- the steps model blocks are made of, chained."""
+    top-1 routing into an embedding lookup or a row gather (negative ids), and per-row targets (scatter /
+    scatter_add at a routed column, the target's logit gathered, label-smoothed cross entropy) -- the steps model blocks are made of, chained."""
     lead = tuple(draw(st.sampled_from((1, 2, 3, 5, 9))) for _ in range(draw(st.integers(1, 2))))
     shape = lead + (draw(st.sampled_from(MODEL_WIDTHS + (64,))),)
     values, exact, steps = [_meta(shape)], [True], []

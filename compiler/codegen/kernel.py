@@ -98,6 +98,7 @@ class TritonKernel:
         self.in_reduction_loop = False  # inside a loop over the reduced axis (rindex is loop-local)
         self.pass_starts: list[int] = []  # a reduction kernel's line count where each pass over the row began
         self.meta: dict = {}
+        self.index_checks: dict[str, str] = {}  # data-dependent index -> its in-range condition's variable
         self._loads: list[tuple[int, str, Optional[int], bool]] = []   # (line, buffer, loop, read again anyway)
         self.load_indexes: list[sympy.Expr] = []             # the index of each load emitted (CSE hits once)
         self._loop = None                                    # the loop being emitted (a serial)
@@ -253,7 +254,7 @@ class TritonKernel:
     def index_source(self, expr: sympy.Expr) -> tuple[str, set]:
         simplified = indexing.simplify(sympy.sympify(expr), self.bounds())
         symbols = {s for s in simplified.free_symbols if s in self.axes}
-        unknown = simplified.free_symbols - set(self.active)
+        unknown = {s for s in simplified.free_symbols - set(self.active) if not indexing.is_indirect(s)}
         if unknown:
             raise CodegenError(f"{self.name}: index {simplified} uses {sorted(map(str, unknown))}, which is not "
                                f"defined here (only {sorted(map(str, self.active))} are): a loop-local index "
@@ -298,11 +299,18 @@ class TritonKernel:
     def load(self, name: str, index: sympy.Expr) -> CSEVar:
         buf = self.buffers[name]
         src, symbols = self.index_source(index)
-        element = self.row_element(name, src, symbols)
+        # A data-dependent index (``ops.indirect_indexing``) is a value of any of the tile's axes: its load is
+        # masked on every active axis, and its pointer covers the whole tile.
+        indirect = any(indexing.is_indirect(s) for s in sympy.sympify(index).free_symbols)
+        element = None if indirect else self.row_element(name, src, symbols)
         if element is not None:
             return element
-        mask = self.mask_for(symbols)
-        if mask is not None and (self.mask_stack or any(self.axes[s].numel == 0 for s in self.active)):
+        mask = self.mask_for(symbols, all_active=indirect)
+        if indirect:                                        # an index out of range reads nothing (0)
+            checks = [self.index_checks[s.name] for s in sympy.sympify(index).free_symbols
+                      if s.name in self.index_checks]
+            mask = " & ".join(([mask] if mask else []) + checks) or None
+        if mask is not None and (indirect or self.mask_stack or any(self.axes[s].numel == 0 for s in self.active)):
             # The mask may span axes the index does not use: Triton broadcasts the mask to the
             # pointer, never the pointer to the mask, so the pointer must cover the whole tile.
             for sym in self.active:

@@ -48,6 +48,24 @@ class TritonOps:
             counters["loop_local_iota"] += 1  # an iota over the reduced axis, from the loop-local rindex
         return self._var(f"({src}).to({tl_dtype(dtype)})", dtype)
 
+    def indirect_indexing(self, value, size):
+        """``indN``: ``value`` with negative entries counted from ``size``.  Loads at it are masked by its
+        in-range condition (an index out of range, which eager rejects, reads 0, never outside the buffer) and
+        ``tl.device_assert`` reports it where Triton runs device asserts (TRITON_DEBUG=1)."""
+        if value.dtype.is_floating_point or value.dtype == torch.bool:
+            raise CodegenError(f"a data-dependent index of dtype {value.dtype}: only integer tensors index")
+        if value.dtype != torch.int64 and self.k.int64:
+            value = self.to_dtype(value, torch.int64)
+        v, before = value.name, len(self.k.lines)
+        wrapped = self.k.newvar(f"tl.where({v} < 0, {v} + {int(size)}, {v})", value.dtype, prefix="ind")
+        if len(self.k.lines) > before:              # a new index, not the same one again
+            inside = self.k.newvar(f"(0 <= {wrapped.name}) & ({wrapped.name} < {int(size)})", torch.bool)
+            self.k.index_checks[wrapped.name] = inside.name
+            lanes = " | ".join([inside.name] + [f"~({m})" for m in self.k.mask_stack])  # lanes a mask leaves out
+            self.k.emit(f'tl.device_assert({lanes}, "index out of bounds: expected -{int(size)} <= index < '
+                        f'{int(size)}")')
+        return indexing.index_symbol(wrapped.name)
+
     def to_dtype(self, x, dtype):
         if x.dtype == dtype:
             return x

@@ -87,6 +87,9 @@ class _CaptureOps:
     def reduction(self, reduction_type, value, acc_dtype):
         raise _NotCaptured("a reduction")
 
+    def indirect_indexing(self, value, size):
+        raise _NotCaptured("a data-dependent index")
+
     def constant(self, value, dtype):
         return self._node("constant", (value, dtype), dtype)
 
