@@ -458,12 +458,14 @@ def realize(x: IRNode) -> IRNode:
 
 @dataclasses.dataclass
 class OutputSpec:
-    """One graph output: a buffer name, an input position, or a plain value."""
+    """One graph output: a buffer name (``view``: the output is that buffer's storage read with this layout), an
+    input position, or a plain value."""
 
     kind: str  # "buffer" | "input" | "value"
     name: Optional[str] = None
     position: Optional[int] = None
     value: Any = None
+    view: Optional[Layout] = None
 
 
 @dataclasses.dataclass

@@ -269,6 +269,11 @@ class GraphLowering:
         if isinstance(value, ExternOutput):
             return OutputSpec("buffer", name=value.name)
         want = self._meta_layout(meta, value)
+        if isinstance(value, View):     # a view of a computed buffer with the graph's strides: no copy
+            strided = value.as_strided_view()
+            if strided is not None and isinstance(strided.buffer, (ComputedBuffer, ExternOutput)) and \
+                    (strided.layout.size, strided.layout.stride) == (want.size, want.stride):
+                return OutputSpec("buffer", name=strided.buffer.name, view=strided.layout)
         if isinstance(value, ComputedBuffer) and (not value.fixed_layout or value.layout == want):
             value.set_output_layout(want)
             return OutputSpec("buffer", name=value.name)

@@ -357,7 +357,11 @@ class Executable:
     def _outputs(self, args: Sequence[Any], env: dict) -> list:
         out = []
         for spec in self.graph.outputs:
-            if spec.kind == "buffer":
+            if spec.kind == "buffer" and spec.view is not None:
+                base = env[spec.name]
+                out.append(torch.as_strided(base, spec.view.size, spec.view.stride,
+                                            base.storage_offset() + spec.view.offset))
+            elif spec.kind == "buffer":
                 out.append(env[spec.name])
             elif spec.kind == "input":
                 out.append(args[spec.position])

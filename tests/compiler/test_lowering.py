@@ -147,3 +147,23 @@ def test_scatter_with_a_long_index_is_left_to_aten():
     i = torch.randint(0, 4, (SCATTER_MAX_HITS + 1, 3))
     check(lambda x, i: torch.zeros(4, 3).scatter_add(0, i, torch.ones(i.shape)) + x, x, i)
     assert compiler.counters["extern.aten.scatter_add"] == 1
+
+
+# ------------------------------------------------------------------ outputs that are views
+
+def test_a_view_of_a_computed_buffer_is_returned_as_a_view_not_copied():
+    """A saved transposed view (AOTAutograd's forward returns many) is the buffer's storage with the graph's
+    strides; a view no strides can express (a reshape of a transpose) is still copied."""
+    def fn(x):
+        s = x.sin()
+        return s.t(), s[1:, 2:].t(), x.cos().t().reshape(-1)
+    x = torch.randn(5, 7)
+    graph = lower_graph(_fx(fn, x), [x], "t")
+    views = [o.view for o in graph.outputs]
+    assert views[0] is not None and views[1] is not None and views[2] is None
+    assert graph.outputs[0].name == graph.outputs[1].name               # one buffer behind both
+    assert len(graph.computed()) == 3                                  # sin, cos, cos's copy
+    got = check(fn, x)
+    want = fn(x)
+    assert [g.stride() for g in got] == [w.stride() for w in want]
+    assert got[0].untyped_storage().data_ptr() == got[1].untyped_storage().data_ptr()
