@@ -15,7 +15,7 @@ import sympy
 import torch
 
 from . import indexing
-from .ir import Buffer, ComputedBuffer, Pointwise, Reduction, use_resolver
+from .ir import Buffer, ComputedBuffer, Pointwise, Reduction, Scatter, use_resolver
 from .ops import BINARY_OPS, BOOL_RESULT_OPS, UNARY_OPS, use_handler
 
 
@@ -137,7 +137,16 @@ def run_body(node: ComputedBuffer, handler: Any, resolver: Any, index: Sequence,
     with use_handler(handler), use_resolver(resolver):
         if isinstance(node.data, Reduction):
             return node.data.inner_fn(tuple(index), tuple(rindex))
+        if isinstance(node.data, Scatter):     # the initial value's reads, the destination's, then the value
+            node.data.init(output_symbols(node))
+            node.data.dest(tuple(index))
         return node.data.inner_fn(tuple(index))
+
+
+def output_symbols(node: ComputedBuffer) -> tuple:
+    """Symbols (``o0..``) for an index of a scatter's output, whose domain is not the one it loops over."""
+    return tuple(indexing.index_symbol(f"o{k}") if s != 1 else sympy.Integer(0)
+                 for k, s in enumerate(node.data.out_ranges))
 
 
 @dataclasses.dataclass
@@ -275,8 +284,8 @@ class _FormatResolver(CaptureResolver):
 def describe(node: ComputedBuffer, inline: frozenset = frozenset()) -> str:
     """One line per node for IR dumps."""
     data = node.data
-    kind = "Pointwise" if isinstance(data, Pointwise) else f"Reduction.{data.reduction_type}"
-    extra = ""
+    kind = type(data).__name__ if not isinstance(data, Reduction) else f"Reduction.{data.reduction_type}"
+    extra = f" size={list(data.size)}" if isinstance(data, Scatter) else ""
     if isinstance(data, Reduction):
         extra = f" rranges={list(data.reduction_ranges)} acc={_short(data.acc_dtype)}"
     layout = node.layout

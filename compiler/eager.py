@@ -17,10 +17,10 @@ import sympy
 import torch
 
 from . import indexing
-from .analysis import body_symbols, run_body
+from .analysis import body_symbols, output_symbols, run_body
 from .exc import VerificationError
-from .ir import ComputedBuffer, Layout, Reduction
-from .ops import reduction_identity, reduction_result_dtype
+from .ir import ComputedBuffer, Layout, Reduction, Scatter, use_resolver
+from .ops import reduction_identity, reduction_result_dtype, use_handler
 
 
 def _tensor(value, dtype: torch.dtype) -> torch.Tensor:
@@ -177,6 +177,8 @@ def _domain_env(symbols: tuple, sizes: tuple, rank: int, start: int, device: tor
 def evaluate_node(node: ComputedBuffer, storages: Mapping[str, torch.Tensor], resolver: Any) -> torch.Tensor:
     """The node's value over its whole domain: a tensor of shape ``ranges`` and its dtype."""
     data = node.data
+    if isinstance(data, Scatter):
+        return _evaluate_scatter(node, storages, resolver)
     index, rindex, _ = body_symbols(node)
     rranges = data.reduction_ranges if isinstance(data, Reduction) else ()
     rank = len(data.ranges) + len(rranges)
@@ -198,6 +200,34 @@ def evaluate_node(node: ComputedBuffer, storages: Mapping[str, torch.Tensor], re
     if not isinstance(data, Reduction):
         return value
     return _reduce(data, value.reshape(tuple(data.ranges) + (-1,)) if full else value.reshape(1))
+
+
+def _evaluate_scatter(node: ComputedBuffer, storages: Mapping[str, torch.Tensor], resolver: Any) -> torch.Tensor:
+    """The initial value over the output, then every source element's value added at its destination
+    (``index_put_(accumulate=True)``, in source order)."""
+    data = node.data
+    device = next(iter(storages.values())).device if storages else torch.device("cpu")
+    where = f"{node.name} ({node.origin})"
+
+    def domain(symbols: tuple, sizes: tuple, body) -> tuple[torch.Tensor, dict]:
+        env = _domain_env(symbols, sizes, len(sizes), 0, device)
+        with use_handler(EagerOps(storages, env, location=where, device=device)), use_resolver(resolver):
+            value = body()
+        if not isinstance(value, torch.Tensor) or value.dtype != data.dtype:
+            raise VerificationError(f"{where}: body returns {getattr(value, 'dtype', type(value).__name__)}, node "
+                                    f"declares {data.dtype}", step="eager", node=node.name)
+        return value.expand(sizes), env
+    out_index = output_symbols(node)
+    init, _ = domain(out_index, data.size, lambda: data.init(out_index))
+    index = body_symbols(node)[0]
+    dest: list = []
+
+    def added() -> Any:
+        dest.extend(data.dest(index))
+        return data.inner_fn(index)
+    value, env = domain(index, data.ranges, added)
+    at = tuple(torch.as_tensor(indexing.evaluate(e, env), device=device).expand(data.ranges).reshape(-1) for e in dest)
+    return init.clone().index_put_(at, value.reshape(-1), accumulate=True)
 
 
 def _reduce(data: Reduction, value: torch.Tensor) -> torch.Tensor:

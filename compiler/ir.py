@@ -185,6 +185,11 @@ class Loops:
             n *= s
         return n
 
+    @property
+    def out_ranges(self) -> tuple[int, ...]:
+        """The stored buffer's size (a scatter's differs from the domain it loops over)."""
+        return self.ranges
+
 
 @dataclasses.dataclass
 class Pointwise(Loops):
@@ -253,6 +258,28 @@ class Reduction(Loops):
                 result = functools.reduce(reduction_combine(rtype, acc), terms)
             return ops.to_dtype(result, self.dtype)
         return body
+
+
+@dataclasses.dataclass
+class Scatter(Loops):
+    """``out = init`` over ``size``, then ``out[dest(i)] += inner_fn(i)`` for every ``i`` in ``ranges`` (the source
+    domain), by atomic adds: adds to one element land in an unspecified order.  ``dest(i)`` is an index of
+    ``out`` (it may hold data-dependent symbols); an out-of-range one adds nothing.  A scatter runs as a kernel
+    of its own (``scheduler.build_group``): its writes reach any element, so nothing reads them in registers."""
+
+    size: tuple[int, ...] = ()
+    dest: Callable[[Index], Index] = None
+    init: Callable[[Index], Any] = None
+
+    @staticmethod
+    def create(inner_fn: Callable[[Index], Any], ranges: Sequence[int], dest: Callable[[Index], Index],
+               init: Callable[[Index], Any], size: Sequence[int], dtype: torch.dtype) -> "ComputedBuffer":
+        return current_graph().register_computed(Scatter(inner_fn, tuple(int(r) for r in ranges), dtype,
+                                                         tuple(int(s) for s in size), dest, init))
+
+    @property
+    def out_ranges(self) -> tuple[int, ...]:
+        return self.size
 
 
 def _first_extreme_index(terms: list, rtype: str, dtype: torch.dtype) -> Any:

@@ -59,7 +59,7 @@ class GraphLowering:
         return f"{prefix}{self._count - 1}"
 
     def register_computed(self, data: Loops) -> ComputedBuffer:
-        buf = ComputedBuffer(self._new_name("buf"), Layout.contiguous(data.ranges, data.dtype), data, self.origin)
+        buf = ComputedBuffer(self._new_name("buf"), Layout.contiguous(data.out_ranges, data.dtype), data, self.origin)
         self.nodes.append(buf)
         self.buffers[buf.name] = buf
         return buf

@@ -34,7 +34,7 @@ from .analysis import BodyInfo, Read, analyze
 from .config import config
 from .counters import counters
 from .exc import CodegenError
-from .ir import ComputedBuffer, ExternKernel, Pointwise, Reduction, StridedView
+from .ir import ComputedBuffer, ExternKernel, Pointwise, Reduction, Scatter, StridedView
 from .ir import LoweredGraph
 
 XSYM = indexing.index_symbol("xindex")
@@ -105,6 +105,11 @@ class KernelGroup:
     # rnumel and the other way round), computed in the same pass over the rows.  Its nodes
     # are also in ``placed`` (after ours), in their own frame: xindex a column, rindex a row.
     columns: Optional["KernelGroup"] = None
+
+    @property
+    def is_scatter(self) -> bool:
+        """One scatter node (``ir.Scatter``): an initial-value kernel and an atomic-add kernel."""
+        return len(self.placed) == 1 and isinstance(self.placed[0].node.buf.data, Scatter)
 
     @property
     def names(self) -> list[str]:
@@ -208,6 +213,8 @@ def _read_in_kernel(read: Read, p: Placed, bounds: dict, frame: Optional[dict] =
 
 def build_group(nodes: list[SNode]) -> Union[KernelGroup, WhyNoFuse]:
     """A kernel for ``nodes`` (topologically ordered), or the reason there can be none."""
+    if len(nodes) > 1 and any(isinstance(n.buf.data, Scatter) for n in nodes):
+        return WhyNoFuse("a scatter runs as a kernel of its own (its adds reach any element)")
     reductions = [n for n in nodes if n.is_reduction]
     if reductions:
         first = reductions[0].buf.data

@@ -22,6 +22,7 @@ from .pointwise import pointwise_kernel
 from .prelude import HEADER, PRELUDE
 from .reduction import STRATEGIES
 from .reduction import choose as choose_reduction_for
+from .scatter import scatter_kernels
 
 
 @dataclasses.dataclass
@@ -49,6 +50,8 @@ def generate(sched: Schedule, graph: LoweredGraph, name: str) -> GeneratedModule
             choice = choose_reduction_for(ctx)
             counters[f"reduction_strategy.{choice.strategy}"] += _reductions(group)
             specs = STRATEGIES[choice.strategy].kernels(kname, ctx, choice)
+        elif group.is_scatter:
+            specs = scatter_kernels(kname, ctx)
         else:
             specs = [pointwise_kernel(kname, ctx)]
         counters["kernels_generated"] += len(specs)

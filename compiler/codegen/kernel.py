@@ -307,9 +307,7 @@ class TritonKernel:
             return element
         mask = self.mask_for(symbols, all_active=indirect)
         if indirect:                                        # an index out of range reads nothing (0)
-            checks = [self.index_checks[s.name] for s in sympy.sympify(index).free_symbols
-                      if s.name in self.index_checks]
-            mask = " & ".join(([mask] if mask else []) + checks) or None
+            mask = self._with_index_checks(mask, index)
         if mask is not None and (indirect or self.mask_stack or any(self.axes[s].numel == 0 for s in self.active)):
             # The mask may span axes the index does not use: Triton broadcasts the mask to the
             # pointer, never the pointer to the mask, so the pointer must cover the whole tile.
@@ -397,6 +395,25 @@ class TritonKernel:
         if kept and all(line in lifted for line in kept):
             policies = {line: policy for line, policy in policies.items() if policy == "evict_last"}
         return policies
+
+    def _with_index_checks(self, mask: Optional[str], index: sympy.Expr) -> Optional[str]:
+        """``mask`` and the in-range condition of each data-dependent index in ``index``."""
+        checks = [self.index_checks[s.name] for s in sympy.sympify(index).free_symbols if s.name in self.index_checks]
+        return " & ".join(([mask] if mask else []) + checks) or None
+
+    def atomic_add(self, name: str, index: sympy.Expr, value: CSEVar) -> None:
+        """``name[index] += value`` for every lane, atomically (relaxed: only the sums matter); lanes whose
+        data-dependent index is out of range add nothing."""
+        buf = self.buffers[name]
+        src, symbols = self.index_source(index)
+        mask = self._with_index_checks(self.mask_for(symbols, all_active=True), index)
+        value_src = value.name if value.dtype == buf.get_dtype() else cast_source(value, buf.get_dtype())
+        for sym in self.active:
+            if sym not in symbols:
+                src = f"{src} + 0 * {self.axis_name(sym)}"
+        src = self._index_var(src)
+        where = f", mask={mask}" if mask else ""
+        self.emit(f"tl.atomic_add({self.arg(name)} + {src}, {value_src}{where}, sem='relaxed')")
 
     def store(self, name: str, index: sympy.Expr, value: CSEVar) -> None:
         buf = self.buffers[name]

@@ -128,14 +128,7 @@ def _kernel_1d(name: str, ctx: GroupContext, unroll: Optional[tuple[int, int]] =
     block = heuristics.choose_pointwise_block(numel)
     k = TritonKernel(name, ctx.buffers, what=f"pointwise kernel {name}", int64=needs_int64(ctx))
     k.meta.update(kind="pointwise", tiling="unrolled" if unroll else "1d", xblock=block, numel=group.xnumel)
-    k.tile = [block]
-    k.add_axis(XSYM, numel, block, mask=numel % block != 0)
-    pid = "tl.program_id(0).to(tl.int64)" if k.int64 else "tl.program_id(0)"
-    k.emit(f"xoffset = {pid} * {block}")
-    k.emit(f"xindex = xoffset + {k.arange(block, 'xindex')}")
-    if numel % block:
-        k.emit(f"xmask = xindex < {numel}")
-    k.active = [XSYM]
+    flat_prologue(k, numel, block)
     rows, cols = indexing.FloorDiv(XSYM, inner), indexing.Mod(XSYM, inner)
     try:
         for j in range(extent):
@@ -150,6 +143,18 @@ def _kernel_1d(name: str, ctx: GroupContext, unroll: Optional[tuple[int, int]] =
     spec = KernelSpec(name, k.source(), (triton.cdiv(numel, block),), list(k.args.values()),
                       heuristics.num_warps(block), dict(k.meta))
     return spec, k
+
+
+def flat_prologue(k: TritonKernel, numel: int, block: int) -> None:
+    """A 1-D kernel's index over ``numel`` elements, ``block`` per program: ``xindex``, ``xmask`` where ragged."""
+    k.tile = [block]
+    k.add_axis(XSYM, numel, block, mask=numel % block != 0)
+    pid = "tl.program_id(0).to(tl.int64)" if k.int64 else "tl.program_id(0)"
+    k.emit(f"xoffset = {pid} * {block}")
+    k.emit(f"xindex = xoffset + {k.arange(block, 'xindex')}")
+    if numel % block:
+        k.emit(f"xmask = xindex < {numel}")
+    k.active = [XSYM]
 
 
 def _kernel_2d(name: str, ctx: GroupContext, ynumel: int, xnumel: int, yblock: int, xblock: int) -> KernelSpec:

@@ -187,6 +187,8 @@ def _group_variants(group: KernelGroup, sched: Schedule, graph: LoweredGraph, kn
                     heuristic: list[KernelSpec]) -> list[Variant]:
     interp = not _gpu_candidates()
     out: list[Variant] = []
+    if group.is_scatter:                # its blocks are the pointwise heuristic's; nothing to tune apart
+        return out
     if not group.has_reduction:
         base = config.pointwise_block
         blocks = [base // 4] if interp else [b for b in (512, 1024, 2048, 4096) if b != base]

@@ -12,7 +12,7 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 
 from ..exc import Unsupported
-from ..ir import Pointwise
+from ..ir import Pointwise, Scatter
 from ..ops import ops
 from .common import broadcast_shapes, check_dtype, expand_loader, is_ir, normalize_dim
 from .registry import register_lowering
@@ -45,26 +45,25 @@ def _take(load_index: Callable[[tuple], Any], at: tuple, size: int):
     return ops.indirect_indexing(load_index(at), size)
 
 
-@register_lowering(aten.index.Tensor)
-def index(x, indices: Sequence[Optional[Any]]):
-    """``x[indices]`` with tensor indices (numpy's advanced indexing): the indexed dims are replaced by the
-    indices' broadcast shape, in place when they are adjacent, in front otherwise."""
-    if not is_ir(x):
-        raise Unsupported("index of a non-tensor")
+def _advanced(x: Any, indices: Sequence[Optional[Any]], op: str) -> tuple[list, Callable[[tuple], tuple]]:
+    """numpy's advanced indexing of ``x`` by tensor ``indices``: the indexed view's shape (the indexed dims
+    replaced by the indices' broadcast shape, in place when they are adjacent, in front otherwise) and the
+    position in ``x`` of each of its elements."""
+    if not is_ir(x) or x.ndim == 0:
+        raise Unsupported(f"{op} of a non-tensor or a 0-d tensor")
     indices = list(indices)
     if len(indices) > x.ndim:
-        raise Unsupported(f"index of a {x.ndim}-d tensor with {len(indices)} indices")
+        raise Unsupported(f"{op} of a {x.ndim}-d tensor with {len(indices)} indices")
     picked = [(d, t) for d, t in enumerate(indices) if t is not None]
     if not picked:
-        raise Unsupported("index without a tensor index")
+        raise Unsupported(f"{op} without a tensor index")
     for _, t in picked:
-        _check_index(t, "index")
+        _check_index(t, op)
     shape = broadcast_shapes(*[t.get_size() for _, t in picked])
     dims = [d for d, _ in picked]
     sizes = tuple(x.get_size())
     start = dims[0] if dims == list(range(dims[0], dims[-1] + 1)) else 0
-    kept = [d for d in range(x.ndim) if d not in dims]
-    out = [sizes[d] for d in kept]
+    out = [sizes[d] for d in range(x.ndim) if d not in dims]
     out[start:start] = shape
     loaders = {d: expand_loader(t, shape) for d, t in picked}
 
@@ -72,6 +71,13 @@ def index(x, indices: Sequence[Optional[Any]]):
         b = o[start:start + len(shape)]
         rest = iter(o[:start] + o[start + len(shape):])
         return tuple(_take(loaders[d], b, sizes[d]) if d in loaders else next(rest) for d in range(x.ndim))
+    return out, position
+
+
+@register_lowering(aten.index.Tensor)
+def index(x, indices: Sequence[Optional[Any]]):
+    """``x[indices]`` with tensor indices."""
+    out, position = _advanced(x, indices, "index")
     return _gathered(x, out, position)
 
 
@@ -124,4 +130,28 @@ def gather(x, dim: int, index_, sparse_grad: bool = False):
     return _gathered(x, isizes, position)
 
 
-__all__ = ["index", "embedding", "index_select", "gather"]
+@register_lowering(aten.index_put.default)
+def index_put(x, indices: Sequence[Optional[Any]], values, accumulate: bool = False):
+    """``x`` with ``values`` added at ``x[indices]`` (``accumulate=True``: duplicates sum; the backward of a
+    gather, an embedding's included) as a scatter: atomic adds, in float32 for float16 / bfloat16 values and
+    rounded once, as ATen's CUDA kernel sums duplicates.  Without ``accumulate`` which of duplicate indices
+    wins is unspecified on CUDA: left to ATen."""
+    if not accumulate:
+        raise Unsupported("index_put without accumulate: which of duplicate indices wins is unspecified on CUDA")
+    out, position = _advanced(x, indices, "index_put")
+    dtype = x.get_dtype()
+    if not is_ir(values) or values.get_dtype() != dtype:
+        raise Unsupported("index_put with values of another dtype")
+    if not (dtype.is_floating_point or dtype == torch.int32) or dtype == torch.float64:
+        raise Unsupported(f"index_put of {dtype}: no atomic add lowered for it")
+    acc = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+    load_x, load_values = x.make_loader(), expand_loader(values, out)
+    added = Scatter.create(lambda o: ops.to_dtype(load_values(o), acc), out, position,
+                           lambda o: ops.to_dtype(load_x(o), acc), x.get_size(), acc)
+    if acc == dtype:
+        return added
+    load = added.make_loader()
+    return Pointwise.create(lambda o: ops.to_dtype(load(o), dtype), x.get_size(), dtype)
+
+
+__all__ = ["index", "embedding", "index_select", "gather", "index_put"]

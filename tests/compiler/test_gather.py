@@ -70,3 +70,69 @@ def test_a_boolean_mask_is_left_to_aten():
     got = compiler.compile(lambda w, m: w[m] * 2)(w, m)
     torch.testing.assert_close(got, w[m] * 2)
 
+
+
+# ------------------------------------------------------------------ index_put(accumulate=True): scatters
+
+_INDEX_PUTS = {
+    "gathered weights' gradient": (lambda w, i, v: w.index_put((i,), v, accumulate=True), (4, 3, 5), (6, 2),
+                                   (6, 2, 3, 5)),
+    "negative ids, broadcast values": (lambda w, i, v: w.index_put((i - 4,), v[:1, :1] * 2, accumulate=True) + 1,
+                                       (4, 3, 5), (7,), (7, 3, 5)),
+    "middle dim": (lambda w, i, v: torch.ops.aten.index_put(w, [None, i], v.transpose(0, 1), True), (3, 4, 5),
+                   (7,), (7, 3, 5)),
+    "into zeros, 1-d": (lambda w, i, v: torch.zeros_like(w).index_put((i,), v.sin(), accumulate=True), (4,), (9,),
+                        (9,)),
+}
+
+
+@pytest.mark.parametrize("execution", ["triton", "ir"])
+@pytest.mark.parametrize("case", sorted(_INDEX_PUTS))
+def test_index_put_accumulate_is_a_generated_scatter(case, execution):
+    """Duplicates sum (the index is full of them); no ATen call."""
+    fn, wshape, ishape, vshape = _INDEX_PUTS[case]
+    w, v = torch.randn(wshape), torch.randn(vshape)
+    i = torch.randint(0, 4, ishape)
+    with compiler.config.patch(execution=execution):
+        check(fn, w, i, v)
+    externs = [k for k in compiler.counters if k.startswith("extern.")]
+    assert not externs, externs
+
+
+def test_a_bfloat16_scatter_sums_in_float32_and_rounds_once():
+    """Eight adds of 1/256 to 1.0 in bfloat16 each round back to 1.0 (eager's CPU loop); summed in float32
+    first and rounded once they make 1.03125, the value the float64 truth rounds to."""
+    w = torch.ones(2, dtype=torch.bfloat16)
+    i = torch.zeros(8, dtype=torch.int64)
+    v = torch.full((8,), 1 / 256, dtype=torch.bfloat16)
+    torch._dynamo.reset()
+    got = compiler.compile(lambda w, i, v: w.index_put((i,), v, accumulate=True))(w, i, v)
+    truth = w.double().index_put((i,), v.double(), accumulate=True)
+    assert got.dtype == torch.bfloat16 and torch.equal(got, truth.bfloat16())
+
+
+def test_a_scatter_is_a_kernel_of_its_own():
+    """Its producer and consumer are not fused into it (its adds reach any element of the output)."""
+    w, v, i = torch.randn(4, 8), torch.randn(6, 8), torch.randint(0, 4, (6,))
+    check(lambda w, i, v: (w.exp().index_put((i,), v.sin(), accumulate=True) * 3).sum(1), w, i, v)
+    kernels = compiler.dump.last_artifacts().texts["triton"]
+    assert kernels.count("tl.atomic_add(") == 1 and "_init(" in kernels
+
+
+def test_embedding_and_gathers_backward_are_scatters():
+    """An embedding's, a row gather's and gpt-fast's gathered experts' weight gradients: no ATen index call."""
+    from tritondiff.compiler.models import GatheredMoE
+    torch.manual_seed(0)
+    m = GatheredMoE(8, 12, 4)
+    table = torch.randn(9, 8, requires_grad=True)
+    x, ids = torch.randn(5, 8, requires_grad=True), torch.randint(0, 9, (5,))
+
+    def fn(x, ids):
+        return m(x + torch.nn.functional.embedding(ids, table)).square().sum() + table[ids - 9].sum()
+    params = [x, table, *m.parameters()]
+    want = torch.autograd.grad(fn(x, ids), params)
+    torch._dynamo.reset()
+    got = torch.autograd.grad(compiler.compile(fn)(x, ids), params)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
+    assert not [k for k in compiler.counters if k.startswith("extern.aten.index")], compiler.counters
