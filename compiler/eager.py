@@ -19,7 +19,7 @@ import torch
 from . import indexing
 from .analysis import body_symbols, output_symbols, run_body
 from .exc import VerificationError
-from .ir import ComputedBuffer, Layout, Reduction, Scatter, use_resolver
+from .ir import ComputedBuffer, Layout, Reduction, Scan, Scatter, use_resolver
 from .ops import reduction_identity, reduction_result_dtype, use_handler
 
 
@@ -197,6 +197,8 @@ def evaluate_node(node: ComputedBuffer, storages: Mapping[str, torch.Tensor], re
     if tuple(value.shape) != full:
         raise VerificationError(f"{node.name}: body value has shape {tuple(value.shape)}, domain is {full}",
                                 step="eager", node=node.name)
+    if isinstance(data, Scan):
+        return torch.cumsum(value, -1, dtype=data.dtype)
     if not isinstance(data, Reduction):
         return value
     return _reduce(data, value.reshape(tuple(data.ranges) + (-1,)) if full else value.reshape(1))

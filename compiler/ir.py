@@ -22,7 +22,7 @@ import contextvars
 import dataclasses
 import functools
 import itertools
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import Any, Callable, ClassVar, Iterator, Optional, Sequence
 
 import sympy
 import torch
@@ -177,6 +177,9 @@ class Loops:
     inner_fn: Callable[..., Any]
     ranges: tuple[int, ...]
     dtype: torch.dtype
+    #: A kernel group of its own (``scheduler.build_group``): a scatter's adds reach any element, a scan's
+    #: elements depend on a whole row; nothing reads either in registers.
+    runs_alone: ClassVar[bool] = False
 
     @property
     def numel(self) -> int:
@@ -270,6 +273,7 @@ class Scatter(Loops):
     size: tuple[int, ...] = ()
     dest: Callable[[Index], Index] = None
     init: Callable[[Index], Any] = None
+    runs_alone: ClassVar[bool] = True
 
     @staticmethod
     def create(inner_fn: Callable[[Index], Any], ranges: Sequence[int], dest: Callable[[Index], Index],
@@ -280,6 +284,19 @@ class Scatter(Loops):
     @property
     def out_ranges(self) -> tuple[int, ...]:
         return self.size
+
+
+@dataclasses.dataclass
+class Scan(Loops):
+    """``out[..., j] = sum_{k <= j} inner_fn(..., k)``: an inclusive prefix sum along the last of ``ranges``, in
+    ``dtype`` (the lowering casts to the op's dtype after).  It runs as a kernel of its own: a row per tile lane
+    row, scanned by ``tl.cumsum`` (a tree: its rounding differs from a sequential sum's, not its error bound)."""
+
+    runs_alone: ClassVar[bool] = True
+
+    @staticmethod
+    def create(inner_fn: Callable[[Index], Any], ranges: Sequence[int], dtype: torch.dtype) -> "ComputedBuffer":
+        return current_graph().register_computed(Scan(inner_fn, tuple(int(r) for r in ranges), dtype))
 
 
 def _first_extreme_index(terms: list, rtype: str, dtype: torch.dtype) -> Any:

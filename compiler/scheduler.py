@@ -34,7 +34,7 @@ from .analysis import BodyInfo, Read, analyze
 from .config import config
 from .counters import counters
 from .exc import CodegenError
-from .ir import ComputedBuffer, ExternKernel, Pointwise, Reduction, Scatter, StridedView
+from .ir import ComputedBuffer, ExternKernel, Loops, Pointwise, Reduction, StridedView
 from .ir import LoweredGraph
 
 XSYM = indexing.index_symbol("xindex")
@@ -107,9 +107,10 @@ class KernelGroup:
     columns: Optional["KernelGroup"] = None
 
     @property
-    def is_scatter(self) -> bool:
-        """One scatter node (``ir.Scatter``): an initial-value kernel and an atomic-add kernel."""
-        return len(self.placed) == 1 and isinstance(self.placed[0].node.buf.data, Scatter)
+    def alone(self) -> Optional[Loops]:
+        """The body of the group's one node when it runs alone (``ir.Scatter``, ``ir.Scan``), else None."""
+        data = self.placed[0].node.buf.data if len(self.placed) == 1 else None
+        return data if data is not None and data.runs_alone else None
 
     @property
     def names(self) -> list[str]:
@@ -213,8 +214,8 @@ def _read_in_kernel(read: Read, p: Placed, bounds: dict, frame: Optional[dict] =
 
 def build_group(nodes: list[SNode]) -> Union[KernelGroup, WhyNoFuse]:
     """A kernel for ``nodes`` (topologically ordered), or the reason there can be none."""
-    if len(nodes) > 1 and any(isinstance(n.buf.data, Scatter) for n in nodes):
-        return WhyNoFuse("a scatter runs as a kernel of its own (its adds reach any element)")
+    if len(nodes) > 1 and any(n.buf.data.runs_alone for n in nodes):
+        return WhyNoFuse("a scatter or a scan runs as a kernel of its own (ir.Loops.runs_alone)")
     reductions = [n for n in nodes if n.is_reduction]
     if reductions:
         first = reductions[0].buf.data

@@ -14,7 +14,7 @@ from tritondiff.base.exc import GridLimitExceeded
 
 from ..counters import counters
 from ..exc import GridTooLarge
-from ..ir import LoweredGraph
+from ..ir import LoweredGraph, Scan, Scatter
 from ..scheduler import Schedule
 from .kernel import KernelArg, KernelSpec
 from .nodes import GroupContext
@@ -22,6 +22,7 @@ from .pointwise import pointwise_kernel
 from .prelude import HEADER, PRELUDE
 from .reduction import STRATEGIES
 from .reduction import choose as choose_reduction_for
+from .scan import scan_kernel
 from .scatter import scatter_kernels
 
 
@@ -50,8 +51,10 @@ def generate(sched: Schedule, graph: LoweredGraph, name: str) -> GeneratedModule
             choice = choose_reduction_for(ctx)
             counters[f"reduction_strategy.{choice.strategy}"] += _reductions(group)
             specs = STRATEGIES[choice.strategy].kernels(kname, ctx, choice)
-        elif group.is_scatter:
+        elif isinstance(group.alone, Scatter):
             specs = scatter_kernels(kname, ctx)
+        elif isinstance(group.alone, Scan):
+            specs = [scan_kernel(kname, ctx)]
         else:
             specs = [pointwise_kernel(kname, ctx)]
         counters["kernels_generated"] += len(specs)

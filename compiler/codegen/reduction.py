@@ -986,16 +986,22 @@ def _new_kernel(name: str, ctx: GroupContext, strategy: str, choice: ReductionCh
 
 def _rows_prologue(k: TritonKernel, group: KernelGroup, xblock: int, rblock: int, rname: str = "rbase",
                    rmask: Optional[bool] = None) -> None:
+    rows_prologue(k, group.xnumel, group.rnumel, xblock, rblock, rname, rmask)
+
+
+def rows_prologue(k: TritonKernel, xnumel: int, rnumel: int, xblock: int, rblock: int, rname: str = "rbase",
+                  rmask: Optional[bool] = None) -> None:
+    """A [xblock, rblock] tile over ``xnumel`` rows of ``rnumel``: ``xindex`` (and ``xmask``) and the row block's
+    lanes ``rname``; only the row axis active yet."""
     k.guard([xblock, rblock], "tile")
     k.tile = [xblock, rblock]
-    k.add_axis(XSYM, group.xnumel, xblock, mask=group.xnumel % xblock != 0)
-    k.add_axis(RSYM, group.rnumel, rblock, mask=(group.rnumel % rblock != 0 or group.rnumel == 0)
-               if rmask is None else rmask)
+    k.add_axis(XSYM, xnumel, xblock, mask=xnumel % xblock != 0)
+    k.add_axis(RSYM, rnumel, rblock, mask=(rnumel % rblock != 0 or rnumel == 0) if rmask is None else rmask)
     pid = "tl.program_id(0).to(tl.int64)" if k.int64 else "tl.program_id(0)"
     k.emit(f"xoffset = {pid} * {xblock}")
     k.emit(f"xindex = xoffset + {k.arange(xblock, 'rows')}[:, None]")
-    if group.xnumel % xblock:
-        k.emit(f"xmask = xindex < {group.xnumel}")
+    if xnumel % xblock:
+        k.emit(f"xmask = xindex < {xnumel}")
     cast = ".to(tl.int64)" if k.int64 else ""
     k.emit(f"{rname} = {k.arange(rblock, 'the reduction block')}{cast}[None, :]")
     k.active = [XSYM]
@@ -1022,5 +1028,5 @@ def _lit(value, dtype) -> str:
     return literal(value, dtype)
 
 
-__all__ = ["STRATEGIES", "choose", "reread_row_reads", "live_row_tiles", "reads_along_kept_axis", "ReductionStrategy", "PersistentReduction", "LoopedReduction", "SplitReduction",
+__all__ = ["STRATEGIES", "choose", "rows_prologue", "reread_row_reads", "live_row_tiles", "reads_along_kept_axis", "ReductionStrategy", "PersistentReduction", "LoopedReduction", "SplitReduction",
            "MixedOrderReduction", "ReductionOp"]

@@ -187,7 +187,7 @@ def _group_variants(group: KernelGroup, sched: Schedule, graph: LoweredGraph, kn
                     heuristic: list[KernelSpec]) -> list[Variant]:
     interp = not _gpu_candidates()
     out: list[Variant] = []
-    if group.is_scatter:                # its blocks are the pointwise heuristic's; nothing to tune apart
+    if group.alone is not None:         # a scatter's or a scan's blocks: nothing to tune apart
         return out
     if not group.has_reduction:
         base = config.pointwise_block

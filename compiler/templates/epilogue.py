@@ -18,7 +18,7 @@ from typing import Union
 
 from .. import indexing
 from ..counters import counters
-from ..ir import ExternKernel, Scatter
+from ..ir import ExternKernel
 from ..scheduler import XSYM, KernelGroup, WhyNoFuse, _extern_reads, _read_in_kernel
 from .gemm import GemmTemplate
 
@@ -45,8 +45,8 @@ def check_epilogue(template: GemmTemplate, group: KernelGroup, ready: set[str]) 
     out = template.output
     if group.has_reduction:
         return WhyNoFuse(f"{group.names} holds a reduction; only pointwise epilogues run in a GEMM template")
-    if any(isinstance(p.node.buf.data, Scatter) for p in group.placed):
-        return WhyNoFuse(f"{group.names} holds a scatter, which runs as a kernel of its own")
+    if group.alone is not None:
+        return WhyNoFuse(f"{group.names} is a {type(group.alone).__name__.lower()}, a kernel of its own")
     if group.xnumel != out.layout.numel:
         return WhyNoFuse(f"{group.names} covers {group.xnumel} elements, the GEMM output has {out.layout.numel}")
     bounds = group.bounds()
