@@ -94,6 +94,7 @@ OPS: dict[str, Callable[..., torch.Tensor]] = {
     "any": lambda x, dim, keepdim: x.any(dim, keepdim=keepdim),
     "all": lambda x, dim, keepdim: x.all(dim, keepdim=keepdim),
     "softmax": lambda x, dim: torch.softmax(x, dim),
+    "cumsum": lambda x, dim: torch.cumsum(x, dim),
     # model-shaped: attention over a (batch, sequence, feature) value, the activations of gated MLPs
     "attention": lambda x, causal: torch.nn.functional.scaled_dot_product_attention(x, x.flip(-2), x,
                                                                                       is_causal=causal),
@@ -247,7 +248,7 @@ def _step(draw, values: list[torch.Tensor], exact: list[bool]) -> tuple[Step, to
         # no norm over one element: x * rsqrt(x * x + eps) has the gradient eps / (x * x + eps)^1.5, the remainder
         # of two O(1) terms that cancel, rounding noise at 1e-3 of it that eager's own error over a few elements
         # cannot bound
-        ops_ = ("softmax", "norm_rows") if x.shape[dim] > 1 else ("softmax",)
+        ops_ = ("softmax", "norm_rows", "cumsum") if x.shape[dim] > 1 else ("softmax", "cumsum")
         step = Step(draw(st.sampled_from(ops_)), (i,), (("dim", dim),))
     elif kind == "attention":
         step = Step("attention", (i,), (("causal", draw(st.booleans())),))
