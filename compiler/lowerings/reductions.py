@@ -74,7 +74,26 @@ def prod(x, dim: Any = None, keepdim: bool = False, *, dtype: Optional[torch.dty
     _no_complex(x)
     src = dtype or x.get_dtype()
     out = torch.int64 if dtype is None and (src == torch.bool or not src.is_floating_point) else src
-    return reduce(x, dim, keepdim, "prod", dtype=out, src_dtype=src)
+    product = reduce(x, dim, keepdim, "prod", dtype=out, src_dtype=src)
+    if not out.is_floating_point:
+        return product
+    # A zero factor among finite ones makes the product exactly +-0, but the order a reduction multiplies in
+    # may overflow a partial product to inf first (inf * 0 = NaN): the zero is found apart, with the sign.
+    load = x.make_loader()
+
+    def any_of(test) -> IRNode:
+        flags = Pointwise.create(lambda i: test(ops.to_dtype(load(i), src)), x.get_size(), torch.bool)
+        return reduce(flags, dim, keepdim, "any", dtype=torch.bool, src_dtype=torch.bool)
+    zero = any_of(lambda v: ops.eq(v, ops.constant(0, src))).make_loader()
+    nonfinite = any_of(lambda v: ops.logical_or(ops.isnan(v), ops.isinf(v))).make_loader()
+    sign = reduce(x, dim, keepdim, "prod", dtype=out, src_dtype=src, value_fn=lambda v, _: ops.where(
+        ops.lt(v, ops.constant(0, src)), ops.constant(-1, src), ops.constant(1, src))).make_loader()
+    load_product = product.make_loader()
+
+    def exact(i):
+        signed_zero = ops.mul(sign(i), ops.constant(0, out))
+        return ops.where(ops.logical_and(zero(i), ops.logical_not(nonfinite(i))), signed_zero, load_product(i))
+    return Pointwise.create(exact, product.get_size(), out)
 
 
 @register_lowering(aten.amax.default, prims.amax.default)

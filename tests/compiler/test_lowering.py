@@ -167,3 +167,19 @@ def test_a_view_of_a_computed_buffer_is_returned_as_a_view_not_copied():
     want = fn(x)
     assert [g.stride() for g in got] == [w.stride() for w in want]
     assert got[0].untyped_storage().data_ptr() == got[1].untyped_storage().data_ptr()
+
+
+# ------------------------------------------------------------------ products with a zero factor
+
+@pytest.mark.parametrize("execution", ["triton", "ir"])
+def test_a_product_with_a_zero_factor_is_zero_whatever_overflows_first(execution):
+    """Partial products of 4231 integers overflow float32 in any order, and inf * 0 is NaN: the product of
+    finite factors with a zero among them is still +-0 (the float64 truth); a non-finite factor keeps NaN."""
+    x = torch.randint(-9, 10, (3, 4231)).float()
+    x[:, 100] = 0.0
+    rows = torch.stack([x[0], torch.tensor([3.0, float("inf"), 0.0] + [1.0] * 4228)])
+    with compiler.config.patch(execution=execution):
+        got = run_compiled(lambda t: t.prod(1), torch.cat([x, rows]))
+    truth = torch.cat([x, rows]).double().prod(1).float()
+    torch.testing.assert_close(got, truth, equal_nan=True)
+    assert torch.equal(torch.signbit(got[:3]), torch.signbit(truth[:3]))
