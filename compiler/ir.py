@@ -8,6 +8,10 @@ over a few elements (``config.unroll_reductions_max_rnumel``) is created as a Po
 combines them, so its loads run along the output's axes and it fuses like any pointwise node.
 Bodies read their inputs through loaders: ``x.make_loader()(index)``.
 
+Two bodies run as kernels of their own: a ``Scatter`` adds values at data-dependent positions of a buffer it
+initialises (``index_put`` with accumulate), a ``Scan`` takes prefix sums along its last dim (``cumsum``).
+Bodies may index with data-dependent values (``ops.indirect_indexing``: gathers).
+
 Views (reshape, permute, expand, slice, select, squeeze, unsqueeze, ...) are ``View``
 nodes that rewrite the index and forward to the viewed node's loader: no copy.  A
 buffer's loader does not call ``ops.load`` directly; it asks the active *load
