@@ -139,14 +139,40 @@ def index_put(x, indices: Sequence[Optional[Any]], values, accumulate: bool = Fa
     if not accumulate:
         raise Unsupported("index_put without accumulate: which of duplicate indices wins is unspecified on CUDA")
     out, position = _advanced(x, indices, "index_put")
-    dtype = x.get_dtype()
-    if not is_ir(values) or values.get_dtype() != dtype:
+    if not is_ir(values) or values.get_dtype() != x.get_dtype():
         raise Unsupported("index_put with values of another dtype")
+    return _accumulated(x, out, position, expand_loader(values, out), "index_put")
+
+
+def scatter_add(x: Any, dim: int, index: Any, src: Any) -> Any:
+    """``x`` with ``src[p]`` added at ``p`` with ``dim`` replaced by ``index[p]``, for every position ``p`` of
+    ``index``, as a scatter (``lowerings.structured`` takes a short index as a pointwise node instead)."""
+    _check_index(index, "scatter_add")
+    if not is_ir(x) or not is_ir(src) or x.ndim == 0 or index.ndim != x.ndim or src.ndim != x.ndim \
+            or src.get_dtype() != x.get_dtype():
+        raise Unsupported("scatter_add with an index or source of another rank, or a source of another dtype")
+    dim = normalize_dim(dim, x.ndim)
+    sizes, isizes = tuple(x.get_size()), tuple(index.get_size())
+    if any(i > s for d, (i, s) in enumerate(zip(isizes, sizes)) if d != dim) or \
+            any(i > s for i, s in zip(isizes, src.get_size())):
+        raise Unsupported("scatter_add with an index larger than the input outside dim, or than the source")
+    load_index = index.make_loader()
+
+    def position(p: tuple) -> tuple:
+        return p[:dim] + (_take(load_index, p, sizes[dim]),) + p[dim + 1:]
+    return _accumulated(x, isizes, position, src.make_loader(), "scatter_add")
+
+
+def _accumulated(x: Any, domain: Sequence[int], position: Callable[[tuple], tuple], load_values: Callable,
+                 op: str) -> Any:
+    """``x`` plus ``load_values(p)`` at ``position(p)`` for every ``p`` of ``domain``: one ``ir.Scatter``, in float32
+    for float16 / bfloat16 and rounded once."""
+    dtype = x.get_dtype()
     if not (dtype.is_floating_point or dtype == torch.int32) or dtype == torch.float64:
-        raise Unsupported(f"index_put of {dtype}: no atomic add lowered for it")
+        raise Unsupported(f"{op} of {dtype}: no atomic add lowered for it")
     acc = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
-    load_x, load_values = x.make_loader(), expand_loader(values, out)
-    added = Scatter.create(lambda o: ops.to_dtype(load_values(o), acc), out, position,
+    load_x = x.make_loader()
+    added = Scatter.create(lambda p: ops.to_dtype(load_values(p), acc), domain, position,
                            lambda o: ops.to_dtype(load_x(o), acc), x.get_size(), acc)
     if acc == dtype:
         return added
@@ -154,4 +180,4 @@ def index_put(x, indices: Sequence[Optional[Any]], values, accumulate: bool = Fa
     return Pointwise.create(lambda o: ops.to_dtype(load(o), dtype), x.get_size(), dtype)
 
 
-__all__ = ["index", "embedding", "index_select", "gather", "index_put"]
+__all__ = ["index", "embedding", "index_select", "gather", "index_put", "scatter_add"]

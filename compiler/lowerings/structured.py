@@ -12,6 +12,7 @@ from ..ir import Pointwise
 from .registry import register_lowering
 from ..ops import ops
 from .common import check_dtype, is_ir, normalize_dim
+from .gather import scatter_add as scatter_add_atomic
 
 aten = torch.ops.aten
 
@@ -168,7 +169,8 @@ def select_scatter(x, src, dim: int, index: int):
 # ----------------------------------------------------------------------- scatter along a short index
 
 # scatter / scatter_add whose index is at most this long along ``dim`` become one Pointwise node: each output
-# element compares its position with the index's few entries in its line.  Past it: ATen.
+# element compares its position with the index's few entries in its line.  Past it: scatter (lowerings.gather),
+# ATen for scatter without accumulation.
 SCATTER_MAX_HITS = 8
 
 
@@ -236,6 +238,9 @@ def scatter_src(x, dim: int, index, src):
 def scatter_add(x, dim: int, index, src):
     if x.get_dtype() == torch.bool:
         raise Unsupported("scatter_add of bool")
+    if is_ir(index) and index.ndim == x.ndim and x.ndim and index.get_size()[normalize_dim(dim, x.ndim)] > \
+            SCATTER_MAX_HITS:                   # a long index: atomic adds, not a compare per entry
+        return scatter_add_atomic(x, dim, index, src)
     return _scatter(x, dim, index, src, accumulate=True)
 
 

@@ -141,12 +141,18 @@ def test_scatter_with_a_short_index_is_one_pointwise_kernel(case):
     assert not [k for k in compiler.counters if k.startswith("extern.aten.scatter")], compiler.counters
 
 
-def test_scatter_with_a_long_index_is_left_to_aten():
+@pytest.mark.parametrize("execution", ["triton", "ir"])
+def test_scatter_add_with_a_long_index_is_a_scatter_and_scatter_is_left_to_aten(execution):
+    """Past SCATTER_MAX_HITS entries per line scatter_add runs as atomic adds (duplicates sum, any order);
+    scatter, whose duplicates' winner CUDA leaves unspecified, stays an ATen call."""
     from tritondiff.compiler.lowerings.structured import SCATTER_MAX_HITS
     x = torch.randn(4, 3)
     i = torch.randint(0, 4, (SCATTER_MAX_HITS + 1, 3))
-    check(lambda x, i: torch.zeros(4, 3).scatter_add(0, i, torch.ones(i.shape)) + x, x, i)
-    assert compiler.counters["extern.aten.scatter_add"] == 1
+    with compiler.config.patch(execution=execution):
+        check(lambda x, i: torch.zeros(4, 3).scatter_add(0, i, torch.ones(i.shape) * x[:1]) + x, x, i)
+        assert compiler.counters["extern.aten.scatter_add"] == 0
+        check(lambda x, i: torch.zeros(4, 3).scatter(0, i, 1.0) + x, x, i)
+        assert compiler.counters["extern.aten.scatter.value"] == 1
 
 
 # ------------------------------------------------------------------ outputs that are views
