@@ -1,9 +1,11 @@
-"""Ops that read their input at data-dependent positions: advanced indexing, embedding, index_select, gather.
+"""Ops that read or add at data-dependent positions: advanced indexing, embedding, index_select, gather, and
+their backward, index_put / scatter_add with accumulation.
 
-Each becomes one Pointwise node whose body loads the index tensor and reads the input at the position it holds
-(``ops.indirect_indexing``), so the gather fuses with what computes its index and with what consumes its rows,
-where ATen would launch a kernel of its own and write the gathered rows out.  Indices out of range raise in
-the eager evaluator and under Triton's interpreter, as eager indexing does.
+A gather becomes one Pointwise node whose body loads the index tensor and reads the input at the position it
+holds (``ops.indirect_indexing``), so it fuses with what computes its index and with what consumes its rows,
+where ATen would launch a kernel of its own and write the gathered rows out.  An accumulating put becomes one
+``ir.Scatter`` (atomic adds).  Indices out of range raise in the eager evaluator; a kernel reads 0 at them and
+adds nothing there, and reports them through ``tl.device_assert`` where Triton runs device asserts.
 """
 from __future__ import annotations
 
