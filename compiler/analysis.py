@@ -15,7 +15,7 @@ import sympy
 import torch
 
 from . import indexing
-from .ir import Buffer, ComputedBuffer, Pointwise, Reduction, Scatter, use_resolver
+from .ir import Buffer, ComputedBuffer, Reduction, Scatter, use_resolver
 from .ops import BINARY_OPS, BOOL_RESULT_OPS, UNARY_OPS, use_handler
 
 

@@ -404,28 +404,24 @@ class TritonKernel:
     def atomic_add(self, name: str, index: sympy.Expr, value: CSEVar) -> None:
         """``name[index] += value`` for every lane, atomically (relaxed: only the sums matter); lanes whose
         data-dependent index is out of range add nothing."""
+        pointer, value_src, mask = self._write_operands(name, index, value)
+        where = f", mask={mask}" if mask else ""
+        self.emit(f"tl.atomic_add({pointer}, {value_src}{where}, sem='relaxed')")
+
+    def store(self, name: str, index: sympy.Expr, value: CSEVar) -> None:
+        pointer, value_src, mask = self._write_operands(name, index, value)
+        self.emit(f"tl.store({pointer}, {value_src}, {mask})" if mask else f"tl.store({pointer}, {value_src})")
+
+    def _write_operands(self, name: str, index: sympy.Expr, value: CSEVar) -> tuple[str, str, Optional[str]]:
+        """(pointer, value, mask) of a write of ``value`` to ``name[index]`` from every lane of the tile."""
         buf = self.buffers[name]
         src, symbols = self.index_source(index)
         mask = self._with_index_checks(self.mask_for(symbols, all_active=True), index)
         value_src = value.name if value.dtype == buf.get_dtype() else cast_source(value, buf.get_dtype())
-        for sym in self.active:
-            if sym not in symbols:
-                src = f"{src} + 0 * {self.axis_name(sym)}"
-        src = self._index_var(src)
-        where = f", mask={mask}" if mask else ""
-        self.emit(f"tl.atomic_add({self.arg(name)} + {src}, {value_src}{where}, sem='relaxed')")
-
-    def store(self, name: str, index: sympy.Expr, value: CSEVar) -> None:
-        buf = self.buffers[name]
-        src, symbols = self.index_source(index)
-        mask = self.mask_for(symbols, all_active=True)
-        value_src = value.name if value.dtype == buf.get_dtype() else cast_source(value, buf.get_dtype())
         for sym in self.active:  # a block value needs a block pointer, even when every lane hits one element
             if sym not in symbols:
                 src = f"{src} + 0 * {self.axis_name(sym)}"
-        src = self._index_var(src)
-        ptr = self.arg(name)
-        self.emit(f"tl.store({ptr} + {src}, {value_src}, {mask})" if mask else f"tl.store({ptr} + {src}, {value_src})")
+        return f"{self.arg(name)} + {self._index_var(src)}", value_src, mask
 
     # ---- assembly
     def source(self, params_extra: Sequence[str] = ()) -> str:

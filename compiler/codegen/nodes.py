@@ -8,7 +8,7 @@ element the register holds; anything else is a load from memory.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, Callable, Optional
 
 import sympy
 
@@ -83,11 +83,14 @@ def canonical_index(kernel: TritonKernel, index: tuple) -> tuple:
     return tuple(indexing.simplify(sympy.sympify(e), bounds) for e in index)
 
 
-def evaluate(kernel: TritonKernel, ctx: GroupContext, p: Placed) -> CSEVar:
-    """The node's body value at the kernel's current position (a reduction's per-element value)."""
+def evaluate(kernel: TritonKernel, ctx: GroupContext, p: Placed, body: Optional[Callable[[], Any]] = None) -> CSEVar:
+    """The node's body value at the kernel's current position (a reduction's per-element value); ``body``: another
+    of the node's functions evaluated there instead (a scatter's initial value, a scan at its own index)."""
     data = p.node.buf.data
     with use_handler(TritonOps(kernel)), use_resolver(KernelResolver(kernel, ctx)):
-        if isinstance(data, Reduction):
+        if body is not None:
+            value = body()
+        elif isinstance(data, Reduction):
             value = data.inner_fn(ctx.index(p), ctx.rindex(p))
         else:
             value = data.inner_fn(ctx.index(p))

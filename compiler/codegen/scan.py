@@ -12,14 +12,12 @@ import triton
 from .. import heuristics, indexing
 from ..config import config
 from ..exc import CodegenError
-from ..ir import Scan, use_resolver
-from ..ops import use_handler
+from ..ir import Scan
 from ..scheduler import RSYM, XSYM
-from .kernel import CSEVar, KernelSpec, TritonKernel
-from .nodes import GroupContext, KernelResolver, needs_int64
-from .reduction import rows_prologue
+from .kernel import KernelSpec, TritonKernel
+from .nodes import GroupContext, evaluate, needs_int64
 from .prelude import tl_dtype
-from .triton_ops import TritonOps
+from .reduction import rows_prologue
 
 
 def scan_kernel(name: str, ctx: GroupContext) -> KernelSpec:
@@ -44,11 +42,7 @@ def scan_kernel(name: str, ctx: GroupContext) -> KernelSpec:
         if k.axes[RSYM].mask:
             k.emit(f"rmask = rindex < {n}")
         k.active = [XSYM, RSYM]
-        with use_handler(TritonOps(k)), use_resolver(KernelResolver(k, ctx)):
-            value = data.inner_fn(index)
-        if not isinstance(value, CSEVar) or value.dtype != data.dtype:
-            raise CodegenError(f"{p.name}: body returned {value!r}, the node declares {data.dtype}")
-        src = value.name
+        src = evaluate(k, ctx, p, lambda: data.inner_fn(index)).name
         total = k.newvar(f"tl.cumsum(tl.broadcast_to({src}, {[xblock, rblock]}), 1)", data.dtype)
         if carry:
             total = k.newvar(f"{carry} + {total.name}", data.dtype)

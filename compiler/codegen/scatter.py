@@ -14,8 +14,8 @@ from ..exc import CodegenError
 from ..ir import Scatter, use_resolver
 from ..ops import use_handler
 from ..scheduler import XSYM
-from .kernel import CSEVar, KernelSpec, TritonKernel
-from .nodes import GroupContext, KernelResolver, needs_int64
+from .kernel import KernelSpec, TritonKernel
+from .nodes import GroupContext, KernelResolver, evaluate, needs_int64
 from .pointwise import flat_prologue
 from .triton_ops import TritonOps
 
@@ -29,23 +29,15 @@ def scatter_kernels(name: str, ctx: GroupContext) -> list[KernelSpec]:
 
     def init(k: TritonKernel) -> None:
         index = indexing.delinearize(XSYM, data.size)
-        k.store(p.name, layout.index(index), _value(k, ctx, p.name, lambda: data.init(index), data.dtype))
+        k.store(p.name, layout.index(index), evaluate(k, ctx, p, lambda: data.init(index)))
 
     def add(k: TritonKernel) -> None:
         index = ctx.index(p)
         with use_handler(TritonOps(k)), use_resolver(KernelResolver(k, ctx)):
             dest = data.dest(index)
-        k.atomic_add(p.name, layout.index(dest), _value(k, ctx, p.name, lambda: data.inner_fn(index), data.dtype))
+        k.atomic_add(p.name, layout.index(dest), evaluate(k, ctx, p))
     return [_kernel(f"{name}_init", ctx, layout.numel, init, f"initial value of the scatter {p.name}"),
             _kernel(name, ctx, data.numel, add, f"atomic adds of the scatter {p.name} over {list(data.ranges)}")]
-
-
-def _value(k: TritonKernel, ctx: GroupContext, node: str, body, dtype) -> CSEVar:
-    with use_handler(TritonOps(k)), use_resolver(KernelResolver(k, ctx)):
-        value = body()
-    if not isinstance(value, CSEVar) or value.dtype != dtype:
-        raise CodegenError(f"{node}: body returned {value!r}, the node declares {dtype}")
-    return value
 
 
 def _kernel(name: str, ctx: GroupContext, numel: int, emit, comment: str) -> KernelSpec:

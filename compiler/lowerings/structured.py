@@ -188,6 +188,8 @@ def _scatter(x: Any, dim: int, index: Any, src: Any, accumulate: bool) -> Any:
     check_dtype(dtype)
     sizes, isizes = list(x.get_size()), list(index.get_size())
     hits = isizes[dim] if x.ndim else 1
+    if hits > SCATTER_MAX_HITS and accumulate and is_ir(src):      # atomic adds, not a compare per entry
+        return scatter_add_atomic(x, dim, index, src)
     if hits > SCATTER_MAX_HITS or any(i > s for d, (i, s) in enumerate(zip(isizes, sizes)) if d != dim):
         raise Unsupported(f"scatter over {hits} index entries per line: left to ATen")
     if is_ir(src):
@@ -238,9 +240,6 @@ def scatter_src(x, dim: int, index, src):
 def scatter_add(x, dim: int, index, src):
     if x.get_dtype() == torch.bool:
         raise Unsupported("scatter_add of bool")
-    if is_ir(index) and index.ndim == x.ndim and x.ndim and index.get_size()[normalize_dim(dim, x.ndim)] > \
-            SCATTER_MAX_HITS:                   # a long index: atomic adds, not a compare per entry
-        return scatter_add_atomic(x, dim, index, src)
     return _scatter(x, dim, index, src, accumulate=True)
 
 
