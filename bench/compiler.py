@@ -608,7 +608,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="also run tritondiff with these compiler.config knobs, as backend tritondiff[NAME] "
                              "(a heuristics sweep; repeatable)")
     parser.add_argument("--summary", metavar="JSON",
-                        help="print each row of an earlier run's --json file (GPU time vs Inductor, % of copy "
+                        help="print each row of an earlier run's --json file (GPU time vs Inductor, %% of copy "
                              "bandwidth, oracle) and exit")
     args = parser.parse_args(argv)
     if args.rounds < 1:

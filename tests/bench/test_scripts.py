@@ -31,3 +31,13 @@ def test_the_overhead_benchmark_measures_every_setting(tmp_path):
     from tritondiff.harness.hunters import HUNTERS
     assert "all hunters (default)" in text and "none (plain diff)" in text
     assert all(f"all but {name}" in text and hunter.summary in text for name, hunter in HUNTERS.items())
+
+
+@pytest.mark.parametrize("module", sorted(
+    f"{folder}.{name[:-3]}" for folder in ("bench", "tools") for name in os.listdir(os.path.join(ROOT, folder))
+    if name.endswith(".py") and not name.startswith("_")))
+def test_every_script_prints_its_help(module):
+    done = _run(module, "--help", timeout=120)
+    if "usage:" not in done.stdout and done.returncode == 0:
+        pytest.skip(f"{module} takes no options")
+    assert done.returncode == 0 and "usage:" in done.stdout, done.stdout + done.stderr[-2000:]
