@@ -180,8 +180,9 @@ def test_a_looped_kernel_that_rereads_several_row_values_takes_more_warps(reread
 @pytest.mark.parametrize("rows, cols, want", [
     (1_152_000, 16, (256, 16, 264)),   # layer-norm backward of seed 000: 4500 row blocks, 264 programs
     (1_152_000, 64, (64, 64, 264)),
-    (341, 16, (256, 16, 2)),           # fewer row blocks than SMs: one program per block
-    (9, 41, (16, 64, 1)),
+    (341, 16, (64, 16, 6)),            # fewer row blocks than SMs: blocks halve down to 1024 lanes
+    (1024, 256, (4, 256, 256)),        # ... until they cover the SMs (nanoGPT's layer norm)
+    (9, 41, (16, 64, 1)),              # a tile of 1024 lanes or fewer stays whole
     (4231, 4096, (1, 4096, 264)),
 ])
 def test_choose_mixed_order_holds_whole_rows_and_fills_the_machine(rows, cols, want):
