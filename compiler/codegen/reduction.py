@@ -929,30 +929,54 @@ _ROW_AXIS = ("rbase", "rindex", "rmask")
 
 
 def _live_across(lines: list[tuple[int, str]], starts: list[int]) -> list[set]:
-    """For each of ``starts`` (line counts) after the first, the row-shaped variables of ``lines`` (a kernel's
-    (indent, line) pairs) defined before it and used at or after it.  Row-shaped: computed from the reduced axis's
-    ``rbase`` / ``rindex`` / ``rmask`` or from another row-shaped value, and not a block reduction's
-    [XBLOCK, 1] result.  Index arithmetic (``idx``) is left out: it is recomputed from ``rindex`` at no memory
-    cost."""
-    row, defined = set(_ROW_AXIS), {}
+    """For each of ``starts`` (line counts) after the first, the row tiles of ``lines`` (a kernel's (indent, line)
+    pairs) defined before it and used at or after it.  A row tile is row-shaped -- computed from the reduced
+    axis's ``rbase`` / ``rindex`` / ``rmask`` or from another row-shaped value, and not a block reduction's
+    [XBLOCK, 1] result -- and read from the row: a load whose address moves along the reduced axis, or computed
+    from one.  Index arithmetic (``idx``) and values of the axis alone (a one-hot compare against ``rindex``, a
+    load spread over the row at one address) are left out: a loop computes them again at no memory cost."""
+    row, moving, reads, defined = set(_ROW_AXIS), set(_ROW_AXIS), set(), {}
     uses: list[set] = []
     for i, (_, line) in enumerate(lines):
         m = _ASSIGN.match(line)
         names = _NAME.findall(m.group(2) if m else line)
         uses.append(set(names))
         if m:
+            src = m.group(2)
             targets = [t.strip() for t in m.group(1).split(",")]
-            shaped = not _BLOCK_REDUCE.search(m.group(2)) and any(n in row for n in names)
+            shaped = not _BLOCK_REDUCE.search(src) and any(n in row for n in names)
+            moves = any(n in moving for n in _NAME.findall(_SPREAD.sub("", src)))
+            read = any(n in reads for n in names) or (
+                src.startswith("tl.load(") and any(n in moving for n in _NAME.findall(_SPREAD.sub("", _pointer(src)))))
             for t in targets:
                 defined.setdefault(t, i)
-                if shaped:
-                    row.add(t)
-    tiles = row.difference(_ROW_AXIS)
+                for flag, into in ((shaped, row), (moves, moving), (read, reads)):
+                    if flag:
+                        into.add(t)
+    tiles = row.difference(_ROW_AXIS) & reads
     out = []
     for start in starts[1:]:
         later = set().union(*uses[start:]) if start < len(uses) else set()
         out.append({t for t in tiles if defined[t] < start and t in later and not t.startswith("idx")})
     return out
+
+
+_SPREAD = re.compile(r"\+ 0 \* \w+")
+
+
+def _pointer(load: str) -> str:
+    """The address argument of a ``tl.load(...)`` source (its first argument: mask and options left out)."""
+    depth = 0
+    for i, ch in enumerate(load[len("tl.load("):], len("tl.load(")):
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            if depth == 0:
+                return load[len("tl.load("):i]
+            depth -= 1
+        elif ch == "," and depth == 0:
+            return load[len("tl.load("):i]
+    return load
 
 
 def choose(ctx: GroupContext) -> ReductionChoice:
