@@ -398,6 +398,7 @@ _NOT_IN_KEY = frozenset({"lean_runtime", "partitioner", "execution", "verify_ir"
 
 
 _CHOICES = {
+    # codegen.reduction.FORCIBLE (config sits below codegen; tests/compiler/test_reduction.py holds them equal)
     "reduction_strategy": ("auto", "persistent", "looped", "split"),
     "pointwise_tiling": ("auto", "1d", "2d", "unrolled"),
     "execution": ("triton", "ir", "ir_unfused"),

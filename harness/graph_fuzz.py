@@ -25,8 +25,11 @@ import torch
 import torch.nn.functional as F
 from hypothesis import strategies as st
 
+from tritondiff.compiler.codegen.reduction import FORCIBLE
+
 SIZES = (1, 2, 3, 5, 9, 16, 41, 341, 4231)
-STRATEGIES = ("auto", "persistent", "looped", "split")
+#: config.reduction_strategy values a drawn program is compiled under: "auto" and every forcible strategy.
+STRATEGIES = ("auto",) + FORCIBLE
 #: RBLOCKs forced on looped / split reductions (None: the heuristic's), so that a short axis
 #: still takes several loop iterations and partials.
 FORCED_RBLOCKS = (None, 16, 128)

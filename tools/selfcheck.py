@@ -27,6 +27,7 @@ from tritondiff.compiler import workloads
 from tritondiff.compiler.backend import compile_fresh
 from tritondiff.compiler.config import config
 from tritondiff.compiler.counters import counters
+from tritondiff.compiler.codegen.reduction import FORCIBLE
 from tritondiff.compiler.exc import ReductionTooLarge
 
 
@@ -77,11 +78,11 @@ def cases(full: bool) -> list[tuple[str, Callable, list, dict]]:
     big = 2**21 + 7 if full else 2**15 + 7
     perm = workloads.mhc_permutations().to(device.torch_device())
     out = []
-    for strategy in ("auto", "persistent", "looped", "split"):
+    for strategy in ("auto",) + FORCIBLE:
         ln = [_randn(m, 16, seed=1), _randn(16, seed=2), _randn(16, seed=3), _randn(m, 16, seed=4)]
         out.append((f"layer_norm fwd+bwd {m}x16 [{strategy}]", _fwd_bwd(workloads.layer_norm), ln,
                     {"reduction_strategy": strategy}))
-    for strategy in ("auto", "looped", "split"):
+    for strategy in [s for s in ("auto",) + FORCIBLE if s != "persistent"]:     # 2^21 elements: no one block
         for dtype in (torch.float32, torch.float16, torch.bfloat16):
             x = _randn(big, dtype=dtype, seed=5)
             out.append((f"sum/amax/argmax over {big} {str(dtype)[6:]} [{strategy}]",

@@ -20,8 +20,8 @@ from .kernel import KernelArg, KernelSpec
 from .nodes import GroupContext
 from .pointwise import pointwise_kernel
 from .prelude import HEADER, PRELUDE
-from .reduction import STRATEGIES
 from .reduction import choose as choose_reduction_for
+from .reduction import kernels as reduction_kernels
 from .scan import scan_kernel
 from .scatter import scatter_kernels
 
@@ -46,11 +46,11 @@ def generate(sched: Schedule, graph: LoweredGraph, name: str) -> GeneratedModule
         if group.columns is not None:  # row and column reductions in one pass (scheduler.build_mixed_group)
             choice = group.mixed_order_choice()
             counters[f"reduction_strategy.{choice.strategy}"] += _reductions(group)
-            specs = STRATEGIES[choice.strategy].kernels(kname, ctx, choice)
+            specs = reduction_kernels(choice.strategy, kname, ctx, choice)
         elif group.has_reduction:
             choice = choose_reduction_for(ctx)
             counters[f"reduction_strategy.{choice.strategy}"] += _reductions(group)
-            specs = STRATEGIES[choice.strategy].kernels(kname, ctx, choice)
+            specs = reduction_kernels(choice.strategy, kname, ctx, choice)
         elif isinstance(group.alone, Scatter):
             specs = scatter_kernels(kname, ctx)
         elif isinstance(group.alone, Scan):

@@ -32,8 +32,8 @@ from ..templates.gemm import GemmTemplate, candidate_configs, heuristic_config, 
 from .kernel import KernelSpec
 from .nodes import GroupContext
 from .pointwise import pointwise_kernel
-from .reduction import STRATEGIES
 from .reduction import choose as choose_reduction_for
+from .reduction import kernels as reduction_kernels
 
 
 @dataclasses.dataclass
@@ -215,8 +215,8 @@ def _group_variants(group: KernelGroup, sched: Schedule, graph: LoweredGraph, kn
         specs = sources.get(blocks)
         if specs is None:
             try:
-                specs = STRATEGIES[blocks.strategy].kernels(f"{kname}_v{len(sources)}", _ctx(group, sched, graph),
-                                                            blocks)
+                specs = reduction_kernels(blocks.strategy, f"{kname}_v{len(sources)}", _ctx(group, sched, graph),
+                                          blocks)
             except (TensorTooLarge, ConfigError):
                 specs = []
             sources[blocks] = specs

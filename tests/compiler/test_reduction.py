@@ -7,11 +7,12 @@ import torch
 
 from tritondiff import compiler
 from tritondiff.compiler.backend import capture_graphs
+from tritondiff.compiler.codegen.reduction import FORCIBLE
 from tritondiff.compiler.exc import ConfigError, ReductionTooLarge, TensorTooLarge
 from tritondiff.compiler.pipeline import compile_graph
 from tests.compiler.util import assert_same, flat, kernel_sources, run_compiled, seeded_randn
 
-STRATEGIES = ["persistent", "looped", "split"]
+STRATEGIES = list(FORCIBLE)
 
 
 def many_reductions(x):
@@ -897,3 +898,19 @@ def test_the_last_program_s_tile_obeys_the_tensor_limit():
     assert heuristics.split_last_program_final(4, 200)
     with compiler.config.patch(max_triton_tensor_numel=512):
         assert not heuristics.split_last_program_final(4, 200) and heuristics.split_last_program_final(2, 200)
+
+
+def test_the_registry_names_every_strategy_and_what_config_the_fuzzer_and_the_selfcheck_force():
+    """Strategies register by name in ``codegen.reduction``; the forcible ones are what ``config.reduction_strategy``
+    accepts besides "auto" and what the graph fuzzer draws -- a new strategy module changes all three at once."""
+    from tritondiff.compiler.codegen.reduction import STRATEGIES
+    from tritondiff.compiler.config import _CHOICES
+    from tritondiff.harness import graph_fuzz
+
+    assert all(s.name == name for name, s in STRATEGIES.items())
+    assert set(STRATEGIES) == {"persistent", "looped", "split", "mixed_order"}
+    assert FORCIBLE == tuple(name for name, s in STRATEGIES.items() if s.forcible) and "mixed_order" not in FORCIBLE
+    assert _CHOICES["reduction_strategy"] == ("auto",) + FORCIBLE == graph_fuzz.STRATEGIES
+    for name in FORCIBLE:
+        with compiler.config.patch(reduction_strategy=name):
+            assert compiler.config.reduction_strategy == name

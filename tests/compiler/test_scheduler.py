@@ -256,7 +256,8 @@ def test_mixed_order_layer_norm_matches_eager(m, n, dtype):
 def test_a_mixed_group_handed_to_another_strategy_still_gets_the_mixed_kernels():
     """Autotune variants ask the persistent / looped strategies for other blocks of any group."""
     from tritondiff.compiler.codegen.nodes import GroupContext
-    from tritondiff.compiler.codegen.reduction import STRATEGIES
+    from tritondiff.compiler.codegen.reduction import STRATEGIES, kernels
+    from tritondiff.compiler.exc import CodegenError
     from tritondiff.compiler.heuristics import ReductionChoice
 
     x, w, b, _ = _ln_inputs(341, 16)
@@ -264,9 +265,11 @@ def test_a_mixed_group_handed_to_another_strategy_still_gets_the_mixed_kernels()
     [group] = sched.groups()
     ctx = GroupContext(group, sched.inlined, sched.stored, lowered.buffers)
     for strategy in ("persistent", "looped"):
-        specs = STRATEGIES[strategy].kernels("t_k0", ctx, ReductionChoice(strategy, 64, 16))
+        specs = kernels(strategy, "t_k0", ctx, ReductionChoice(strategy, 64, 16))
         assert [s.name for s in specs] == ["t_k0_partial", "t_k0_final"]
         assert specs[0].meta["strategy"] == "mixed_order" and specs[0].meta["xblock"] == 64
+        with pytest.raises(CodegenError, match="only the mixed-order strategy emits"):     # not through the registry
+            STRATEGIES[strategy].kernels("t_k0", ctx, ReductionChoice(strategy, 64, 16))
 
 
 def test_mixed_order_past_2_pow_20_elements_is_deterministic():

@@ -1,0 +1,126 @@
+"""The strategy protocol (``ReductionStrategy``: rows across programs, ``emit_pass`` covering the inner axis) and
+the helpers every strategy's kernel starts from."""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import triton
+
+from ...config import config
+from ...exc import CodegenError
+from ...heuristics import ReductionChoice, num_warps
+from ...scheduler import RSYM, XSYM, KernelGroup, Placed
+from ..kernel import CSEVar, KernelSpec, TritonKernel
+from .. import online
+from ..nodes import GroupContext, emit_pointwise, needs_int64, publish
+from .orientation import reads_along_reduced_axis
+
+
+class ReductionStrategy:
+    """Base: one kernel, rows across programs; ``emit_pass`` decides how a pass covers the axis."""
+
+    name = "base"
+    #: May ``config.reduction_strategy`` force it on any group?
+    forcible = True
+
+    def kernels(self, name: str, ctx: GroupContext, choice: ReductionChoice) -> list[KernelSpec]:
+        group = ctx.group
+        if group.columns is not None:
+            raise CodegenError(f"{name}: a mixed-order group has a column part only the mixed-order strategy emits; "
+                               "emit it through codegen.reduction.kernels")
+        k, passes = self.emit(name, ctx, choice)
+        k.meta["comments"] = [f"{self.name} reduction: {group.xnumel} rows x {group.rnumel}, "
+                              f"XBLOCK={choice.xblock} RBLOCK={choice.rblock}, {passes}"]
+        return [KernelSpec(name, k.source(), (triton.cdiv(group.xnumel, choice.xblock),), list(k.args.values()),
+                           choice.warps or num_warps(choice.xblock * choice.rblock), dict(k.meta))]
+
+    def emit(self, name: str, ctx: GroupContext, choice: ReductionChoice) -> tuple[TritonKernel, str]:
+        """The kernel's body over rows: the prologue, then every pass (``run_passes``'s summary beside it)."""
+        k = new_kernel(name, ctx, self.name, choice)
+        group_prologue(k, ctx.group, choice.xblock, choice.rblock)
+        return k, self.run_passes(k, ctx, choice)
+
+    def run_passes(self, k: TritonKernel, ctx: GroupContext, choice: ReductionChoice) -> str:
+        """Emit every pass with the row values between them; returns "N pass(es)" as emitted."""
+        group = ctx.group
+        paired = self.online_pairs(k, ctx)
+        emitted = 0
+        for phase in range(group.num_phases):
+            for p in group.placed:
+                if p.kind == "x" and p.phase == phase:
+                    emit_pointwise(k, ctx, p)
+            moved = [pair.sum for pair in paired.values() if pair.max.phase == phase]
+            nodes = [p for p in group.placed if p.kind != "x" and p.phase == phase and p.name not in paired] + moved
+            if not nodes:          # every node of this pass runs in an earlier one (online softmax)
+                continue
+            emitted += 1
+            k.pass_starts.append(len(k.lines))
+            spread_loads(k, group, nodes)
+            results = self.emit_pass(k, ctx, choice, nodes, paired)
+            k.spread_loads = None
+            for p in nodes:
+                if p.kind == "reduction":
+                    publish(k, ctx, p, results[p.name])
+        for p in group.placed:
+            if p.kind == "x" and p.phase >= group.num_phases:
+                emit_pointwise(k, ctx, p)
+        sums = ", ".join(f"{pair.sum.name} beside {pair.max.name}" for pair in paired.values())
+        return f"{emitted} pass(es)" + (f" (online softmax: {sums})" if sums else "")
+
+    def online_pairs(self, k: TritonKernel, ctx: GroupContext) -> dict[str, online.OnlinePair]:
+        """Sums of exp(h - max) this strategy folds into their max's pass (``codegen.online``): none here."""
+        return {}
+
+    def emit_pass(self, k: TritonKernel, ctx: GroupContext, choice: ReductionChoice,
+                  nodes: list[Placed], paired: dict[str, online.OnlinePair]) -> dict[str, CSEVar]:
+        raise NotImplementedError
+
+def new_kernel(name: str, ctx: GroupContext, strategy: str, choice: ReductionChoice) -> TritonKernel:
+    reductions = [f"{p.name} ({p.node.buf.data.reduction_type})" for p in ctx.group.placed if p.kind == "reduction"]
+    k = TritonKernel(name, ctx.buffers, what=f"reduction kernel {name}", reductions=reductions,
+                     rnumel=ctx.group.rnumel, int64=needs_int64(ctx))
+    k.meta.update(kind="reduction", strategy=strategy, xblock=choice.xblock, rblock=choice.rblock,
+                  splits=choice.splits, loop_stages=choice.stages, xnumel=ctx.group.xnumel, rnumel=ctx.group.rnumel)
+    return k
+
+
+def group_prologue(k: TritonKernel, group: KernelGroup, xblock: int, rblock: int, rname: str = "rbase",
+                   rmask: Optional[bool] = None) -> None:
+    rows_prologue(k, group.xnumel, group.rnumel, xblock, rblock, rname, rmask)
+
+
+def rows_prologue(k: TritonKernel, xnumel: int, rnumel: int, xblock: int, rblock: int, rname: str = "rbase",
+                  rmask: Optional[bool] = None) -> None:
+    """A [xblock, rblock] tile over ``xnumel`` rows of ``rnumel``: ``xindex`` (and ``xmask``) and the row block's
+    lanes ``rname``; only the row axis active yet."""
+    k.guard([xblock, rblock], "tile")
+    k.tile = [xblock, rblock]
+    k.add_axis(XSYM, xnumel, xblock, mask=xnumel % xblock != 0)
+    k.add_axis(RSYM, rnumel, rblock, mask=(rnumel % rblock != 0 or rnumel == 0) if rmask is None else rmask)
+    pid = "tl.program_id(0).to(tl.int64)" if k.int64 else "tl.program_id(0)"
+    k.emit(f"xoffset = {pid} * {xblock}")
+    k.emit(f"xindex = xoffset + {k.arange(xblock, 'rows')}[:, None]")
+    if xnumel % xblock:
+        k.emit(f"xmask = xindex < {xnumel}")
+    cast = ".to(tl.int64)" if k.int64 else ""
+    k.emit(f"{rname} = {k.arange(rblock, 'the reduction block')}{cast}[None, :]")
+    k.active = [XSYM]
+
+
+def spread_loads(k: TritonKernel, group: KernelGroup, nodes: list[Placed]) -> None:
+    """Before a pass over ``nodes``: its loads span the tile if none of them moves along the reduced axis."""
+    spread = config.spread_row_loads and not reads_along_reduced_axis(group, nodes)
+    k.spread_loads = (RSYM, "rbase") if spread else None
+
+
+def rindex_block(k: TritonKernel) -> str:
+    """Each tile lane's index along the reduced axis (the current row chunk's, in a chunked kernel), int64."""
+    k.guard(k.tile, "argmax index block")
+    return k.newvar(f"tl.broadcast_to({k.axis_name(RSYM)}.to(tl.int64), {k.tile})", torch.int64).name
+
+
+def row_mask(k: TritonKernel) -> Optional[str]:
+    """The rows' mask (``xmask``), or None where the row blocks tile the rows exactly."""
+    return k.axes[XSYM].mask
+

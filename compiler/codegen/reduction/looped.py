@@ -1,0 +1,85 @@
+"""The looped strategy: a loop over the inner axis per pass, with lane accumulators folded once after it."""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from ...scheduler import RSYM, XSYM
+from ..kernel import CSEVar
+from .. import online
+from ..nodes import emit_pointwise, evaluate
+from .algebra import reduction_op
+from .base import ReductionStrategy, rindex_block
+
+
+class LoopedReduction(ReductionStrategy):
+    """A ``for roffset in range(0, rnumel, RBLOCK)`` loop per pass.
+
+    ``rindex = roffset + rbase`` is defined inside the loop and every load or temporary
+    that depends on it is emitted there (the loop opens a CSE scope that is dropped when it
+    closes).  Accumulators are lanes: one per tile element, [XBLOCK, RBLOCK], combined
+    element by element inside the loop (sum, prod, NaN-propagating max/min, argmax/argmin
+    with a lane index accumulator), so a loop step does no cross-lane work; after the loop
+    the lanes are reduced to [XBLOCK, 1] once, and cast to the stored dtype.
+    """
+
+    name = "looped"
+
+    def online_pairs(self, k, ctx):
+        return online.pairs(k, ctx)
+
+    def emit_pass(self, k, ctx, choice, nodes, paired):
+        ops_, folded = self.loop(k, ctx, choice, nodes, paired=paired)
+        return {name: op.finish(k, folded[name]) for name, op in ops_.items()}
+
+    def loop(self, k, ctx, choice, nodes, start: str = "", span: Optional[int] = None,
+             paired: Optional[dict] = None):
+        """Emit the chunk loop and the fold of its lanes.
+
+        Returns the reduction ops and, per op, its [XBLOCK, 1] values (value, and index for
+        argmax / argmin) before ``finish``.  A sum in ``paired`` (online softmax) is summed beside
+        its max, at the running lane max (``codegen.online``).
+        """
+        paired = paired or {}
+        partner = {pair.max.name: pair.sum for pair in paired.values()}
+        rnumel = ctx.group.rnumel
+        ops_ = {p.name: reduction_op(p) for p in nodes if p.kind == "reduction"}
+        lanes = [choice.xblock, choice.rblock]
+        k.guard(lanes, "lane accumulator")
+        accs = {name: op.init(k, lanes, rnumel) for name, op in ops_.items()}
+        with k.loop(k.for_range("roffset", 0, span or rnumel, choice.rblock, choice.stages), over_reduction=True):
+            k.emit(f"rindex = {start}roffset + rbase")
+            if k.axes[RSYM].mask:
+                k.emit(f"rmask = rindex < {rnumel}")
+            k.active = [XSYM, RSYM]
+            for p in nodes:
+                if p.kind == "xr":
+                    emit_pointwise(k, ctx, p)
+                    continue
+                if p.name in paired:                 # summed beside its max, below
+                    continue
+                op = ops_[p.name]
+                v = op.prepare(k, evaluate(k, ctx, p))
+                if p.name in partner:
+                    s = partner[p.name]
+                    lane_max = k.newvar(f"_td_maximum({accs[p.name][0]}, {v.name})", op.repr_dtype)
+                    online.hold_lane_max(k, ctx, p, lane_max)
+                    term = ops_[s.name].prepare(k, evaluate(k, ctx, s))
+                    online.combine(k, accs[p.name][0], accs[s.name][0], lane_max, term)
+                    continue
+                chunk = [v, CSEVar(rindex_block(k), torch.int64)] if op.is_arg else [v]
+                op.combine(k, accs[p.name], chunk)
+            k.active = [XSYM]
+        k.active = [XSYM, RSYM]
+        folded = {}
+        for name, op in ops_.items():
+            if name in paired:
+                continue
+            lane_values = CSEVar(accs[name][0], op.repr_dtype)
+            folded[name] = op.block(k, lane_values, accs[name][1] if op.is_arg else None)
+        for name, pair in paired.items():
+            if name in ops_:
+                folded[name] = [online.fold(k, accs[pair.max.name][0], accs[name][0], folded[pair.max.name][0])]
+        k.active = [XSYM]
+        return ops_, folded
