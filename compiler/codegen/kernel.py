@@ -1,7 +1,7 @@
-"""One Triton kernel being written: arguments, lines, scoped CSE, masks, registers, the numel guard.
+"""One Triton kernel being written: arguments, statements, scoped CSE, masks, registers, the numel guard.
 
-Nothing is hoisted: a value is emitted in the block that is current when the body asks for
-it.  A reduction loop opens a scope; values first computed inside it are forgotten when it
+A value is emitted in the block that is current when the body asks for it, as a typed statement
+(``codegen.statements``); the passes there move loads only when the source is written.  A reduction loop opens a scope; values first computed inside it are forgotten when it
 closes, so no later code can refer to a loop-local name (seed 000's ``rindex_1`` used before
 assignment cannot happen), and every load that depends on ``rindex`` is emitted inside the
 loop, from the loop-local ``rindex = roffset + rbase``.
@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
-import re
 from typing import Any, Iterator, Optional, Sequence
 
 import sympy
@@ -23,6 +22,7 @@ from ..counters import counters
 from ..exc import CodegenError, ReductionTooLarge, TensorTooLarge
 from ..ir import Buffer
 from .prelude import tl_dtype
+from .statements import Statement, Switches, finish, render
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,7 +86,7 @@ class TritonKernel:
         self.rnumel = rnumel
         self.int64 = int64 or config.force_int64_indexing
         self.args: dict[str, KernelArg] = {}
-        self.lines: list[tuple[int, str]] = []
+        self.lines: list[Statement] = []                 # the body, typed as emitted (codegen.statements)
         self._indent = 1
         self._scopes: list[dict[str, CSEVar]] = [{}]
         self._count = 0
@@ -137,7 +137,7 @@ class TritonKernel:
 
     # ---- lines and scopes
     def emit(self, line: str) -> None:
-        self.lines.append((self._indent, line))
+        self.lines.append(Statement.parse(self._indent, line, len(self.lines)))
 
     def fresh(self, prefix: str = "tmp") -> str:
         self._count += 1
@@ -431,25 +431,15 @@ class TritonKernel:
             out.append(f"    # {comment}")
         # A kernel that prefetches its next rows keeps its invariant loads in the loop and gives no eviction
         # hints: a lifted weight held across the loop spills (reports/performance-log.md, prefetch).
-        prefetch = self.meta.get("prefetch_next_rows")
-        lift = config.lift_invariant_loads and not prefetch
-        placed = lift_invariant_loads(self.lines) if lift else list(enumerate(self.lines))
-        top = min((indent for indent, _ in self.lines), default=0)        # lifted out of every loop:
-        policies = {} if prefetch else self._eviction_policies(
-            {i for i, (indent, _) in placed if top == indent < self.lines[i][0]})
-        lines = [line for _, line in placed]
-        order = hoist_loads(lines) if config.hoist_loads else range(len(lines))
-        final = []
-        for j in order:
-            i, (indent, line) = placed[j]
-            if i in policies:                          # "tmpN = tl.load(...)": the hint goes before its ")"
-                line = f"{line[:-1]}, eviction_policy='{policies[i]}')"
-            final.append((indent, line))
-        if prefetch:
-            rotated = prefetch_next_rows(final)
-            counters["mixed_order_prefetch"] += rotated != final
-            final = rotated
-        out += ["    " * indent + line for indent, line in final]
+        prefetch = bool(self.meta.get("prefetch_next_rows"))
+        top = min((s.indent for s in self.lines), default=0)
+        emitted = {s.origin: s.indent for s in self.lines}
+
+        def hints(lifted: Sequence[Statement]) -> dict[int, str]:     # loads lifted out of every loop count
+            return self._eviction_policies({s.origin for s in lifted if top == s.indent < emitted[s.origin]})
+        out += render(finish(self.lines, Switches(lift=config.lift_invariant_loads and not prefetch,
+                                                  hoist=config.hoist_loads, prefetch=prefetch,
+                                                  hints=None if prefetch else hints)))
         if not self.lines:
             out.append("    pass")
         return "\n".join(out) + "\n"
@@ -459,246 +449,6 @@ class TritonKernel:
 _ROW_BITS = {torch.float32: "tl.int32", torch.float16: "tl.int16", torch.bfloat16: "tl.int16", torch.float64: "tl.int64",
              torch.int64: "tl.int64", torch.int32: "tl.int32", torch.int16: "tl.int16", torch.int8: "tl.int8",
              torch.uint8: "tl.uint8"}
-
-_ASSIGN = re.compile(r"^([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*=\s*(.*)$")
-_NAME = re.compile(r"[A-Za-z_]\w*")
-
-
-def hoist_loads(lines: Sequence[tuple[int, str]]) -> list[int]:
-    """The order to write ``lines`` (indent, text) in: inside a loop, each load and each index it needs
-    moved up its straight-line block to just below the last line it depends on (``config.hoist_loads``).
-
-    The code generator emits a load where a node first needs it, so a layer-norm backward row (a
-    mixed-order kernel's row loop) loaded dy, reduced over it (a block reduction: a barrier), and only
-    then loaded x: two trips to memory per row.  Hoisted, every load of the row is in flight before the
-    first reduction.  Only loop bodies: at a kernel's top level the loads of a persistent reduction's
-    later passes (a row vector such as a weight) would stay live across every earlier reduction.
-
-    Loads keep their order among themselves.  A load never passes a line that defines or uses a name
-    it uses or defines, a line that is not an assignment (a store, an assert), or a block boundary
-    (a ``for`` header, a change of indent), so no load moves above a store or out of its loop.
-    """
-    order: list[int] = []
-    top = min((indent for indent, _ in lines), default=0)
-    block: list[tuple[int, set, set, bool]] = []    # (line, names defined, names used, hoisted) of the open block
-    indent_of_block = None
-    for i, (indent, text) in enumerate(lines):
-        m = _ASSIGN.match(text)
-        control = m is None or text.rstrip().endswith(":")
-        if control or indent != indent_of_block:
-            order += [j for j, _, _, _ in block]    # a barrier, or a new block: the open one is done
-            block = []
-            indent_of_block = None if control else indent
-            if control:
-                order.append(i)
-                continue
-        defined = set(_NAME.findall(m.group(1)))
-        used = set(_NAME.findall(_strip_strings(m.group(2))))
-        hoistable = indent > top and (m.group(2).startswith("tl.load(") or m.group(1).startswith("idx"))
-        at = len(block)
-        if hoistable:
-            while at > 0:
-                _, d, u, moved = block[at - 1]
-                if moved or d & (used | defined) or u & defined:    # loads keep their order among themselves
-                    break
-                at -= 1
-        block.insert(at, (i, defined, used, hoistable))
-    return order + [j for j, _, _, _ in block]
-
-
-_FOR = re.compile(r"^for\s+(.+?)\s+in\s")
-_AUGMENTED = re.compile(r"^([A-Za-z_]\w*)\s*[-+*/%&|^@]=|^([A-Za-z_]\w*)\s*(?://|\*\*|<<|>>)=")
-_POINTER = re.compile(r"\bp_\w+")                                 # a kernel argument's pointer
-_ORDERED = ("tl.debug_barrier", "tl.atomic_", "volatile=True")   # no load moves across these
-
-
-def lift_invariant_loads(lines: Sequence[tuple[int, str]]) -> list[tuple[int, tuple[int, str]]]:
-    """``lines`` (indent, text) with each loop-invariant load moved out of its loop, to just above the loop's
-    ``for`` header (``config.lift_invariant_loads``): as (index in ``lines``, (indent, text)), in the order to
-    write them.
-
-    A line of a loop's body (at the body's own indent, so executed on every trip) moves out when it is a load
-    (``tmpN = tl.load(...)``) or an index (``idxN = ...``), its names are all defined outside the loop, its own
-    name is assigned once in the loop and not read there before that, and the loop writes nothing through any
-    pointer it names, nor through any input pointer (``p_arg*``, which could alias it) when it reads an input.
-    A loop with a store through anything but a kernel argument, a barrier, an atomic or a volatile load keeps
-    all its loads, and a loop keeps at least one line.  A mixed-order kernel's row loop read its weight vector
-    (indexed by rindex alone) again on every row (measured: reports/performance-log.md, lift_invariant_loads).
-    Repeated until nothing moves, so a load leaves nested loops too.  The runtime's loops have static trip counts
-    of at least one, so a lifted load reads nothing the loop would not have.
-    """
-    placed = list(enumerate(lines))
-    moved = True
-    while moved:
-        moved = False
-        for h, (_, (hindent, htext)) in enumerate(placed):
-            header = _FOR.match(htext)
-            if header is None or not htext.rstrip().endswith(":"):
-                continue
-            end = h + 1
-            while end < len(placed) and placed[end][1][0] > hindent:
-                end += 1
-            lift = _invariant_lines(placed[h + 1:end], hindent + 1, set(_NAME.findall(header.group(1))))
-            if lift and len(lift) < end - h - 1:
-                body = [e for j, e in enumerate(placed[h + 1:end]) if j not in lift]
-                out = [(i, (hindent, text)) for j, (i, (_, text)) in enumerate(placed[h + 1:end]) if j in lift]
-                placed = placed[:h] + out + [placed[h]] + body + placed[end:]
-                moved = True
-                break
-    return placed
-
-
-def _loop_effects(texts: Sequence[str]) -> Optional[tuple[dict[str, int], set[str]]]:
-    """(times each name is assigned, the kernel pointers written) over a loop's lines, or None where no load may
-    move across them: a barrier, an atomic, a volatile load, or a store through a pointer variable (it could be
-    anything)."""
-    defined: dict[str, int] = {}
-    written: set[str] = set()
-    for text in texts:
-        if any(mark in text for mark in _ORDERED):
-            return None
-        header = _FOR.match(text)
-        names = set(_NAME.findall(header.group(1))) if header is not None else set()
-        m, aug = _ASSIGN.match(text), _AUGMENTED.match(text)
-        if aug is not None:
-            names |= {aug.group(1) or aug.group(2)}
-        elif m is not None and not text.rstrip().endswith(":"):
-            names |= set(_NAME.findall(m.group(1)))
-        for name in names:
-            defined[name] = defined.get(name, 0) + 1 + (aug is not None)    # an update is a second definition
-        if "tl.store(" in text:                   # (atomics returned above)
-            pointer = re.search(r"tl\.store\(\s*(\w+)", text)
-            if pointer is None or not pointer.group(1).startswith("p_"):
-                return None
-            written |= set(_POINTER.findall(text))
-    return defined, written
-
-
-def _load_may_move(expr: str, written: set[str]) -> bool:
-    """May the load ``expr`` leave its place in a loop that writes the pointers ``written``?  Not where the loop
-    writes any pointer it names, nor any input pointer when it reads an input (two inputs may alias)."""
-    pointers = set(_POINTER.findall(expr))
-    return bool(pointers) and not pointers & written and not (
-        any(p.startswith("p_arg") for p in pointers) and any(w.startswith("p_arg") for w in written))
-
-
-def _invariant_lines(body: Sequence[tuple[int, tuple[int, str]]], indent: int, loop_vars: set) -> set[int]:
-    """Positions in ``body`` (a loop's lines) of the loads and indices that may move above it
-    (``lift_invariant_loads``)."""
-    effects = _loop_effects([text for _, (_, text) in body])
-    if effects is None:
-        return set()
-    defined, written = effects
-    inside = set(defined) | loop_vars
-    lift: set[int] = set()
-    seen: set[str] = set()                        # names read by the body's lines so far
-    for j, (_, (ind, text)) in enumerate(body):
-        m = _ASSIGN.match(text)
-        if ind != indent or m is None or text.rstrip().endswith(":") or _AUGMENTED.match(text):
-            seen |= set(_NAME.findall(_strip_strings(text)))
-            continue
-        target, expr = m.group(1).strip(), m.group(2)
-        is_load, is_index = expr.startswith("tl.load("), target.startswith("idx")
-        reads = set(_NAME.findall(_strip_strings(expr)))
-        ok = (is_load or is_index) and defined.get(target) == 1 and target not in seen and not reads & inside
-        if ok and is_load:
-            ok = _load_may_move(expr, written)
-        seen |= reads
-        if ok:
-            lift.add(j)
-            inside.discard(target)          # an index that leaves makes the loads using it invariant too
-    return lift
-
-
-_ROW_LOOP = re.compile(r"^for (\w+) in range\((\d+), (\d+), (\d+)\):$")
-
-
-def prefetch_next_rows(lines: Sequence[tuple[int, str]]) -> list[tuple[int, str]]:
-    """``lines`` (indent, text) with a mixed-order kernel's row loop (its one ``for xstep in range(A, B, S):``)
-    rotated so each step loads the next step's rows while it works on its own (``config.mixed_order_prefetch``):
-
-    - the loads of the body that depend only on the loop variable and on names defined outside the loop, with
-      the index lines they need, run once above the loop for the first step, into ``NAME_nx``;
-    - each step starts with ``NAME = NAME_nx`` for those loads, then issues them again for the step after
-      (the last step reads its own rows again: in bounds, and from L1 / L2), and its body runs as before.
-
-    The next row's loads are then in flight through the current row's reductions (barriers) and stores: one
-    program per SM has no other program to overlap them with (measured: reports/performance-log.md,
-    mixed_order_row_chunks).  A load stays in place where the loop writes
-    through any pointer it names (or through any input pointer when it reads an input), and nothing rotates
-    in a loop with a nested block, a barrier, an atomic, a volatile load, a store through a pointer variable,
-    or a single step.  Returns ``lines`` unchanged where nothing rotates."""
-    for h, (hindent, htext) in enumerate(lines):
-        header = _ROW_LOOP.match(htext)
-        if header is None:
-            continue
-        end = h + 1
-        while end < len(lines) and lines[end][0] > hindent:
-            end += 1
-        rotated = _rotated_body(lines[h + 1:end], hindent + 1, header.group(1), *map(int, header.group(2, 3, 4)))
-        if rotated is None:
-            return list(lines)
-        before, body = rotated
-        return list(lines[:h]) + before + [lines[h]] + body + list(lines[end:])
-    return list(lines)
-
-
-def _rotated_body(body: Sequence[tuple[int, str]], indent: int, var: str, start: int, stop: int,
-                  step: int) -> Optional[tuple[list, list]]:
-    """(lines above the loop, the loop's new body) of ``prefetch_next_rows``, or None: nothing rotates."""
-    if stop - start <= step or any(ind != indent or text.rstrip().endswith(":") for ind, text in body):
-        return None                               # one step, or a nested block
-    effects = _loop_effects([text for _, text in body])
-    if effects is None:
-        return None
-    defined, written = effects
-    fetch: dict[str, int] = {}                    # target -> position: loads and the indices they may use
-    varying = {var}                               # names that change from step to step
-    seen: set[str] = set()
-    for j, (_, text) in enumerate(body):
-        m = _ASSIGN.match(text)
-        if m is None or _AUGMENTED.match(text):
-            seen |= set(_NAME.findall(_strip_strings(text)))
-            continue
-        target, expr = m.group(1).strip(), m.group(2)
-        reads = set(_NAME.findall(_strip_strings(expr)))
-        is_load = expr.startswith("tl.load(")
-        ok = (is_load or target in ("xindex", "xmask") or target.startswith("idx")) and target.isidentifier() \
-            and defined.get(target) == 1 and target not in seen \
-            and all(r == var or r not in defined or r in fetch for r in reads)
-        if ok and is_load:
-            ok = _load_may_move(expr, written)
-        if reads & varying:
-            varying.add(target)
-        if ok and reads & varying:               # a load the same on every step stays (lift_invariant_loads)
-            fetch[target] = j
-        seen |= reads
-    loads = {t for t, j in fetch.items() if _ASSIGN.match(body[j][1]).group(2).startswith("tl.load(")}
-    if not loads:
-        return None
-    needed, todo = set(loads), list(loads)
-    while todo:                                   # the index lines the rotated loads read, transitively
-        expr = _ASSIGN.match(body[fetch[todo.pop()]][1]).group(2)
-        for r in set(_NAME.findall(_strip_strings(expr))) & set(fetch) - needed:
-            needed.add(r)
-            todo.append(r)
-    rotated = sorted(fetch[t] for t in needed)
-    renames = {t: f"{t}_nx" for t in needed}
-
-    def at(text: str, row: str) -> str:
-        return _NAME.sub(lambda n: renames.get(n.group(0), row if n.group(0) == var else n.group(0)), text)
-
-    last = start + (stop - start - 1) // step * step
-    before = [(indent - 1, at(body[j][1], str(start))) for j in rotated]
-    new_body = [(indent, f"{t} = {renames[t]}") for t in sorted(loads, key=fetch.get)]
-    new_body += [(indent, at(body[j][1], f"tl.minimum({var} + {step}, {last})")) for j in rotated]
-    new_body += [line for j, line in enumerate(body) if j not in {fetch[t] for t in loads}]
-    return before, new_body
-
-
-def _strip_strings(src: str) -> str:
-    return re.sub(r"'[^']*'|\"[^\"]*\"", "''", src)
-
 
 def literal(value: Any, dtype: torch.dtype) -> str:
     """A Python literal for ``value`` as Triton source (inf / nan spelled out)."""

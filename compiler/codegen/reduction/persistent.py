@@ -29,7 +29,7 @@ class PersistentReduction(ReductionStrategy):
         if k.row_chunks:
             return _chunked_pass(k, ctx, nodes)
         k.whole_row = RSYM
-        if "rindex = rbase" not in [line for _, line in k.lines]:
+        if "rindex = rbase" not in [s.text for s in k.lines]:
             k.emit("rindex = rbase")
             if k.axes[RSYM].mask:
                 k.emit(f"rmask = rindex < {ctx.group.rnumel}")

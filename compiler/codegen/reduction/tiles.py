@@ -8,6 +8,7 @@ from ...counters import counters
 from ...heuristics import ReductionChoice, next_pow2
 from ..kernel import TritonKernel
 from ..nodes import GroupContext
+from ..statements import Statement
 from .persistent import PersistentReduction
 
 
@@ -35,7 +36,7 @@ def held_tiles_are_loads(ctx: GroupContext) -> bool:
     if not held:
         return False
     exprs = {}
-    for _, line in k.lines:
+    for line in (s.text for s in k.lines):
         m = _ASSIGN.match(line)
         if m and "," not in m.group(1):
             exprs.setdefault(m.group(1).strip(), m.group(2))
@@ -77,7 +78,7 @@ _BLOCK_REDUCE = re.compile(r"\btl\.(?:sum|max|min)\(.*, 1\)\[:, None\]")
 _ROW_AXIS = ("rbase", "rindex", "rmask")
 
 
-def _live_across(lines: list[tuple[int, str]], starts: list[int]) -> list[set]:
+def _live_across(lines: list[Statement], starts: list[int]) -> list[set]:
     """For each of ``starts`` (line counts) after the first, the row tiles of ``lines`` (a kernel's (indent, line)
     pairs) defined before it and used at or after it.  A row tile is row-shaped -- computed from the reduced
     axis's ``rbase`` / ``rindex`` / ``rmask`` or from another row-shaped value, and not a block reduction's
@@ -86,7 +87,7 @@ def _live_across(lines: list[tuple[int, str]], starts: list[int]) -> list[set]:
     load spread over the row at one address) are left out: a loop computes them again at no memory cost."""
     row, moving, reads, defined = set(_ROW_AXIS), set(_ROW_AXIS), set(), {}
     uses: list[set] = []
-    for i, (_, line) in enumerate(lines):
+    for i, line in enumerate(s.text for s in lines):
         m = _ASSIGN.match(line)
         names = _NAME.findall(m.group(2) if m else line)
         uses.append(set(names))
