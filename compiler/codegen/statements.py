@@ -94,6 +94,24 @@ class Statement:
         return self.expr is not None and self.target_text.startswith("idx")
 
     @property
+    def address(self) -> str:
+        """A load's address: the first argument of its ``tl.load`` (mask and options left out); "" otherwise."""
+        if not self.is_load:
+            return ""
+        call = self.expr[len("tl.load("):]
+        depth = 0
+        for i, ch in enumerate(call):
+            if ch in "([":
+                depth += 1
+            elif ch in ")]":
+                if depth == 0:
+                    return call[:i]
+                depth -= 1
+            elif ch == "," and depth == 0:
+                return call[:i]
+        return call
+
+    @property
     def is_loop(self) -> bool:
         return self.header and _FOR.match(self.text) is not None
 

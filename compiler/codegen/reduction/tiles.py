@@ -35,11 +35,7 @@ def held_tiles_are_loads(ctx: GroupContext) -> bool:
     held = set().union(*_live_across(k.lines, k.pass_starts))
     if not held:
         return False
-    exprs = {}
-    for line in (s.text for s in k.lines):
-        m = _ASSIGN.match(line)
-        if m and "," not in m.group(1):
-            exprs.setdefault(m.group(1).strip(), m.group(2))
+    exprs = {s.target_text: s.expr for s in reversed(k.lines) if s.is_assign and len(s.targets) == 1}
     return all(_is_load(name, exprs) for name in held)
 
 
@@ -72,58 +68,38 @@ def _persistent_trial(ctx: GroupContext) -> TritonKernel:
     return k
 
 
-_ASSIGN = re.compile(r"^([A-Za-z_][\w, ]*?) = (.*)$")
-_NAME = re.compile(r"\b[A-Za-z_]\w*\b")
 _BLOCK_REDUCE = re.compile(r"\btl\.(?:sum|max|min)\(.*, 1\)\[:, None\]")
 _ROW_AXIS = ("rbase", "rindex", "rmask")
+_SPREAD = re.compile(r"\+ 0 \* \w+")                      # a load spread over the row at one address
+_NAME = re.compile(r"\b[A-Za-z_]\w*\b")
 
 
 def _live_across(lines: list[Statement], starts: list[int]) -> list[set]:
-    """For each of ``starts`` (line counts) after the first, the row tiles of ``lines`` (a kernel's (indent, line)
-    pairs) defined before it and used at or after it.  A row tile is row-shaped -- computed from the reduced
-    axis's ``rbase`` / ``rindex`` / ``rmask`` or from another row-shaped value, and not a block reduction's
-    [XBLOCK, 1] result -- and read from the row: a load whose address moves along the reduced axis, or computed
-    from one.  Index arithmetic (``idx``) and values of the axis alone (a one-hot compare against ``rindex``, a
-    load spread over the row at one address) are left out: a loop computes them again at no memory cost."""
+    """For each of ``starts`` (statement counts) after the first, the row tiles of ``lines`` (a kernel's statements)
+    defined before it and used at or after it.  A row tile is row-shaped -- computed from the reduced axis's
+    ``rbase`` / ``rindex`` / ``rmask`` or from another row-shaped value, and not a block reduction's [XBLOCK, 1]
+    result -- and read from the row: a load whose address moves along the reduced axis, or computed from one.
+    Index arithmetic (``idx``) and values of the axis alone (a one-hot compare against ``rindex``, a load spread
+    over the row at one address) are left out: a loop computes them again at no memory cost."""
     row, moving, reads, defined = set(_ROW_AXIS), set(_ROW_AXIS), set(), {}
     uses: list[set] = []
-    for i, line in enumerate(s.text for s in lines):
-        m = _ASSIGN.match(line)
-        names = _NAME.findall(m.group(2) if m else line)
+    for i, s in enumerate(lines):
+        names = s.reads if s.is_assign else s.names
         uses.append(set(names))
-        if m:
-            src = m.group(2)
-            targets = [t.strip() for t in m.group(1).split(",")]
-            shaped = not _BLOCK_REDUCE.search(src) and any(n in row for n in names)
-            moves = any(n in moving for n in _NAME.findall(_SPREAD.sub("", src)))
-            read = any(n in reads for n in names) or (
-                src.startswith("tl.load(") and any(n in moving for n in _NAME.findall(_SPREAD.sub("", _pointer(src)))))
-            for t in targets:
-                defined.setdefault(t, i)
-                for flag, into in ((shaped, row), (moves, moving), (read, reads)):
-                    if flag:
-                        into.add(t)
+        if not s.is_assign:
+            continue
+        shaped = not _BLOCK_REDUCE.search(s.expr) and any(n in row for n in names)
+        moves = any(n in moving for n in _NAME.findall(_SPREAD.sub("", s.expr)))
+        read = any(n in reads for n in names) or (
+            s.is_load and any(n in moving for n in _NAME.findall(_SPREAD.sub("", s.address))))
+        for t in s.targets:
+            defined.setdefault(t, i)
+            for flag, into in ((shaped, row), (moves, moving), (read, reads)):
+                if flag:
+                    into.add(t)
     tiles = row.difference(_ROW_AXIS) & reads
     out = []
     for start in starts[1:]:
         later = set().union(*uses[start:]) if start < len(uses) else set()
         out.append({t for t in tiles if defined[t] < start and t in later and not t.startswith("idx")})
     return out
-
-
-_SPREAD = re.compile(r"\+ 0 \* \w+")
-
-
-def _pointer(load: str) -> str:
-    """The address argument of a ``tl.load(...)`` source (its first argument: mask and options left out)."""
-    depth = 0
-    for i, ch in enumerate(load[len("tl.load("):], len("tl.load(")):
-        if ch in "([":
-            depth += 1
-        elif ch in ")]":
-            if depth == 0:
-                return load[len("tl.load("):i]
-            depth -= 1
-        elif ch == "," and depth == 0:
-            return load[len("tl.load("):i]
-    return load
