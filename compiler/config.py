@@ -51,264 +51,185 @@ def _by_mode(interpreter: int, gpu: int) -> int:
 @dataclasses.dataclass
 class CompilerConfig:
     # --- reductions -------------------------------------------------------------------------
-    # Unroll a reduction over at most unroll_reductions_max_rnumel elements (sizes are static) into
-    # a Pointwise that combines the terms left to right in the reduction's accumulator dtype
-    # (Inductor's unroll_reductions_threshold): loads run along the output's contiguous axis, not
-    # across a short strided reduced axis, and the node fuses and inlines like any pointwise.
-    # Only under reduction_strategy="auto": a forced strategy runs every reduction through it.
+    # Auto strategy: a reduction over at most unroll_reductions_max_rnumel terms becomes a pointwise sum of them
+    # (Inductor's unroll_reductions_threshold): its loads run along the output, and it fuses like any pointwise.
     unroll_reductions: bool = True
     unroll_reductions_max_rnumel: int = 8
-    # "auto" picks persistent / looped / split per fused reduction from its extents;
-    # "persistent", "looped" or "split" forces one (the harness runs every path on one input).
+    # "auto" picks per fused reduction; a forcible strategy's name (codegen.reduction.FORCIBLE) forces it.
     reduction_strategy: str = "auto"
-    # Largest block tensor (tl.arange, tl.full, tl.zeros, XBLOCK*RBLOCK) the code generator may
-    # emit.  A forced configuration past this raises compiler.exc.ReductionTooLarge instead of
-    # Triton's ValueError.  At most TRITON_MAX_TENSOR_NUMEL (1,048,576): Triton rejects larger
-    # tensors itself, so a larger value is a ConfigError (lower is fine, e.g. to test the guard).
+    # Largest block tensor the generator may emit; past it a forced choice raises ReductionTooLarge.  At most
+    # Triton's own TRITON_MAX_TENSOR_NUMEL.
     max_triton_tensor_numel: int = TRITON_MAX_TENSOR_NUMEL
-    # Auto strategy: a reduction whose padded extent is at most this runs persistent (the whole
-    # axis in one block); longer ones loop over RBLOCK chunks.
+    # Auto strategy: rows whose padded length is at most this run persistent (one block); longer ones loop.
     persistent_max_rnumel: int = _by_mode(16_384, 8192)
-    # Auto strategy, rows past persistent_max_rnumel: still persistent (one row per program at
-    # persistent_wide_warps warps) up to persistent_wide_max_rnumel elements, when the row tiles kept between
-    # passes times RBLOCK fit persistent_wide_held_numel (32 values a thread at 32 warps) and the row fills at
-    # least persistent_wide_min_fill of its padded block: a looped kernel would read the row once per pass.
+    # Auto strategy, rows past persistent_max_rnumel up to this: persistent at persistent_wide_warps when the tiles
+    # kept across passes fit persistent_wide_held_numel and the row fills persistent_wide_min_fill of its block.
     persistent_wide_max_rnumel: int = _by_mode(16_384, 32_768)
     persistent_wide_held_numel: int = 32_768
     persistent_wide_warps: int = 32
     persistent_wide_min_fill: float = 0.75
-    # Auto strategy, two-pass rows up to persistent_max_rnumel whose kept tiles are plain loads (an RMSNorm's
-    # x): read them again in the second pass (evict_last, then evict_first) instead of holding them in
-    # registers, as Inductor does; tiles that took arithmetic, and three-pass kernels, stay held.
+    # Auto strategy: a two-pass row that keeps only plain loads reads them again instead of holding them.
     persistent_reread_loads: bool = True
-    # Auto strategy: a looped kernel that rereads at least looped_reread_min_held values along the row in a
-    # later pass (a layer-norm backward's dx: x, dy and w) takes looped_reread_warps warps, so each row's
-    # passes end while the row is still in L2.
+    # Auto strategy: a looped kernel that rereads this many row values in a later pass takes looped_reread_warps,
+    # so its passes end while the row is in L2.
     looped_reread_min_held: int = 2
     looped_reread_warps: int = 16
     # Auto strategy: RBLOCK of a looped reduction (a power of two).
     looped_rblock: int = _by_mode(32_768, 4096)
-    # A looped kernel sums exp(h - max(h)) (softmax, log-softmax, logsumexp) in the pass that finds max(h),
-    # rescaling per lane as the max grows (codegen.online): one read of the row less.
+    # A looped kernel sums exp(h - max) in the pass that finds the max (codegen.online): one read of the row less.
     online_softmax: bool = True
-    # Auto block budget for one reduction tile (XBLOCK * RBLOCK).
+    # Auto strategy: the block budget of one reduction tile (XBLOCK * RBLOCK).
     max_reduction_block_numel: int = _by_mode(262_144, 4096)
-    # Auto strategy: XBLOCK of an outer reduction (loads contiguous along the kept axis, e.g. a
-    # column sum): kept elements side by side per reduced step; RBLOCK takes the rest of the budget.
+    # Auto strategy: XBLOCK of an outer reduction (loads contiguous along the kept axis: a column sum).
     outer_reduction_xblock: int = _by_mode(256, 32)
-    # Auto strategy: split when there are at most this many outputs ...
+    # Auto strategy: split a reduction of at most this many outputs ...
     split_max_xnumel: int = 64
-    # ... and at least this many elements along the reduced axis.
+    # ... over at least this many elements.
     split_min_rnumel: int = _by_mode(131_072, 32_768)
-    # Split reductions and mixed-order kernels aim at sm_count * programs_per_sm programs ...
-    # (sm_count None: the GPU's multi_processor_count; nominal_sm_count under the interpreter,
-    # which runs programs one after the other).
+    # Programs that fill the machine: sm_count (None: the GPU's; nominal_sm_count in the interpreter) times
+    # programs_per_sm.
     sm_count: Optional[int] = None
     nominal_sm_count: int = 8
     programs_per_sm: int = _by_mode(1, 2)
-    # ... with each split partial reducing at least this many elements.
+    # ... each split partial reducing at least this many elements ...
     split_min_chunk: int = _by_mode(16_384, 2_048)
-    # ... but a split whose partials would take one RBLOCK step each (launch-bound) aims at this many
-    # programs per SM.
+    # ... but launch-bound partials (one RBLOCK step each) aim at this many programs an SM ...
     split_short_programs_per_sm: int = 1
-    # ... and this many where the last program finishes through tagged partials (split_last_program_sync):
-    # with no fence per program, more programs cost less.
+    # ... and this many where the last program finishes through tagged partials (no fence per program).
     split_short_tagged_programs_per_sm: int = 2
-    # Mixed-order reductions: a row reduction group and a column reduction group over the same rows
-    # (layer-norm backward's dx and dW/dB) run as one kernel that reads the shared inputs once, when the
-    # rows fit one block of at most mixed_order_max_rnumel elements.
+    # A row group and a column group over the same rows (layer norm backward's dx and dW / dB) run as one kernel
+    # that reads the shared inputs once, when a row fits mixed_order_max_rnumel.
     mixed_order_reductions: bool = True
     mixed_order_max_rnumel: int = 16384
-    # Rows per block of a mixed-order kernel (its column accumulators are a whole tile, so this
-    # bounds their registers on a GPU; the interpreter pays per loop step, so it takes large tiles).
+    # Rows per block of a mixed-order kernel: its column accumulators are a whole tile (registers).
     mixed_order_max_xblock: int = _by_mode(4096, 256)
-    # A mixed-order kernel whose column accumulators take more than mixed_order_wide_bytes per program is
-    # wide: one program per SM, at most mixed_order_wide_warps warps, so each thread may keep 255 registers
-    # (layer norm 4096 x 10240's backward holds 128 KiB, half an SM's register file).
+    # A mixed-order kernel whose column accumulators pass this many bytes a program is wide: one program an SM at
+    # most mixed_order_wide_warps warps.
     mixed_order_wide_bytes: int = 65536
     mixed_order_wide_warps: int = 8
-    # Forced block sizes / split count (None: chosen automatically).  A forced value that
-    # breaks max_triton_tensor_numel raises ReductionTooLarge.
+    # Forced blocks and split count (None: chosen); a forced value past max_triton_tensor_numel raises.
     xblock: Optional[int] = None
     rblock: Optional[int] = None
     split_count: Optional[int] = None
-    # Software-pipelining depth of a generated reduction's loop (a mixed-order kernel's row loop, a
-    # looped or split kernel's chunk loop): the loop is emitted as tl.range(..., num_stages=N), and
-    # Triton then loads the next N - 1 steps' inputs (into shared memory) while a step computes.
-    # Triton pipelines a loop without tl.dot only when the loop itself asks; a launch's num_stages does
-    # not reach it.  None: no directive (plain range); 1: none either.
+    # Software pipelining of generated loops (tl.range(..., num_stages=N)); None: a plain range.
     loop_stages: Optional[int] = None
-    # The same for mixed-order kernels' row loops alone (None: loop_stages), so their pipelining can be
-    # measured apart from the forward's loops.
+    # The same for mixed-order row loops alone (None: loop_stages).
     mixed_order_loop_stages: Optional[int] = None
-    # A mixed-order kernel's row held as static chunks instead of one padded block: at most
-    # mixed_order_row_chunks chunks of a power of two columns, each at least mixed_order_min_chunk, where they
-    # cover the row in fewer lanes than the padded block (heuristics.mixed_order_row_chunk; 1: always the
-    # padded block); the lanes saved hold the next row's loads (mixed_order_prefetch).
+    # A mixed-order row as at most this many static chunks of at least mixed_order_min_chunk columns, where they
+    # take fewer lanes than the padded row (1: always the padded row).
     mixed_order_row_chunks: int = 8
     mixed_order_min_chunk: int = _by_mode(64, 1024)
-    # Load the next row block's inputs at the top of each step of a mixed-order kernel's row loop, so they are in
-    # flight through the current block's reductions and stores (codegen.kernel.prefetch_next_rows): "wide"
-    # kernels only (one program per SM, which has no other program to overlap: mixed_order_wide_bytes), "all",
-    # or "off".  Not with mixed_order_loop_stages (Triton's own pipelining of the loop).
+    # Load a mixed-order row loop's next rows a step ahead (codegen.statements.prefetch_next_rows): "wide"
+    # kernels only, "all" or "off".
     mixed_order_prefetch: str = "wide"
 
     # --- pointwise -------------------------------------------------------------------------
     # Elements per program of a 1-D pointwise kernel (a power of two).
     pointwise_block: int = _by_mode(65_536, 1024)
-    # "auto" uses 2-D tiles when a load is transposed relative to the output, else unrolls a short
-    # dim when that saves streaming loads (below), else 1-D; "1d" / "2d" / "unrolled" force one
-    # ("unrolled" is 1-D where the output has no short dim to unroll).
+    # "auto": 2-D tiles for a transposed load, unrolled for a short output dim that saves loads, else 1-D;
+    # "1d" / "2d" / "unrolled" force one.
     pointwise_tiling: str = "auto"
-    # Unrolled tiling: each program computes every index of one short output dim (extent at most
-    # this, not the last dim) for a block of the other dims, so a load that does not depend on that
-    # dim is issued once for all of them instead of once per output -- mHC post_res reads each
-    # x_streams row once for its 4 output streams, not 4 times.  1: never unroll; at most
-    # MAX_UNROLL_EXTENT (each index is one more copy of the kernel body).
+    # Unrolled tiling: the longest short dim a program computes whole, so a load it does not index is issued once
+    # (1: never; at most MAX_UNROLL_EXTENT).
     pointwise_unroll_max_extent: int = 8
     # Elements per 2-D pointwise tile (YBLOCK * XBLOCK).
     pointwise_tile_numel: int = _by_mode(65_536, 1024)
 
     # --- fusion ----------------------------------------------------------------------------
-    # Master switch for the scheduler's fusions (pointwise chains, epilogues, siblings).
+    # The scheduler's fusions (pointwise chains, epilogues, siblings) on or off.
     fusion: bool = True
-    # Inline pointwise producers into their consumers (recompute instead of store + load).
+    # Inline pointwise producers into their consumers (recompute instead of store and load).
     inline_pointwise: bool = True
-    # Largest expression (ops calls, after inlining) a producer may have and still be inlined.
+    # Largest expression (ops calls) a producer may have and still be inlined.
     max_inline_ops: int = 96
-    # A producer with more users than this is stored once instead of recomputed per user (except a
-    # widening cast such as x.float(): storing it moves more bytes than rereading its input).
+    # A producer with more users is stored once (a widening cast is always inlined: storing it moves more bytes).
     max_inline_users: int = 4
 
     # --- codegen / runtime -----------------------------------------------------------------
-    # Use int64 index arithmetic in every kernel (it is used anyway when an index can pass
-    # 2**31 - 1).
+    # int64 index arithmetic in every kernel (it is used anyway where an index can pass 2**31 - 1).
     force_int64_indexing: bool = False
-    # L2 eviction hints on the loads in a loop (a reduction's chunk loop, a mixed-order kernel's row
-    # loop; tl.load's eviction_policy): 'evict_last'
-    # where the kernel reads the buffer again in a later pass or every program reads it (a row
-    # vector such as a layer norm's weight), 'evict_first' on the last streaming read, so a
-    # two-pass looped reduction finds its rows still in L2 on the second pass.  No effect on
-    # results, and none in the interpreter.
+    # L2 hints on loads in loops: evict_last on what is read again, evict_first on the last streaming read.
     eviction_hints: bool = True
-    # Inside a loop, write each load (and the index it needs) as early in its straight-line block as its
-    # inputs allow (codegen.kernel.hoist_loads), so a row's loads are all in flight before its first reduction.
+    # Loads rise in their straight-line block, so a row's loads are in flight before its first reduction.
     hoist_loads: bool = True
-    # Move a load (and an index) that does not change inside a loop above the loop (codegen.kernel.
-    # lift_invariant_loads): a mixed-order kernel's row loop would read its weight vector again on every row.
+    # Loads that do not change in a loop move above it (a mixed-order kernel's weight, read once, not per row).
     lift_invariant_loads: bool = True
-    # Where a whole row is in one block (persistent and mixed-order kernels), take a load of each row's first
-    # element -- the shift of layer norm's two-pass variance -- from the row already in registers (its lane 0,
-    # bit-exact) instead of a second, strided load (codegen.kernel.TritonKernel.row_element).
+    # A whole-row kernel takes a row's first element (a variance shift) from the row in registers, bit-exact.
     row_elements_from_registers: bool = True
-    # In a reduction kernel none of whose loads moves along the reduced axis (every input expanded along it),
-    # load each value over the whole [XBLOCK, RBLOCK] tile instead of as an [XBLOCK, 1] block: Triton
-    # otherwise lays the tile out a row per thread (codegen.reduction.reads_along_reduced_axis).
+    # A pass with no load along the reduced axis loads over the whole tile: Triton would else lay the tile out a
+    # row per thread (codegen.reduction.orientation.reads_along_reduced_axis).
     spread_row_loads: bool = True
-    # num_warps of every launch (None: one warp per elements_per_warp elements of the block, at least 4 and
-    # at most max_num_warps; a streaming split partial takes split_streaming_warps).  GPU only.
+    # Warps of every launch (None: one per elements_per_warp of the block, 4 to max_num_warps).  GPU only.
     num_warps: Optional[int] = None
     elements_per_warp: int = 512
-    # ... but kernels whose grid is one wave of looping programs (split partials, mixed-order kernels) take
-    # one warp per one_wave_elements_per_warp: their warps per SM are fixed by it.
+    # ... one per one_wave_elements_per_warp for a grid of one wave of looping programs (split partials,
+    # mixed-order kernels).
     one_wave_elements_per_warp: int = 256
     max_num_warps: int = 16
-    # A split reduction's partial pass of one reduction that loops over at least split_streaming_min_steps
-    # RBLOCK steps per program streams its chunk at split_streaming_warps warps (a whole SM's warp slots at
-    # two programs per SM).  Launch-bound partials, and partials of several reductions (whose registers do
-    # not fit two such programs an SM), keep the one-wave warps.
+    # A split partial of one reduction looping at least split_streaming_min_steps steps takes this many warps.
     split_streaming_warps: int = 32
     split_streaming_min_steps: int = 8
-    # A split reduction runs its final pass in the partial kernel: the last of a row block's partial programs
-    # to finish (an int32 arrival count per row block, kept zeroed per device and stream by the runtime)
-    # reduces the block's partials in split order, as the final kernel would, when that is at most
-    # split_last_program_max_numel partials.  One launch, not two: less host time where a split is
-    # launch-bound.  Off: a second kernel.
+    # A split's last program to finish reduces its row block's partials (at most split_last_program_max_numel):
+    # one launch, not two.
     split_last_program_final: bool = True
     split_last_program_max_numel: int = 4096
-    # How the last program learns that the others' partials are in.  "fence": each program stores its
-    # partials and counts in with an acq_rel atomic.  "tagged": each program writes each partial with a flag
-    # bit into a 64-bit slot (a relaxed atomic exchange; slots kept zeroed per device and stream) and counts
-    # in relaxed; the last polls its block's slots, one thread to a slot (checked in the compiled layout,
-    # compiler.layouts), reduces them in split order and zeroes them: no fence in any program.  Partials of
-    # 32 bits or fewer only (an int64 index or a float64 sum takes "fence").
+    # How the last program learns the partials are in: "fence" (acq_rel count) or "tagged" (flagged 64-bit
+    # slots, polled; partials of 32 bits or fewer).
     split_last_program_sync: str = "tagged"
-    # Let Triton / LLVM contract a * b + c into one FMA (Triton's enable_fp_fusion).  Off: contraction
-    # changes rounding where the IR says otherwise (layer norm's backward at N = 1 gave dx = 5.7e-7 for an
-    # exact 0).  Passed to every generated and GEMM template launch.  TRITONDIFF_COMPILER_FP_FUSION=1.
+    # Let Triton contract a * b + c into an FMA; off: rounding as the IR says.  TRITONDIFF_COMPILER_FP_FUSION=1.
     fp_fusion: bool = dataclasses.field(default_factory=lambda: _env_flag("TRITONDIFF_COMPILER_FP_FUSION"))
-    # bf16 conversions as Triton's own casts (one cvt instruction, round to nearest even on a GPU) instead
-    # of the prelude's integer helpers, which exist because Triton's interpreter truncates fp32 -> bf16 and
-    # loses bf16 subnormals; the helpers cost about ten integer operations an element.  The interpreter keeps
-    # the helpers.
+    # bf16 conversions as Triton's casts (round to nearest even on a GPU); the interpreter keeps the prelude's
+    # helpers (it truncates and drops subnormals).
     native_bf16_casts: bool = bool(_by_mode(False, True))
-    # ATen ops (e.g. "aten.exp.default" or "aten.exp") lowered to ExternKernel regardless of
-    # the registry.  TRITONDIFF_COMPILER_FALLBACK, comma separated.
+    # ATen ops lowered to ExternKernel whatever the registry.  TRITONDIFF_COMPILER_FALLBACK, comma separated.
     fallback_ops: frozenset = dataclasses.field(default_factory=lambda: frozenset(
         o.strip() for o in _env("TRITONDIFF_COMPILER_FALLBACK", "").split(",") if o.strip()))
-    # How a compiled graph executes: "triton" (generated kernels), "ir" (the fused IR run by the
-    # eager evaluator), "ir_unfused" (the IR straight out of lowering, run by the evaluator).
-    # Comparing the three tells a lowering bug from a fusion bug from a codegen bug.
-    # TRITONDIFF_COMPILER_EXECUTION.
+    # "triton" (generated kernels), "ir" (the fused IR, evaluated), "ir_unfused" (lowering's IR, evaluated): tells
+    # a lowering bug from a fusion bug from a codegen bug.  TRITONDIFF_COMPILER_EXECUTION.
     execution: str = dataclasses.field(default_factory=lambda: _env("TRITONDIFF_COMPILER_EXECUTION", "triton"))
 
-    # Run a graph in compiler.lean's runtime (one autograd.Function for a training graph, a plain call
-    # for inference) instead of AOTAutograd's runtime wrappers, where the graph needs none of them (no
-    # input mutation, no output aliasing, no tensor subclass, ...: compiler.lean lists them).  Read when
-    # dynamo compiles a frame (torch._dynamo.reset() to change a compiled function).
-    # TRITONDIFF_COMPILER_LEAN_RUNTIME=0: off.
-    # How a training graph is split into forward and backward (compiler.partition): "min_cut" saves the
-    # fewest bytes for the backward and recomputes the rest there, reductions over rows that fit one block
-    # included (layer norm over rows of 16 saves neither mean nor rstd); "default" saves everything the
-    # backward uses.  Read when dynamo compiles a frame.  TRITONDIFF_COMPILER_PARTITIONER.
+    # Forward / backward split (compiler.partition): "min_cut" saves the fewest bytes and recomputes the rest,
+    # "default" saves everything.  Read when dynamo compiles a frame.  TRITONDIFF_COMPILER_PARTITIONER.
     partitioner: str = dataclasses.field(default_factory=lambda: _env("TRITONDIFF_COMPILER_PARTITIONER", "min_cut"))
+    # Run graphs that need none of AOTAutograd's runtime wrappers as one autograd.Function (compiler.lean).  Read
+    # when dynamo compiles a frame.  TRITONDIFF_COMPILER_LEAN_RUNTIME=0: off.
     lean_runtime: bool = dataclasses.field(default_factory=lambda: _env_flag(
         "TRITONDIFF_COMPILER_LEAN_RUNTIME") if "TRITONDIFF_COMPILER_LEAN_RUNTIME" in os.environ else True)
 
-    # Rewrite hand-written attention (softmax(q @ k^T * scale [masked]) @ v) into scaled_dot_product_attention
-    # before AOTAutograd (compiler.attention), as Inductor's pattern matcher does.  TRITONDIFF_COMPILER_FUSE_ATTENTION=0.
+    # Rewrite hand-written attention into scaled_dot_product_attention before AOTAutograd (compiler.attention).
+    # TRITONDIFF_COMPILER_FUSE_ATTENTION=0: off.
     fuse_attention: bool = dataclasses.field(default_factory=lambda: _env_flag(
         "TRITONDIFF_COMPILER_FUSE_ATTENTION") if "TRITONDIFF_COMPILER_FUSE_ATTENTION" in os.environ else True)
 
     # --- matmul templates and autotuning (compiler.templates, compiler.autotune) --------------
-    # How mm / addmm / bmm with an inner size past matmul_small_k_max run: "template" (the Triton
-    # GEMM template with a heuristic tile and fused pointwise epilogues), "extern" (call ATen),
-    # "autotune" (benchmark a few template tiles and the ATen call, cache the winner), "auto"
-    # (ATen on CUDA unless the template reads an operand narrow; the template elsewhere:
-    # lowerings.matmul).  TRITONDIFF_COMPILER_MATMUL.
+    # mm / addmm / bmm past matmul_small_k_max: "template", "extern" (ATen), "autotune", or "auto" (ATen on CUDA
+    # unless the template reads an operand narrow).  TRITONDIFF_COMPILER_MATMUL.
     matmul: str = dataclasses.field(default_factory=lambda: _env("TRITONDIFF_COMPILER_MATMUL", "auto"))
-    # Inner sizes (K) at or below this are not given to the GEMM template (tl.dot wants K >= 16;
-    # such matmuls are lowered as pointwise + reduction, or call ATen).
+    # Inner sizes at or below this are not given to the GEMM template (tl.dot wants K >= 16).
     matmul_small_k_max: int = 16
-    # An fp32 GEMM whose operands are both fp16 / bf16 values widened by the graph (read narrow by
-    # the template's cast prologue) multiplies them on tensor cores: exact products, fp32 sums
-    # (templates.gemm.GemmTemplate.dot_dtype).  False: widen and use the fp32 "ieee" dot.
+    # An fp32 GEMM of widened fp16 / bf16 operands multiplies them narrow on tensor cores (exact products).
     matmul_narrow_dot: bool = True
-    # Autotune every generated kernel (pointwise / reduction block sizes, warps, stages) and every
-    # GEMM template (as matmul="autotune").  Off by default and in CI.  TRITONDIFF_COMPILER_AUTOTUNE=1.
+    # Autotune generated kernels and GEMM templates.  Off by default and in CI.  TRITONDIFF_COMPILER_AUTOTUNE=1.
     autotune: bool = dataclasses.field(default_factory=lambda: _env_flag("TRITONDIFF_COMPILER_AUTOTUNE"))
     # Directory of the persistent autotune cache (autotune.sqlite3).  TRITONDIFF_AUTOTUNE_CACHE.
     autotune_cache_dir: str = dataclasses.field(default_factory=lambda: _env(
         "TRITONDIFF_AUTOTUNE_CACHE", os.path.join(os.path.expanduser("~"), ".cache", "tritondiff")))
-    # Keep tuned choices on disk (False: in memory for this process only).
+    # Keep tuned choices on disk (False: this process only).
     autotune_persist: bool = True
-    # Under Triton's interpreter, time every candidate once (slow) instead of taking the first.
+    # Under the interpreter, time every candidate once (slow) instead of taking the first.
     autotune_cpu_timing: bool = False
-    # After tuning, run the winner once more from pristine inputs and compare with the real
-    # launch: a trial that leaked state into the real arguments raises AutotuneError.
+    # Rerun the winner from pristine inputs and compare: a trial that leaked state raises AutotuneError.
     autotune_recheck: bool = True
 
     # --- debugging -------------------------------------------------------------------------
-    # Check the IR between pipeline steps (dtypes, shapes, in-bounds loads).
-    # TRITONDIFF_COMPILER_VERIFY=1.
+    # Check the IR between pipeline steps (dtypes, shapes, in-bounds loads).  TRITONDIFF_COMPILER_VERIFY=1.
     verify_ir: bool = dataclasses.field(default_factory=lambda: _env_flag("TRITONDIFF_COMPILER_VERIFY"))
-    # Directory each compiled graph's FX graph, IR before/after fusion, Triton source and
-    # launch plan are written to (None: kept in memory only).  TRITONDIFF_COMPILER_DUMP.
+    # Where each graph's FX graph, IR, Triton source and plan are written (None: memory only).
+    # TRITONDIFF_COMPILER_DUMP.
     dump_dir: Optional[str] = dataclasses.field(default_factory=lambda: _env_opt("TRITONDIFF_COMPILER_DUMP"))
-    # How many recent compilations compiler.dump.last_artifacts() can return.
+    # How many recent compilations compiler.dump keeps.
     keep_artifacts: int = 16
-    # Where generated modules are written so Triton can read their source.
-    # TRITONDIFF_COMPILER_CACHE.
+    # Where generated modules are written for Triton to read.  TRITONDIFF_COMPILER_CACHE.
     cache_dir: str = dataclasses.field(default_factory=lambda: _env(
         "TRITONDIFF_COMPILER_CACHE", os.path.join(tempfile.gettempdir(), f"tritondiff-compiler-{os.getuid()}")))
 
