@@ -301,8 +301,7 @@ def choose_mixed_order(xnumel: int, rnumel: int, accumulator_bytes: int = 4) -> 
                                          config.mixed_order_max_xblock))
     # Fewer row blocks than SMs leave SMs idle while each program runs its rows' reductions one after the other:
     # blocks halve until they cover the SMs, down to the fewest lanes that keep a program's least warps busy
-    # (an H200, Llama's 1024 x 256 RMSNorm backward in bfloat16: 64 blocks of 16 rows 11.4 us, 256 blocks of 4
-    # rows 7.1 us).  More programs keep more partials, which mixed_order_saving weighs.
+    # (measured: reports/performance-log.md).  More programs keep more partials, which mixed_order_saving weighs.
     least_tile = MIN_WARPS * config.one_wave_elements_per_warp
     while not config.xblock and _cdiv(xnumel, xblock) < sm_count() and xblock * rblock >= 2 * least_tile:
         xblock //= 2

@@ -13,6 +13,7 @@ from typing import Callable, Iterable, Mapping, Optional, Sequence
 
 from ..counters import counters
 
+
 _ASSIGN = re.compile(r"^([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*=\s*(.*)$")
 _AUGMENTED = re.compile(r"^([A-Za-z_]\w*)\s*[-+*/%&|^@]=|^([A-Za-z_]\w*)\s*(?://|\*\*|<<|>>)=")
 _NAME = re.compile(r"[A-Za-z_]\w*")

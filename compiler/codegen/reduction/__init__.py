@@ -27,6 +27,7 @@ from .persistent import PersistentReduction
 from .split import SplitReduction, tagged_partials
 from .tiles import held_tiles_are_loads, live_row_tiles
 
+
 #: Every strategy by name.  Those with ``forcible`` set are what ``config.reduction_strategy`` may force.
 STRATEGIES: dict[str, ReductionStrategy] = {s.name: s for s in (PersistentReduction(), LoopedReduction(),
                                                                  SplitReduction(), MixedOrderReduction())}

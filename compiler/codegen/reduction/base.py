@@ -76,7 +76,9 @@ class ReductionStrategy:
                   nodes: list[Placed], paired: dict[str, online.OnlinePair]) -> dict[str, CSEVar]:
         raise NotImplementedError
 
+
 def new_kernel(name: str, ctx: GroupContext, strategy: str, choice: ReductionChoice) -> TritonKernel:
+    """An empty reduction kernel for ``ctx``'s group, its plan metadata (strategy and blocks) filled in."""
     reductions = [f"{p.name} ({p.node.buf.data.reduction_type})" for p in ctx.group.placed if p.kind == "reduction"]
     k = TritonKernel(name, ctx.buffers, what=f"reduction kernel {name}", reductions=reductions,
                      rnumel=ctx.group.rnumel, int64=needs_int64(ctx))
@@ -87,6 +89,7 @@ def new_kernel(name: str, ctx: GroupContext, strategy: str, choice: ReductionCho
 
 def group_prologue(k: TritonKernel, group: KernelGroup, xblock: int, rblock: int, rname: str = "rbase",
                    rmask: Optional[bool] = None) -> None:
+    """``rows_prologue`` over ``group``'s rows."""
     rows_prologue(k, group.xnumel, group.rnumel, xblock, rblock, rname, rmask)
 
 

@@ -1,7 +1,6 @@
 """The strategy and blocks of a (not mixed-order) reduction group."""
 from __future__ import annotations
 
-
 from ...config import config
 from ...heuristics import ReductionChoice, choose_reduction, may_read_again, persistent_wide
 from ..nodes import GroupContext

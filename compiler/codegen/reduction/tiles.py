@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import re
 
-
 from ...counters import counters
 from ...heuristics import ReductionChoice, next_pow2
 from ..kernel import TritonKernel
