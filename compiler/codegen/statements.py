@@ -363,12 +363,13 @@ def eviction_hints(statements: Sequence[Statement], policies: Mapping[int, str])
     return [s.with_option("eviction_policy", policies[s.origin]) if s.origin in policies else s for s in statements]
 
 
-#: The passes in the order ``finish`` runs them, each with the switch that turns it on (``Switches``).
-PASSES: tuple[tuple[str, Callable], ...] = (
-    ("lift", lift_invariant_loads),        # loop-invariant loads above their loops
-    ("hints", eviction_hints),             # eviction policies of the loads in loops (decided on the lifted order)
-    ("hoist", hoist_loads),                # loads up their straight-line blocks
-    ("prefetch", prefetch_next_rows),      # a mixed-order row loop's next rows loaded a step ahead
+#: The passes in the order ``finish`` runs them: (the ``Switches`` field that turns it on, the function of this
+#: module, looked up when it runs so that a test can plant a bug in one).
+PASSES: tuple[tuple[str, str], ...] = (
+    ("lift", "lift_invariant_loads"),      # loop-invariant loads above their loops
+    ("hints", "eviction_hints"),           # eviction policies of the loads in loops (decided on the lifted order)
+    ("hoist", "hoist_loads"),              # loads up their straight-line blocks
+    ("prefetch", "prefetch_next_rows"),    # a mixed-order row loop's next rows loaded a step ahead
 )
 
 
@@ -386,7 +387,8 @@ class Switches:
 def finish(statements: Sequence[Statement], switches: Switches) -> list[Statement]:
     """``statements`` through every pass of ``PASSES`` that ``switches`` turns on, in order."""
     out = list(statements)
-    for name, run in PASSES:
+    for name, function in PASSES:
+        run = globals()[function]
         if name == "hints":
             if switches.hints is not None:
                 out = run(out, switches.hints(out))

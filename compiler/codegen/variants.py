@@ -32,6 +32,7 @@ from ..templates.gemm import GemmTemplate, candidate_configs, heuristic_config, 
 from .kernel import KernelSpec
 from .nodes import GroupContext
 from .pointwise import pointwise_kernel
+from .reduction import STRATEGIES
 from .reduction import choose as choose_reduction_for
 from .reduction import kernels as reduction_kernels
 
@@ -128,11 +129,9 @@ class ReductionCandidate:
 def reduction_candidates(choice: ReductionChoice, xnumel: int, rnumel: int, *, gpu: bool) -> list[ReductionCandidate]:
     """The candidates tried beside the heuristic ``choice`` (which is not among them), best guesses first.
 
-    On a GPU: the heuristic blocks with half and twice the warps; the other strategy where both apply and
-    ``config.reduction_strategy`` is "auto" (a looped reduction of up to twice ``persistent_max_rnumel``
-    elements is also tried persistent, one row per program, with its warps and twice them; a persistent
-    one of 2048 or more elements also looped over a quarter of its row); the neighbouring blocks (XBLOCK
-    halved / doubled, and RBLOCK for looped and split kernels); its loop software-pipelined over 2 stages
+    On a GPU: the heuristic blocks with half and twice the warps; the strategy's ``alternatives`` where
+    ``config.reduction_strategy`` is "auto" (other strategies' blocks: ``codegen.reduction``); the neighbouring
+    blocks (XBLOCK halved / doubled, and RBLOCK where the strategy ``loops``); its loop software-pipelined over 2 stages
     (``tl.range(..., num_stages=2)``; a loop without ``tl.dot`` is pipelined only so).  At
     most ``MAX_REDUCTION_CANDIDATES``.  Under the interpreter (timing is slow and rarely on): the
     neighbouring block shapes, of which the caller keeps the first two it can generate.  Shapes of several
@@ -155,8 +154,9 @@ def reduction_candidates(choice: ReductionChoice, xnumel: int, rnumel: int, *, g
             out.append(c)
 
     strategy, xb, rb = choice.strategy, choice.xblock, choice.rblock
+    own = STRATEGIES[strategy]
     neighbours = [(max(1, xb // 2), rb), (min(xb * 2, next_pow2(xnumel)), rb)]
-    if strategy != "persistent":
+    if own.loops:
         neighbours += [(xb, max(16, rb // 2)), (xb, rb * 2)]
     if not gpu:
         for x, r in sorted(set(neighbours)):
@@ -164,16 +164,12 @@ def reduction_candidates(choice: ReductionChoice, xnumel: int, rnumel: int, *, g
         return out
     add(strategy, xb, rb, 0.5)
     add(strategy, xb, rb, 2)
-    whole = next_pow2(rnumel)
     if config.reduction_strategy == "auto":
-        if strategy == "looped" and whole <= min(2 * config.persistent_max_rnumel, config.max_triton_tensor_numel):
-            add("persistent", 1, whole)
-            add("persistent", 1, whole, 2)
-        elif strategy == "persistent" and rnumel >= 2048:
-            add("looped", xb, whole // 4)
+        for other, x, r, factor in own.alternatives(choice, rnumel):
+            add(other, x, r, factor)
     for x, r in neighbours:
         add(strategy, x, r)
-    if strategy != "persistent":
+    if own.loops:
         add(strategy, xb, rb, 1, 1 if choice.stages else 2)     # the loop pipelined, or no longer
     return out[:MAX_REDUCTION_CANDIDATES]
 

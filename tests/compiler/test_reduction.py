@@ -914,3 +914,8 @@ def test_the_registry_names_every_strategy_and_what_config_the_fuzzer_and_the_se
     for name in FORCIBLE:
         with compiler.config.patch(reduction_strategy=name):
             assert compiler.config.reduction_strategy == name
+    from tritondiff.compiler.heuristics import ReductionChoice
+    for strategy in STRATEGIES.values():          # what autotuning times beside a strategy's blocks is registered
+        for other, xblock, rblock, factor in strategy.alternatives(ReductionChoice(strategy.name, 1, 4096), 4000):
+            assert other in FORCIBLE and other != strategy.name and xblock >= 1 and rblock >= 16 and factor > 0
+    assert not STRATEGIES["persistent"].loops and STRATEGIES["looped"].loops and STRATEGIES["split"].loops

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tritondiff import compiler
+from tritondiff.compiler.codegen import statements as statements_module
 from tritondiff.compiler.codegen.statements import (
     PASSES, Statement, Switches, finish, hoist_loads, lift_invariant_loads, parse_lines, prefetch_next_rows, render
 )
@@ -288,6 +289,7 @@ def test_a_statement_is_typed_once_when_emitted(text, kind):
 
 def test_the_passes_run_in_the_listed_order_each_behind_its_switch():
     assert [name for name, _ in PASSES] == ["lift", "hints", "hoist", "prefetch"]
+    assert all(callable(getattr(statements_module, function)) for _, function in PASSES)
     body = parse_lines([(1, "for xstep in range(0, 8, 1):"),
                         (2, "idx0 = rbase + 16 * xstep"),
                         (2, "tmp0 = tl.load(p_arg0 + idx0)"),

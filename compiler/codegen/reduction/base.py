@@ -23,6 +23,13 @@ class ReductionStrategy:
     name = "base"
     #: May ``config.reduction_strategy`` force it on any group?
     forcible = True
+    #: Does a pass loop over the reduced axis (RBLOCK is then a block to tune, and the loop may be pipelined)?
+    loops = True
+
+    def alternatives(self, choice: ReductionChoice, rnumel: int) -> list[tuple[str, int, int, float]]:
+        """(strategy, XBLOCK, RBLOCK, warp factor) of other strategies worth timing beside the heuristic's
+        ``choice`` of this one (autotuning, ``config.reduction_strategy`` "auto"): none here."""
+        return []
 
     def kernels(self, name: str, ctx: GroupContext, choice: ReductionChoice) -> list[KernelSpec]:
         group = ctx.group

@@ -5,6 +5,8 @@ from typing import Optional
 
 import torch
 
+from ...config import config
+from ...heuristics import next_pow2
 from ...scheduler import RSYM, XSYM
 from ..kernel import CSEVar
 from .. import online
@@ -25,6 +27,14 @@ class LoopedReduction(ReductionStrategy):
     """
 
     name = "looped"
+
+    def alternatives(self, choice, rnumel):
+        """A row of up to twice ``config.persistent_max_rnumel`` also persistent, one row a program, at its warps
+        and twice them."""
+        whole = next_pow2(rnumel)
+        if whole > min(2 * config.persistent_max_rnumel, config.max_triton_tensor_numel):
+            return []
+        return [("persistent", 1, whole, 1), ("persistent", 1, whole, 2)]
 
     def online_pairs(self, k, ctx):
         return online.pairs(k, ctx)

@@ -8,6 +8,7 @@ from typing import Optional
 import sympy
 import torch
 
+from ...heuristics import next_pow2
 from ...scheduler import RSYM, XSYM, Placed
 from ..kernel import CSEVar, TritonKernel
 from ..nodes import GroupContext, emit_pointwise, evaluate
@@ -24,6 +25,11 @@ class PersistentReduction(ReductionStrategy):
     """
 
     name = "persistent"
+    loops = False
+
+    def alternatives(self, choice, rnumel):
+        """A row of 2048 or more also looped, over a quarter of it a step."""
+        return [("looped", choice.xblock, next_pow2(rnumel) // 4, 1)] if rnumel >= 2048 else []
 
     def emit_pass(self, k, ctx, choice, nodes, paired):
         if k.row_chunks:

@@ -12,6 +12,7 @@ from tritondiff import compiler
 import tritondiff.harness.subjects.compiler  # noqa: F401  (registers the subjects)
 from tritondiff.compiler import lowering
 from tritondiff.compiler.codegen import kernel as kernel_module
+from tritondiff.compiler.codegen import statements as statements_module
 from tritondiff.compiler.codegen.triton_ops import TritonOps
 from tritondiff.harness.graph_fuzz import Program, Step
 from tritondiff.harness.subjects.compiler import graph_fuzz, graph_fuzz_backward, program_grads, run_compiled
@@ -255,10 +256,9 @@ def test_the_second_call_is_compared_bit_for_bit():
     assert _same_bits(torch.tensor([True]), torch.tensor([True])) and not _same_bits(torch.ones(2), torch.ones(3))
 
 
-def _prefetching_the_current_rows_again(lines, _rotate=kernel_module.prefetch_next_rows):
+def _prefetching_the_current_rows_again(statements, _rotate=statements_module.prefetch_next_rows):
     """``prefetch_next_rows`` with a planted bug: each step 'prefetches' its own rows, not the next step's."""
-    return [(indent, re.sub(r"tl\.minimum\((\w+) \+ \d+,", r"tl.minimum(\1 + 0,", text))
-            for indent, text in _rotate(lines)]
+    return [s.rewritten(re.sub(r"tl\.minimum\((\w+) \+ \d+,", r"tl.minimum(\1 + 0,", s.text)) for s in _rotate(statements)]
 
 
 def test_the_chunked_mixed_order_subject_catches_rows_loaded_ahead_from_the_wrong_step(tmp_path, in_process):
@@ -267,7 +267,7 @@ def test_the_chunked_mixed_order_subject_catches_rows_loaded_ahead_from_the_wron
     args = dict(seed=4, out_dir=str(tmp_path), database=False, executor=in_process, max_examples=6)
     res = explore(registry()["compiler.mixed_order_chunked"], budget_s=60, **args)
     assert res.status == "pass", res.line()
-    with mock.patch("tritondiff.compiler.codegen.kernel.prefetch_next_rows", _prefetching_the_current_rows_again):
+    with mock.patch("tritondiff.compiler.codegen.statements.prefetch_next_rows", _prefetching_the_current_rows_again):
         res = explore(registry()["compiler.mixed_order_chunked"], budget_s=10, **args)     # (the budget bounds shrinking)
     assert res.status == "fail" and res.failure_class in ("mismatch", "nonfinite"), res.line()   # (NaN rows move)
 
