@@ -208,7 +208,7 @@ def _kernel_lines_dropped(planted):
     real = kernel_module.TritonKernel.source
 
     def source(k, *args, **kwargs):
-        k.lines = [(i, line) for i, line in k.lines if not planted(line)]
+        k.lines = [s for s in k.lines if not planted(s.text)]
         return real(k, *args, **kwargs)
     return mock.patch.object(kernel_module.TritonKernel, "source", source)
 
