@@ -1,8 +1,10 @@
-"""Every kernel the compiler benchmark's workloads (both suites, at their real shapes) generate with a
-GPU's knob values, hashed, without a GPU: run it in two trees and compare, to show which kernels a change
-moves (a refactor must move none).  Graphs are captured from CPU inputs; nothing is launched.
+"""Every kernel the compiler benchmark's workloads (at their real shapes) generate with a GPU's knob values,
+hashed, without a GPU: run it in two trees and compare, to show which kernels a change moves (a refactor must
+move none).  Graphs are captured from CPU inputs; nothing is launched.  ``--suite bench``: the seed and wide
+suites; ``models``: the models suite's blocks forward and backward in each mode (graphs as traced on the CPU,
+whose attention and convolution calls differ from a GPU's; the kernels around them are the plan's).
 
-    TRITON_INTERPRET=1 python -m tools.plan_snapshot OUT.json [--only NAME ...]
+    TRITON_INTERPRET=1 python -m tools.plan_snapshot OUT.json [--suite bench|models|all] [--only NAME ...]
     python -m tools.plan_snapshot --diff A.json B.json       # exit 1 when a kernel differs
 
 The snapshot is {workload: {kernel: [warps, grid, sha256 of the source (16 hex digits)]}}.
@@ -41,33 +43,75 @@ def _inputs_on_cpu() -> Iterator[None]:
             setattr(torch, name, orig)
 
 
-def snapshot(only: list[str] | None = None) -> dict:
-    """The snapshot of the workloads named in ``only`` (all of both suites when None)."""
-    from bench import compiler as benchmark
+def _hashed(graphs) -> dict:
+    """{kernel: [warps, grid, source hash]} of ``graphs`` (captured) compiled under the GPU's knobs."""
     from tritondiff import compiler
-    from tritondiff.compiler.backend import capture_graphs
     from tritondiff.compiler.pipeline import compile_graph
 
-    out = {}
-    workloads = benchmark.all_workloads() + benchmark.wide_workloads()
-    unknown = sorted(set(only or ()) - {w.name for w in workloads})
+    kernels = {}
+    for i, g in enumerate(graphs):
+        with compiler.config.patch(**GPU):
+            exe = compile_graph(g.gm, g.args, f"g{i}")
+        for specs in exe.generated.kernels.values():
+            for s in specs:
+                kernels[s.name] = [s.num_warps, list(s.grid), hashlib.sha256(s.source.encode()).hexdigest()[:16]]
+    return kernels
+
+
+def _bench_cases() -> dict:
+    """Workload name -> a function capturing its graphs: the seed and wide suites."""
+    from bench import compiler as benchmark
+    from tritondiff.compiler.backend import capture_graphs
+
+    def capture(w):
+        bwd = w.build is benchmark._fwd_bwd
+        inputs = w.make()
+        return capture_graphs(w.fn, *(inputs[:3] if bwd else inputs), backward=bwd)
+    return {w.name: (lambda w=w: capture(w)) for w in benchmark.all_workloads() + benchmark.wide_workloads()}
+
+
+def _model_cases() -> dict:
+    """Workload name -> a function capturing its graphs: the models suite's rows (bench.compiler's names), each
+    block at its benchmark sizes on the CPU, forward and the backward of every floating output."""
+    import torch
+
+    from bench import compiler as benchmark
+    from tritondiff.compiler import models
+    from tritondiff.compiler.backend import capture_graphs
+
+    def capture(model, mode):
+        sizes = dict(model.bench)
+        g = torch.Generator().manual_seed(0)
+        inputs = [torch.randint(0, sizes[i.ids_below], models.concrete(i.shape, sizes), generator=g) if i.ids_below
+                  else torch.randn(models.concrete(i.shape, sizes), generator=g) for i in model.inputs.values()]
+        dtype = models.compute_dtype(mode, torch.float32)
+        mod = models.module(model, sizes, 0, mode, dtype, "cpu")
+        leaves = [models.cast_input(t, mode) for t in inputs]
+        leaves = [t.requires_grad_() if t.is_floating_point() else t for t in leaves]
+        with torch.autocast("cpu", dtype=models.AUTOCAST_DTYPE, enabled=mode == "autocast"):
+            return capture_graphs(lambda *xs: models.call_module(mod, *xs), *leaves, backward=True)
+    return {f"{m.name} fwd+bwd {mode}": (lambda m=m, mode=mode: capture(m, mode)) for m in models.SUITE
+            for mode in benchmark.MODEL_MODES + (("autocast",) if m.name in benchmark.AUTOCAST_MODELS else ())}
+
+
+SUITES = {"bench": _bench_cases, "models": _model_cases}
+
+
+def snapshot(only: list[str] | None = None, suite: str = "bench") -> dict:
+    """The snapshot of the workloads named in ``only`` (all of ``suite`` when None; "all": both suites)."""
+    cases = {}
+    for name in (SUITES if suite == "all" else [suite]):
+        cases.update(SUITES[name]())
+    unknown = sorted(set(only or ()) - set(cases))
     if unknown:
-        raise SystemExit(f"plan_snapshot: unknown workload(s) {unknown}; known: {sorted(w.name for w in workloads)}")
+        raise SystemExit(f"plan_snapshot: unknown workload(s) {unknown}; known: {sorted(cases)}")
+    out = {}
     with _inputs_on_cpu():
-        for w in workloads:
-            if only and w.name not in only:
+        for name, capture in cases.items():
+            if only and name not in only:
                 continue
-            bwd = w.build is benchmark._fwd_bwd
-            inputs = w.make()
-            kernels = {}
-            for i, g in enumerate(capture_graphs(w.fn, *(inputs[:3] if bwd else inputs), backward=bwd)):
-                with compiler.config.patch(**GPU):
-                    exe = compile_graph(g.gm, g.args, f"g{i}")
-                for specs in exe.generated.kernels.values():
-                    for s in specs:
-                        kernels[s.name] = [s.num_warps, list(s.grid), hashlib.sha256(s.source.encode()).hexdigest()[:16]]
-            out[w.name] = kernels
-            print(w.name, len(kernels), "kernels", flush=True)
+            out[name] = _hashed(capture())
+            print(name, len(out[name]), "kernels", flush=True)
     return out
 
 
@@ -89,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.plan_snapshot", description=__doc__.splitlines()[0])
     parser.add_argument("out", nargs="?", help="where to write the snapshot (JSON)")
     parser.add_argument("--only", nargs="+", metavar="NAME", help="these workloads only")
+    parser.add_argument("--suite", choices=sorted(SUITES) + ["all"], default="bench",
+                        help="bench: the seed and wide suites (the default); models: the models suite; all: both")
     parser.add_argument("--diff", nargs=2, metavar=("A", "B"), help="compare two snapshots instead")
     args = parser.parse_args(argv)
     if args.diff:
@@ -99,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.out:
         parser.error("give OUT.json, or --diff A.json B.json")
     with open(args.out, "w") as f:
-        json.dump(snapshot(args.only), f, indent=1, sort_keys=True)
+        json.dump(snapshot(args.only, args.suite), f, indent=1, sort_keys=True)
     return 0
 
 
