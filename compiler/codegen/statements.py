@@ -24,6 +24,11 @@ _STORE = re.compile(r"tl\.store\(\s*(\w+)")
 _ORDERED = ("tl.debug_barrier", "tl.atomic_", "volatile=True")   # no load moves across these
 
 
+#: What a statement does, as ``Statement.kind`` names it.
+KINDS = ("load", "index", "compute", "reduce", "update", "store", "atomic", "barrier", "loop", "branch", "other")
+_REDUCE = re.compile(r"\btl\.(?:sum|max|min|reduce|argmax|argmin|cumsum|associative_scan)\(")
+
+
 def _strip_strings(src: str) -> str:
     return re.sub(r"'[^']*'|\"[^\"]*\"", "''", src)
 
@@ -38,7 +43,7 @@ class Statement:
     ``reads``: those of an assignment's right side (strings left out of both).  ``writes``: the kernel pointers a
     store names; ``store_pointer``: the variable a ``tl.store`` writes through ("" where it is not a plain name).
     ``ordered``: a barrier, an atomic or a volatile load, which no load crosses.  ``options``: keyword arguments a
-    pass adds to a load (an eviction hint), written before its closing parenthesis."""
+    pass adds to a load (an eviction hint), written before its closing parenthesis.  ``kind``: one of ``KINDS``."""
 
     indent: int
     text: str
@@ -115,6 +120,29 @@ class Statement:
     @property
     def is_loop(self) -> bool:
         return self.header and _FOR.match(self.text) is not None
+
+    @property
+    def kind(self) -> str:
+        """What the statement does (``KINDS``): a load, an index, arithmetic, a block reduction or scan (a barrier
+        among the block's threads), an update in place, a store, an atomic, a barrier, a loop or other block
+        header, or something else (an assert)."""
+        if "tl.atomic_" in self.text:
+            return "atomic"
+        if "tl.debug_barrier" in self.text:
+            return "barrier"
+        if self.header:
+            return "loop" if self.is_loop else "branch"
+        if self.store_pointer is not None:
+            return "store"
+        if self.update is not None:
+            return "update"
+        if self.expr is None:
+            return "other"
+        if self.is_load:
+            return "load"
+        if self.is_index:
+            return "index"
+        return "reduce" if _REDUCE.search(self.expr) else "compute"
 
     def at(self, indent: int) -> "Statement":
         return dataclasses.replace(self, indent=indent)
@@ -397,5 +425,5 @@ def finish(statements: Sequence[Statement], switches: Switches) -> list[Statemen
     return out
 
 
-__all__ = ["Statement", "parse_lines", "render", "lift_invariant_loads", "hoist_loads", "prefetch_next_rows",
+__all__ = ["Statement", "KINDS", "parse_lines", "render", "lift_invariant_loads", "hoist_loads", "prefetch_next_rows",
            "eviction_hints", "PASSES", "Switches", "finish"]

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from tritondiff import compiler
 from tritondiff.compiler.codegen import statements as statements_module
 from tritondiff.compiler.codegen.statements import (
-    PASSES, Statement, Switches, finish, hoist_loads, lift_invariant_loads, parse_lines, prefetch_next_rows, render
+    KINDS, PASSES, Statement, Switches, finish, hoist_loads, lift_invariant_loads, parse_lines, prefetch_next_rows, render
 )
 from tests.compiler.util import seeded_randn
 
@@ -268,23 +268,28 @@ def test_a_load_does_not_pass_a_use_of_a_name_it_defines():
 @pytest.mark.parametrize("text, kind", [
     ("tmp3 = tl.load(p_arg0 + idx2, rmask, other=0)", "load"),
     ("idx2 = rindex + 256 * xindex", "index"),
+    ("tmp4 = tmp3 * tmp3", "compute"),
+    ("tmp5 = tl.sum(tmp4, 1)[:, None]", "reduce"),
     ("acc0 += tmp3", "update"),
     ("tl.store(p_buf4 + idx2, tmp3)", "store"),
-    ("tl.debug_barrier()", "ordered"),
-    ("tmp9 = tl.atomic_add(p_buf1 + idx2, tmp3, sem='relaxed')", "ordered"),
+    ("tl.debug_barrier()", "barrier"),
+    ("tmp9 = tl.atomic_add(p_buf1 + idx2, tmp3, sem='relaxed')", "atomic"),
     ("for xstep in range(0, 64, 16):", "loop"),
+    ("if tmp9 == 3:", "branch"),
+    ("tl.device_assert(tmp3 < 8, 'index out of bounds')", "other"),
 ])
 def test_a_statement_is_typed_once_when_emitted(text, kind):
     s = Statement.parse(2, text, origin=7)
-    assert (s.indent, s.origin, s.text) == (2, 7, text)
+    assert (s.indent, s.origin, s.text, s.kind) == (2, 7, text, kind) and kind in KINDS
     assert s.is_load == (kind == "load") and s.is_index == (kind == "index") and s.is_loop == (kind == "loop")
-    assert (s.update == "acc0") == (kind == "update") and s.ordered == (kind == "ordered")
+    assert (s.update == "acc0") == (kind == "update") and s.ordered == (kind in ("barrier", "atomic"))
     assert (s.store_pointer == "p_buf4" and s.writes == {"p_buf4"}) == (kind == "store")
     if kind == "load":
         assert s.targets == ("tmp3",) and s.reads == {"tl", "load", "p_arg0", "idx2", "rmask", "other"}
+        assert s.address == "p_arg0 + idx2"
     if kind == "loop":
         assert s.loop_vars == {"xstep"} and s.header and s.expr is None
-    assert "sem" not in s.names or kind != "ordered" or "relaxed" not in s.names    # strings are not names
+    assert not {"relaxed", "index", "bounds"} & s.names          # string literals are not names
 
 
 def test_the_passes_run_in_the_listed_order_each_behind_its_switch():
