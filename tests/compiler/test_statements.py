@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from tritondiff import compiler
 from tritondiff.compiler.codegen import statements as statements_module
 from tritondiff.compiler.codegen.statements import (
-    KINDS, PASSES, Statement, Switches, finish, hoist_loads, lift_invariant_loads, parse_lines, prefetch_next_rows, render
+    KINDS, PASSES, Statement, Switches, finish, hoist_loads, lift_invariant_loads, parse_lines, prefetch_next_rows,
+    render
 )
 from tests.compiler.util import seeded_randn
 
@@ -37,8 +38,8 @@ def test_a_load_rises_above_a_reduction_to_just_below_what_it_needs():
         tmp11 = tl.load(p_x + idx2, rmask, other=0)
         tmp12 = tmp11 * tmp10
     """)
-    assert got == ["xindex = pid + xstep", "idx2 = rindex + 10240 * xindex", "tmp3 = tl.load(p_dy + idx2, rmask, other=0)",
-                   "tmp11 = tl.load(p_x + idx2, rmask, other=0)", "tmp4 = tmp3.to(tl.float32)",
+    assert got == ["xindex = pid + xstep", "idx2 = rindex + 10240 * xindex",
+                   "tmp3 = tl.load(p_dy + idx2, rmask, other=0)", "tmp11 = tl.load(p_x + idx2, rmask, other=0)", "tmp4 = tmp3.to(tl.float32)",
                    "tmp10 = tl.sum(tmp4, 1)[:, None]", "tmp12 = tmp11 * tmp10"]
 
 
@@ -251,7 +252,8 @@ def test_a_row_load_that_the_loop_writes_stays_and_an_indirect_one_comes_ahead_f
                       .replace("p_arg4 + idx2, rmask", "p_buf4 + idx2, rmask")
                       .replace("tmp5 = tl.load(p_arg1 + rindex)", "tmp5 = tl.load(p_arg1 + tmp4)"))
     body = got[got.index("for xstep in range(0, 8, 2):") + 1:]
-    assert body[:2] == ["    tmp4 = tmp4_nx", "    tmp5 = tmp5_nx"] and "    tmp5_nx = tl.load(p_arg1 + tmp4_nx)" in body
+    assert body[:2] == ["    tmp4 = tmp4_nx", "    tmp5 = tmp5_nx"]
+    assert "    tmp5_nx = tl.load(p_arg1 + tmp4_nx)" in body
     assert "    tmp3 = tl.load(p_buf4 + idx2, rmask, other=0)" in body and not any("tmp3_nx" in line for line in got)
 
 

@@ -55,7 +55,8 @@ class MixedOrderReduction(ReductionStrategy):
         k = new_kernel(name, ctx, "mixed_order", choice)
         width = mixed_order_row_chunk(rnumel, rblock)       # lanes of a row chunk (rblock: the whole padded row)
         prefetch = mixed_order_prefetch(xblock * rblock, cols.accumulator_bytes())
-        k.meta.update(programs=programs, rows_per_program=rows_per_program, row_chunk=width, prefetch_next_rows=prefetch)
+        k.meta.update(programs=programs, rows_per_program=rows_per_program, row_chunk=width,
+                      prefetch_next_rows=prefetch)
         k.guard([xblock, width], "tile")
         k.tile = [xblock, width]
         k.add_axis(XSYM, xnumel, xblock, mask=xnumel % rows_per_program != 0)

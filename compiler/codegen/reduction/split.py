@@ -41,8 +41,8 @@ class SplitReduction(ReductionStrategy):
     partials of each row in a fixed order (deterministic, no atomics on values) and runs the
     epilogue.  Where the partials are few (``heuristics.split_last_program_final``) kernel 2's
     body runs instead in whichever of a row block's programs finishes last, counted on an
-    arrival counter (``_last_program_final``): one launch.  Legal only for groups whose reductions need no finished reduction
-    (``KernelGroup.split_ok``): layer-norm backward's dW/dB sums, a norm over 2^21 elements.
+    arrival counter (``_last_program_final``): one launch.  Legal only for groups whose reductions need no
+    finished reduction (``KernelGroup.split_ok``): layer-norm backward's dW/dB sums, a norm over 2^21 elements.
     """
 
     name = "split"
@@ -123,8 +123,9 @@ class SplitReduction(ReductionStrategy):
         (XBLOCK x width words, padded splits masked off) holds at least one word per thread: Triton's coalescing
         then gives a thread at most words / threads of them and covers the tile without a copy (the kernel
         records ``max_warps``, which tuning keeps to, and ``owned_loads``, its count of volatile loads, which the
-        runtime checks in the compiled layout before the first launch: ``compiler.layouts``).  The count and the sum read the same registers, and the poll's
-        last count, a reduction across the warps, has every load in before any slot is zeroed.  (A barrier and
+        runtime checks in the compiled layout before the first launch: ``compiler.layouts``).  The count and the
+        sum read the same registers, and the poll's last count, a reduction across the warps, has every load in
+        before any slot is zeroed.  (A barrier and
         a second load of the slots would close the race too, at several times the poll's cost:
         reports/performance-log.md, split_last_program_sync.)"""
         group = ctx.group
