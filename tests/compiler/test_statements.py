@@ -39,7 +39,8 @@ def test_a_load_rises_above_a_reduction_to_just_below_what_it_needs():
         tmp12 = tmp11 * tmp10
     """)
     assert got == ["xindex = pid + xstep", "idx2 = rindex + 10240 * xindex",
-                   "tmp3 = tl.load(p_dy + idx2, rmask, other=0)", "tmp11 = tl.load(p_x + idx2, rmask, other=0)", "tmp4 = tmp3.to(tl.float32)",
+                   "tmp3 = tl.load(p_dy + idx2, rmask, other=0)", "tmp11 = tl.load(p_x + idx2, rmask, other=0)",
+                   "tmp4 = tmp3.to(tl.float32)",
                    "tmp10 = tl.sum(tmp4, 1)[:, None]", "tmp12 = tmp11 * tmp10"]
 
 
