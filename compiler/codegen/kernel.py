@@ -433,10 +433,10 @@ class TritonKernel:
         # hints: a lifted weight held across the loop spills (reports/performance-log.md, prefetch).
         prefetch = bool(self.meta.get("prefetch_next_rows"))
         top = min((s.indent for s in self.lines), default=0)
-        emitted = {s.origin: s.indent for s in self.lines}
 
         def hints(lifted: Sequence[Statement]) -> dict[int, str]:     # loads lifted out of every loop count
-            return self._eviction_policies({s.origin for s in lifted if top == s.indent < emitted[s.origin]})
+            return self._eviction_policies({s.origin for s in lifted
+                                            if top == s.indent < self.lines[s.origin].indent})
         out += render(finish(self.lines, Switches(lift=config.lift_invariant_loads and not prefetch,
                                                   hoist=config.hoist_loads, prefetch=prefetch,
                                                   hints=None if prefetch else hints)))

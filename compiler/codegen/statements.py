@@ -119,7 +119,7 @@ class Statement:
 
     @property
     def is_loop(self) -> bool:
-        return self.header and _FOR.match(self.text) is not None
+        return self.header and bool(self.loop_vars)          # a ``for`` header names at least one variable
 
     @property
     def kind(self) -> str:
