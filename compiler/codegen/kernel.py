@@ -99,7 +99,7 @@ class TritonKernel:
         self.pass_starts: list[int] = []  # a reduction kernel's line count where each pass over the row began
         self.meta: dict = {}
         self.index_checks: dict[str, str] = {}  # data-dependent index -> its in-range condition's variable
-        self._loads: list[tuple[int, str, Optional[int], bool]] = []   # (line, buffer, loop, read again anyway)
+        self._hinted = True                                  # loads emitted now take eviction hints (reads_once)
         self.load_indexes: list[sympy.Expr] = []             # the index of each load emitted (CSE hits once)
         self._loop = None                                    # the loop being emitted (a serial)
         self._loops = 0
@@ -137,16 +137,24 @@ class TritonKernel:
 
     # ---- lines and scopes
     def emit(self, line: str) -> None:
+        """A line of free text (arithmetic, an index, a header, a barrier), typed from what it says."""
         self.lines.append(Statement.parse(self._indent, line, len(self.lines)))
 
     def fresh(self, prefix: str = "tmp") -> str:
         self._count += 1
         return f"{prefix}{self._count - 1}"
 
-    def newvar(self, expr: str, dtype: torch.dtype, prefix: str = "tmp") -> CSEVar:
+    def _cached(self, expr: str, dtype: torch.dtype) -> Optional[CSEVar]:
+        """The variable in scope that already holds ``expr`` as ``dtype``, if any."""
         for scope in reversed(self._scopes):
             if expr in scope and scope[expr].dtype == dtype:
                 return scope[expr]
+        return None
+
+    def newvar(self, expr: str, dtype: torch.dtype, prefix: str = "tmp") -> CSEVar:
+        var = self._cached(expr, dtype)
+        if var is not None:
+            return var
         var = CSEVar(self.fresh(prefix), dtype)
         self.emit(f"{var.name} = {expr}")
         self._scopes[-1][expr] = var
@@ -196,13 +204,13 @@ class TritonKernel:
     @contextlib.contextmanager
     def reads_once(self) -> Iterator[None]:
         """Loads emitted inside run once per program, after the loops (a split's last program re-reading its
-        row block): they do not make a loop's read of the same buffer one that is read again, which
-        ``_eviction_policies`` would keep in L2."""
-        before = len(self._loads)
+        row block): they take no eviction hint, nor make a loop's read of the same buffer one that is read again,
+        which ``statements.eviction_hints`` would keep in L2."""
+        was, self._hinted = self._hinted, False
         try:
             yield
         finally:
-            del self._loads[before:]
+            self._hinted = was
 
     # ---- the numel guard
     def guard(self, shape: Sequence[int], what: str) -> None:
@@ -320,23 +328,25 @@ class TritonKernel:
             self.guard(self.scalar_shape, "tl.zeros")
             src = f"{src} + tl.zeros({self.scalar_shape}, tl.int32)"
         src = self._index_var(src)
-        ptr = self.arg(name)
-        before = len(self.lines)
-        expr = f"tl.load({ptr} + {src}, {mask}, other=0)" if mask else f"tl.load({ptr} + {src})"
-        var = self.newvar(expr, buf.get_dtype())
-        if len(self.lines) > before:                        # a new load, not a CSE hit
-            self.load_indexes.append(sympy.sympify(index))
-            # read again anyway: the same address for every row block (the row axis is not in the index),
-            # or on every step of the loop (the reduced axis is not; in a mixed-order kernel's row loop, the
-            # row axis: a per-row value is read once).  An axis all in one block repeats nothing (a split
-            # reduction of one row streams its input once, chunk by chunk).
-            if self._loop is not None and not self.in_reduction_loop:
-                reread = bool(self.active) and self.active[0] not in symbols
-            else:
-                reread = any(sym not in symbols and self.axes[sym].numel > self.axes[sym].block
-                             for sym in self.active[:2])
-            self._loads.append((before, name, self._loop, reread))
-            self._remember_row(name, index, symbols, var)
+        address = f"{self.arg(name)} + {src}"
+        expr = f"tl.load({address}, {mask}, other=0)" if mask else f"tl.load({address})"
+        var = self._cached(expr, buf.get_dtype())
+        if var is not None:
+            return var
+        # read again anyway: the same address for every row block (the row axis is not in the index), or on
+        # every step of the loop (the reduced axis is not; in a mixed-order kernel's row loop, the row axis: a
+        # per-row value is read once).  An axis all in one block repeats nothing (a split reduction of one row
+        # streams its input once, chunk by chunk).
+        if self._loop is not None and not self.in_reduction_loop:
+            reread = bool(self.active) and self.active[0] not in symbols
+        else:
+            reread = any(sym not in symbols and self.axes[sym].numel > self.axes[sym].block for sym in self.active[:2])
+        var = CSEVar(self.fresh(), buf.get_dtype())
+        self.lines.append(Statement.load(self._indent, len(self.lines), var.name, address, mask, buffer=name,
+                                         loop=self._loop, reread=reread, hinted=self._hinted))
+        self._scopes[-1][expr] = var
+        self.load_indexes.append(sympy.sympify(index))
+        self._remember_row(name, index, symbols, var)
         return var
 
     # ---- a row's first element from its registers
@@ -374,28 +384,6 @@ class TritonKernel:
         counters["row_elements_from_registers"] += 1
         return self.newvar(picked, var.dtype)
 
-    def _eviction_policies(self, lifted: frozenset | set = frozenset()) -> dict[int, str]:
-        """Line -> eviction policy of each load in a loop (``config.eviction_hints``): keep in L2
-        what is read again -- by a later pass or outside the loop, by every row block, on every step -- and
-        let the last streaming read go first.
-
-        The streaming reads go first to keep the others' lines in L2.  Where every load kept so was lifted out
-        of every loop (``lifted``: lines ``lift_invariant_loads`` moved to the kernel's top level: a mixed-order
-        kernel's weight, a looped kernel's per-row scalar) nothing is read from L2 again, and the streaming reads
-        get no hint (measured: reports/performance-log.md, eviction hints)."""
-        if not config.eviction_hints:
-            return {}
-        policies = {}
-        for line, name, loop, reread in self._loads:
-            if loop is None:
-                continue
-            later = any(n == name and ln > line and lp != loop for ln, n, lp, _ in self._loads)
-            policies[line] = "evict_last" if reread or later else "evict_first"
-        kept = [line for line, policy in policies.items() if policy == "evict_last"]
-        if kept and all(line in lifted for line in kept):
-            policies = {line: policy for line, policy in policies.items() if policy == "evict_last"}
-        return policies
-
     def _with_index_checks(self, mask: Optional[str], index: sympy.Expr) -> Optional[str]:
         """``mask`` and the in-range condition of each data-dependent index in ``index``."""
         checks = [self.index_checks[s.name] for s in sympy.sympify(index).free_symbols if s.name in self.index_checks]
@@ -404,13 +392,13 @@ class TritonKernel:
     def atomic_add(self, name: str, index: sympy.Expr, value: CSEVar) -> None:
         """``name[index] += value`` for every lane, atomically (relaxed: only the sums matter); lanes whose
         data-dependent index is out of range add nothing."""
-        pointer, value_src, mask = self._write_operands(name, index, value)
-        where = f", mask={mask}" if mask else ""
-        self.emit(f"tl.atomic_add({pointer}, {value_src}{where}, sem='relaxed')")
+        address, value_src, mask = self._write_operands(name, index, value)
+        self.lines.append(Statement.atomic_add(self._indent, len(self.lines), address, value_src, mask, buffer=name))
 
     def store(self, name: str, index: sympy.Expr, value: CSEVar) -> None:
-        pointer, value_src, mask = self._write_operands(name, index, value)
-        self.emit(f"tl.store({pointer}, {value_src}, {mask})" if mask else f"tl.store({pointer}, {value_src})")
+        address, value_src, mask = self._write_operands(name, index, value)
+        self.lines.append(Statement.store(self._indent, len(self.lines), self.arg(name), address, value_src, mask,
+                                          buffer=name))
 
     def _write_operands(self, name: str, index: sympy.Expr, value: CSEVar) -> tuple[str, str, Optional[str]]:
         """(pointer, value, mask) of a write of ``value`` to ``name[index]`` from every lane of the tile."""
@@ -432,14 +420,9 @@ class TritonKernel:
         # A kernel that prefetches its next rows keeps its invariant loads in the loop and gives no eviction
         # hints: a lifted weight held across the loop spills (reports/performance-log.md, prefetch).
         prefetch = bool(self.meta.get("prefetch_next_rows"))
-        top = min((s.indent for s in self.lines), default=0)
-
-        def hints(lifted: Sequence[Statement]) -> dict[int, str]:     # loads lifted out of every loop count
-            return self._eviction_policies({s.origin for s in lifted
-                                            if top == s.indent < self.lines[s.origin].indent})
         out += render(finish(self.lines, Switches(lift=config.lift_invariant_loads and not prefetch,
-                                                  hoist=config.hoist_loads, prefetch=prefetch,
-                                                  hints=None if prefetch else hints)))
+                                                  hints=config.eviction_hints and not prefetch,
+                                                  hoist=config.hoist_loads, prefetch=prefetch)))
         if not self.lines:
             out.append("    pass")
         return "\n".join(out) + "\n"

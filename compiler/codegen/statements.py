@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Callable, Iterable, Mapping, Optional, Sequence
+from typing import Iterable, Optional, Sequence
 
 from ..counters import counters
 
@@ -33,21 +33,71 @@ def _strip_strings(src: str) -> str:
     return re.sub(r"'[^']*'|\"[^\"]*\"", "''", src)
 
 
+def _names(src: Optional[str]) -> frozenset:
+    """The names ``src`` mentions, string literals left out."""
+    return frozenset(_NAME.findall(_strip_strings(src))) if src else frozenset()
+
+
+def _address(expr: str) -> str:
+    """The first argument of the call ``expr`` (a ``tl.load``'s address, its mask and options left out)."""
+    call = expr[expr.index("(") + 1:]
+    depth = 0
+    for i, ch in enumerate(call):
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            if depth == 0:
+                return call[:i]
+            depth -= 1
+        elif ch == "," and depth == 0:
+            return call[:i]
+    return call
+
+
+def _kind(text: str, header: bool, loop: bool, store: Optional[str], update: Optional[str], expr: Optional[str],
+          target_text: str) -> str:
+    """What a line of free text does (``KINDS``): a load, an index, arithmetic, a block reduction or scan (a
+    barrier among the block's threads), an update in place, a store, an atomic, a barrier, a loop or other block
+    header, or something else (an assert)."""
+    if "tl.atomic_" in text:
+        return "atomic"
+    if "tl.debug_barrier" in text:
+        return "barrier"
+    if header:
+        return "loop" if loop else "branch"
+    if store is not None:
+        return "store"
+    if update is not None:
+        return "update"
+    if expr is None:
+        return "other"
+    if expr.startswith("tl.load("):
+        return "load"
+    if target_text.startswith("idx"):
+        return "index"
+    return "reduce" if _REDUCE.search(expr) else "compute"
+
+
 @dataclasses.dataclass(frozen=True)
 class Statement:
     """One line of a kernel's body at its block depth, typed when emitted.
 
-    ``origin``: its position among the kernel's emitted lines (passes move statements; it stays).  An
-    assignment (``targets = expr``) has ``targets`` and ``expr``; ``update`` names what an augmented assignment
-    (``acc += v``) changes; ``loop_vars`` are a ``for`` header's.  ``names``: every name the line mentions,
-    ``reads``: those of an assignment's right side (strings left out of both).  ``writes``: the kernel pointers a
-    store names; ``store_pointer``: the variable a ``tl.store`` writes through ("" where it is not a plain name).
-    ``ordered``: a barrier, an atomic or a volatile load, which no load crosses.  ``options``: keyword arguments a
-    pass adds to a load (an eviction hint), written before its closing parenthesis.  ``kind``: one of ``KINDS``."""
+    ``kind``: one of ``KINDS``.  ``origin``: its position among the kernel's emitted lines (passes move
+    statements; it stays).  An assignment (``targets = expr``) has ``targets`` and ``expr``; ``update`` names what
+    an augmented assignment (``acc += v``) changes; ``loop_vars`` are a ``for`` header's.  ``names``: every name
+    the line mentions, ``reads``: those of an assignment's right side (strings left out of both).  ``writes``: the
+    kernel pointers a store names; ``store_pointer``: the variable a ``tl.store`` writes through ("" where it is
+    not a plain name).  ``ordered``: a barrier, an atomic or a volatile load, which no load crosses.  A load
+    made by ``Statement.load`` also knows its ``address``, the ``buffer`` it reads, the ``loop`` it was emitted in
+    (a serial; None: outside every loop), whether that loop reads the same address again anyway (``reread``:
+    the address does not move with the loop, or every row block reads it) and whether it takes an eviction hint
+    (``hinted``).  ``options``: keyword arguments a pass adds to a load (an eviction hint), written before its
+    closing parenthesis."""
 
     indent: int
     text: str
     origin: int = -1
+    kind: str = "other"
     targets: tuple[str, ...] = ()
     target_text: str = ""
     expr: Optional[str] = None
@@ -59,10 +109,16 @@ class Statement:
     writes: frozenset = frozenset()
     store_pointer: Optional[str] = None
     ordered: bool = False
+    address: str = ""
+    buffer: str = ""
+    loop: Optional[int] = None
+    reread: bool = False
+    hinted: bool = False
     options: tuple[tuple[str, str], ...] = ()
 
     @staticmethod
     def parse(indent: int, text: str, origin: int = -1) -> "Statement":
+        """A line of free text, typed from what it says (arithmetic, indices, headers, barriers)."""
         header = text.rstrip().endswith(":")
         m = _ASSIGN.match(text)
         aug = _AUGMENTED.match(text)
@@ -72,19 +128,47 @@ class Statement:
             s = _STORE.search(text)
             store = s.group(1) if s is not None else ""
         assign = m is not None and not header
+        expr = m.group(2) if assign else None
+        update = (aug.group(1) or aug.group(2)) if aug is not None else None
+        target_text = m.group(1).strip() if assign else ""
+        loop_vars = frozenset(_NAME.findall(loop.group(1))) if loop is not None else frozenset()
         return Statement(
             indent=indent, text=text, origin=origin,
+            kind=_kind(text, header, bool(loop_vars), store, update, expr, target_text),
             targets=tuple(_NAME.findall(m.group(1))) if assign else (),
-            target_text=m.group(1).strip() if assign else "",
-            expr=m.group(2) if assign else None,
-            update=(aug.group(1) or aug.group(2)) if aug is not None else None,
-            loop_vars=frozenset(_NAME.findall(loop.group(1))) if loop is not None else frozenset(),
-            header=header,
-            names=frozenset(_NAME.findall(_strip_strings(text))),
-            reads=frozenset(_NAME.findall(_strip_strings(m.group(2)))) if assign else frozenset(),
+            target_text=target_text, expr=expr, update=update, loop_vars=loop_vars, header=header,
+            names=_names(text), reads=_names(expr) if assign else frozenset(),
             writes=frozenset(_POINTER.findall(text)) if store is not None else frozenset(),
             store_pointer=store,
-            ordered=any(mark in text for mark in _ORDERED))
+            ordered=any(mark in text for mark in _ORDERED),
+            address=_address(expr) if expr is not None and expr.startswith("tl.load(") and update is None else "")
+
+    @staticmethod
+    def load(indent: int, origin: int, target: str, address: str, mask: Optional[str], *, buffer: str,
+             loop: Optional[int], reread: bool, hinted: bool) -> "Statement":
+        """``target = tl.load(address[, mask, other=0])``, read from ``buffer``."""
+        expr = f"tl.load({address}, {mask}, other=0)" if mask else f"tl.load({address})"
+        reads = _names(expr)
+        return Statement(indent=indent, text=f"{target} = {expr}", origin=origin, kind="load", targets=(target,),
+                         target_text=target, expr=expr, names=reads | {target}, reads=reads, address=address,
+                         buffer=buffer, loop=loop, reread=reread, hinted=hinted)
+
+    @staticmethod
+    def store(indent: int, origin: int, pointer: str, address: str, value: str, mask: Optional[str], *,
+              buffer: str) -> "Statement":
+        """``tl.store(address, value[, mask])`` through the kernel argument ``pointer``."""
+        text = f"tl.store({address}, {value}, {mask})" if mask else f"tl.store({address}, {value})"
+        return Statement(indent=indent, text=text, origin=origin, kind="store", names=_names(text),
+                         writes=frozenset({pointer}), store_pointer=pointer, address=address, buffer=buffer)
+
+    @staticmethod
+    def atomic_add(indent: int, origin: int, address: str, value: str, mask: Optional[str], *,
+                   buffer: str) -> "Statement":
+        """``tl.atomic_add(address, value[, mask=mask], sem='relaxed')``: ordered, no load crosses it."""
+        where = f", mask={mask}" if mask else ""
+        text = f"tl.atomic_add({address}, {value}{where}, sem='relaxed')"
+        return Statement(indent=indent, text=text, origin=origin, kind="atomic", names=_names(text), ordered=True,
+                         address=address, buffer=buffer)
 
     @property
     def is_assign(self) -> bool:
@@ -93,63 +177,23 @@ class Statement:
 
     @property
     def is_load(self) -> bool:
-        return self.expr is not None and self.expr.startswith("tl.load(")
+        return self.kind == "load"
 
     @property
     def is_index(self) -> bool:
-        return self.expr is not None and self.target_text.startswith("idx")
-
-    @property
-    def address(self) -> str:
-        """A load's address: the first argument of its ``tl.load`` (mask and options left out); "" otherwise."""
-        if not self.is_load:
-            return ""
-        call = self.expr[len("tl.load("):]
-        depth = 0
-        for i, ch in enumerate(call):
-            if ch in "([":
-                depth += 1
-            elif ch in ")]":
-                if depth == 0:
-                    return call[:i]
-                depth -= 1
-            elif ch == "," and depth == 0:
-                return call[:i]
-        return call
+        return self.kind == "index"
 
     @property
     def is_loop(self) -> bool:
         return self.header and bool(self.loop_vars)          # a ``for`` header names at least one variable
 
-    @property
-    def kind(self) -> str:
-        """What the statement does (``KINDS``): a load, an index, arithmetic, a block reduction or scan (a barrier
-        among the block's threads), an update in place, a store, an atomic, a barrier, a loop or other block
-        header, or something else (an assert)."""
-        if "tl.atomic_" in self.text:
-            return "atomic"
-        if "tl.debug_barrier" in self.text:
-            return "barrier"
-        if self.header:
-            return "loop" if self.is_loop else "branch"
-        if self.store_pointer is not None:
-            return "store"
-        if self.update is not None:
-            return "update"
-        if self.expr is None:
-            return "other"
-        if self.is_load:
-            return "load"
-        if self.is_index:
-            return "index"
-        return "reduce" if _REDUCE.search(self.expr) else "compute"
-
     def at(self, indent: int) -> "Statement":
         return dataclasses.replace(self, indent=indent)
 
     def rewritten(self, text: str) -> "Statement":
-        """This statement with new text (names renamed), typed again; same origin."""
-        return dataclasses.replace(Statement.parse(self.indent, text, self.origin), options=self.options)
+        """This statement with new text (names renamed), typed again; same origin, and what it reads and how."""
+        return dataclasses.replace(Statement.parse(self.indent, text, self.origin), buffer=self.buffer,
+                                   loop=self.loop, reread=self.reread, hinted=self.hinted, options=self.options)
 
     def with_option(self, key: str, value: str) -> "Statement":
         return dataclasses.replace(self, options=self.options + ((key, value),))
@@ -309,7 +353,7 @@ def hoist_loads(statements: Sequence[Statement]) -> list[Statement]:
 
 def prefetch_next_rows(statements: Sequence[Statement]) -> list[Statement]:
     """``statements`` with a mixed-order kernel's row loop (its one ``for xstep in range(A, B, S):``) rotated so
-    each step loads the next step's rows while it works on its own (``config.mixed_order_prefetch``):
+    each step loads the next step's rows while it works on its own (``config.mixed_order.prefetch``):
 
     - the loads of the body that depend only on the loop variable and on names defined outside the loop, with
       the index statements they need, run once above the loop for the first step, into ``NAME_nx``;
@@ -386,8 +430,26 @@ def _rotated(body: Sequence[Statement], indent: int, var: str, start: int, stop:
     return before, new_body
 
 
-def eviction_hints(statements: Sequence[Statement], policies: Mapping[int, str]) -> list[Statement]:
-    """``statements`` with each load whose origin ``policies`` names given that eviction policy."""
+def eviction_hints(statements: Sequence[Statement]) -> list[Statement]:
+    """``statements`` with each hinted load in a loop given an L2 eviction policy (``config.eviction_hints``):
+    keep what is read again -- by a later pass or outside the loop, by every row block, on every step
+    (``Statement.reread``) -- and let the last streaming read go first, so the others' lines stay in L2.
+
+    Where every load kept so was lifted out of every loop (now at the kernel's top level: a mixed-order kernel's
+    weight, a looped kernel's per-row scalar) nothing is read from L2 again, and the streaming reads get no hint
+    (measured: reports/performance-log.md, eviction hints).  Runs after ``lift_invariant_loads``."""
+    loads = [s for s in statements if s.is_load and s.hinted]
+    policies = {}
+    for s in loads:
+        if s.loop is None:
+            continue
+        later = any(t.buffer == s.buffer and t.origin > s.origin and t.loop != s.loop for t in loads)
+        policies[s.origin] = "evict_last" if s.reread or later else "evict_first"
+    top = min((s.indent for s in statements), default=0)
+    lifted = {s.origin for s in loads if s.indent == top and s.loop is not None}
+    kept = [origin for origin, policy in policies.items() if policy == "evict_last"]
+    if kept and all(origin in lifted for origin in kept):
+        policies = {origin: policy for origin, policy in policies.items() if policy == "evict_last"}
     return [s.with_option("eviction_policy", policies[s.origin]) if s.origin in policies else s for s in statements]
 
 
@@ -395,7 +457,7 @@ def eviction_hints(statements: Sequence[Statement], policies: Mapping[int, str])
 #: module, looked up when it runs so that a test can plant a bug in one).
 PASSES: tuple[tuple[str, str], ...] = (
     ("lift", "lift_invariant_loads"),      # loop-invariant loads above their loops
-    ("hints", "eviction_hints"),           # eviction policies of the loads in loops (decided on the lifted order)
+    ("hints", "eviction_hints"),           # eviction policies of the loads in loops (which left them counts)
     ("hoist", "hoist_loads"),              # loads up their straight-line blocks
     ("prefetch", "prefetch_next_rows"),    # a mixed-order row loop's next rows loaded a step ahead
 )
@@ -403,25 +465,20 @@ PASSES: tuple[tuple[str, str], ...] = (
 
 @dataclasses.dataclass(frozen=True)
 class Switches:
-    """Which of ``PASSES`` run for one kernel, and the policies of ``eviction_hints``: a function of the statements
-    after lifting (a hint depends on which loads left their loops)."""
+    """Which of ``PASSES`` run for one kernel."""
 
     lift: bool = True
+    hints: bool = True
     hoist: bool = True
     prefetch: bool = False
-    hints: Optional[Callable[[Sequence[Statement]], Mapping[int, str]]] = None
 
 
 def finish(statements: Sequence[Statement], switches: Switches) -> list[Statement]:
     """``statements`` through every pass of ``PASSES`` that ``switches`` turns on, in order."""
     out = list(statements)
     for name, function in PASSES:
-        run = globals()[function]
-        if name == "hints":
-            if switches.hints is not None:
-                out = run(out, switches.hints(out))
-        elif getattr(switches, name):
-            out = run(out)
+        if getattr(switches, name):
+            out = globals()[function](out)
     return out
 
 

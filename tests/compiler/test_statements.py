@@ -1,6 +1,7 @@
 """codegen.statements: a kernel's lines typed once when emitted, and the passes over them -- loads hoisted up their
 straight-line blocks, loop-invariant loads lifted out of their loops, a mixed-order row loop's next rows loaded a
 step ahead -- in the order ``PASSES`` lists."""
+import dataclasses
 import textwrap
 
 import pytest
@@ -298,24 +299,46 @@ def test_a_statement_is_typed_once_when_emitted(text, kind):
 def test_the_passes_run_in_the_listed_order_each_behind_its_switch():
     assert [name for name, _ in PASSES] == ["lift", "hints", "hoist", "prefetch"]
     assert all(callable(getattr(statements_module, function)) for _, function in PASSES)
-    body = parse_lines([(1, "for xstep in range(0, 8, 1):"),
-                        (2, "idx0 = rbase + 16 * xstep"),
-                        (2, "tmp0 = tl.load(p_arg0 + idx0)"),
-                        (2, "tmp1 = tl.sum(tmp0, 1)[:, None]"),
-                        (2, "tmp2 = tl.load(p_arg1 + rbase)"),
-                        (2, "tmp3 = tl.load(p_arg2 + idx0)"),
-                        (2, "tl.store(p_buf3 + idx0, tmp1 * tmp2 + tmp3)")])
-    assert render(finish(body, Switches(lift=False, hoist=False))) == render(body)
-    hinted = finish(body, Switches(lift=True, hoist=True, hints=lambda out: {s.origin: "evict_first" for s in out
-                                                                             if s.is_load and s.indent == 2}))
+    def load(origin, target, address, buffer, reread=False):
+        return Statement.load(2, origin, target, address, None, buffer=buffer, loop=0, reread=reread, hinted=True)
+
+    body = [Statement.parse(1, "for xstep in range(0, 8, 1):", 0),
+            Statement.parse(2, "idx0 = rbase + 16 * xstep", 1),
+            load(2, "tmp0", "p_arg0 + idx0", "x"),
+            Statement.parse(2, "tmp1 = tl.sum(tmp0, 1)[:, None]", 3),
+            load(4, "tmp2", "p_arg1 + rbase", "w", reread=True),
+            load(5, "tmp3", "p_arg2 + idx0", "y"),
+            Statement.store(2, 6, "p_buf3", "p_buf3 + idx0", "tmp1 * tmp2 + tmp3", None, buffer="out")]
+    assert render(finish(body, Switches(lift=False, hints=False, hoist=False))) == render(body)
+    assert render(finish(body, Switches(lift=False, hoist=False)))[4] == \
+        "        tmp2 = tl.load(p_arg1 + rbase, eviction_policy='evict_last')"     # read again on every step: kept
+    hinted = finish(body, Switches(lift=True, hoist=True))
     assert render(hinted) == [
-        "    tmp2 = tl.load(p_arg1 + rbase)",                                  # lifted: invariant, never written
+        "    tmp2 = tl.load(p_arg1 + rbase, eviction_policy='evict_last')",  # lifted: invariant, never written
         "    for xstep in range(0, 8, 1):",
         "        idx0 = rbase + 16 * xstep",
-        "        tmp0 = tl.load(p_arg0 + idx0, eviction_policy='evict_first')",
-        "        tmp3 = tl.load(p_arg2 + idx0, eviction_policy='evict_first')",  # hoisted above the reduction
+        "        tmp0 = tl.load(p_arg0 + idx0)",     # what was kept left the loop: no streaming read is hinted
+        "        tmp3 = tl.load(p_arg2 + idx0)",     # hoisted above the reduction
         "        tmp1 = tl.sum(tmp0, 1)[:, None]",
         "        tl.store(p_buf3 + idx0, tmp1 * tmp2 + tmp3)"]
+    assert [s.kind for s in hinted] == ["load", "loop", "index", "load", "load", "reduce", "store"]
+    assert all(dataclasses.replace(s, options=()) == body[s.origin].at(s.indent) for s in hinted)   # never retyped
+
+
+def test_eviction_hints_keep_what_a_later_pass_reads_and_stream_the_rest():
+    def load(origin, target, address, buffer, loop, hinted=True):
+        return Statement.load(2, origin, target, address, None, buffer=buffer, loop=loop, reread=False,
+                              hinted=hinted)
+
+    body = [Statement.parse(1, "for r in range(0, 64, 16):", 0), load(1, "a", "p_arg0 + r", "x", 0),
+            load(2, "b", "p_arg1 + r", "y", 0),
+            Statement.parse(1, "for r in range(0, 64, 16):", 3), load(4, "c", "p_arg0 + r", "x", 1),
+            load(5, "d", "p_arg2 + r", "z", 1, hinted=False)]                  # a last program's read-once load
+    out = render(statements_module.eviction_hints(body))
+    assert out[1].endswith("eviction_policy='evict_last')")      # x: read again by the second loop
+    assert out[2].endswith("eviction_policy='evict_first')")     # y: streamed once
+    assert out[4].endswith("eviction_policy='evict_first')")     # x's last read
+    assert out[5] == "        d = tl.load(p_arg2 + r)"
 
 
 _POINTERS = ("p_arg0", "p_arg1", "p_buf2")
