@@ -60,67 +60,83 @@ class CompilerConfig:
     # Largest block tensor the generator may emit; past it a forced choice raises ReductionTooLarge.  At most
     # Triton's own TRITON_MAX_TENSOR_NUMEL.
     max_triton_tensor_numel: int = TRITON_MAX_TENSOR_NUMEL
-    # Auto strategy: rows whose padded length is at most this run persistent (one block); longer ones loop.
-    persistent_max_rnumel: int = _by_mode(16_384, 8192)
-    # Auto strategy, rows past persistent_max_rnumel up to this: persistent at persistent_wide_warps when the tiles
-    # kept across passes fit persistent_wide_held_numel and the row fills persistent_wide_min_fill of its block.
-    persistent_wide_max_rnumel: int = _by_mode(16_384, 32_768)
-    persistent_wide_held_numel: int = 32_768
-    persistent_wide_warps: int = 32
-    persistent_wide_min_fill: float = 0.75
-    # Auto strategy: a two-pass row that keeps only plain loads reads them again instead of holding them.
-    persistent_reread_loads: bool = True
-    # Auto strategy: a looped kernel that rereads this many row values in a later pass takes looped_reread_warps,
-    # so its passes end while the row is in L2.
-    looped_reread_min_held: int = 2
-    looped_reread_warps: int = 16
-    # Auto strategy: RBLOCK of a looped reduction (a power of two).
-    looped_rblock: int = _by_mode(32_768, 4096)
-    # A looped kernel sums exp(h - max) in the pass that finds the max (codegen.online): one read of the row less.
-    online_softmax: bool = True
     # Auto strategy: the block budget of one reduction tile (XBLOCK * RBLOCK).
     max_reduction_block_numel: int = _by_mode(262_144, 4096)
     # Auto strategy: XBLOCK of an outer reduction (loads contiguous along the kept axis: a column sum).
     outer_reduction_xblock: int = _by_mode(256, 32)
-    # Auto strategy: split a reduction of at most this many outputs ...
-    split_max_xnumel: int = 64
-    # ... over at least this many elements.
-    split_min_rnumel: int = _by_mode(131_072, 32_768)
+    # Forced blocks (None: chosen); a forced value past max_triton_tensor_numel raises.
+    xblock: Optional[int] = None
+    rblock: Optional[int] = None
+    # Software pipelining of generated loops (tl.range(..., num_stages=N)); None: a plain range.
+    loop_stages: Optional[int] = None
+    # A looped kernel sums exp(h - max) in the pass that finds the max (codegen.online): one read of the row less.
+    online_softmax: bool = True
     # Programs that fill the machine: sm_count (None: the GPU's; nominal_sm_count in the interpreter) times
     # programs_per_sm.
     sm_count: Optional[int] = None
     nominal_sm_count: int = 8
     programs_per_sm: int = _by_mode(1, 2)
-    # ... each split partial reducing at least this many elements ...
+
+    # --- persistent reductions (config.persistent.*) ---------------------------------------
+    # Auto strategy: rows whose padded length is at most this run persistent (one block); longer ones loop.
+    persistent_max_rnumel: int = _by_mode(16_384, 8192)
+    # Rows past persistent_max_rnumel up to this: persistent at persistent_wide_warps when the tiles kept across
+    # passes fit persistent_wide_held_numel and the row fills persistent_wide_min_fill of its block.
+    persistent_wide_max_rnumel: int = _by_mode(16_384, 32_768)
+    persistent_wide_held_numel: int = 32_768
+    persistent_wide_warps: int = 32
+    persistent_wide_min_fill: float = 0.75
+    # A two-pass row that keeps only plain loads reads them again instead of holding them.
+    persistent_reread_loads: bool = True
+
+    # --- looped reductions (config.looped.*) -----------------------------------------------
+    # RBLOCK of an auto-chosen looped reduction.
+    looped_rblock: int = _by_mode(32_768, 4096)
+    # A looped kernel that rereads this many row values in a later pass takes looped_reread_warps, so its passes
+    # end while the row is in L2.
+    looped_reread_min_held: int = 2
+    looped_reread_warps: int = 16
+
+    # --- split reductions (config.split.*) -------------------------------------------------
+    # Auto strategy: split a reduction of at most split_max_xnumel outputs over at least split_min_rnumel elements.
+    split_max_xnumel: int = 64
+    split_min_rnumel: int = _by_mode(131_072, 32_768)
+    # Forced partials per row block (None: chosen).
+    split_count: Optional[int] = None
+    # Each partial reduces at least split_min_chunk elements; launch-bound partials (one RBLOCK step each) aim at
+    # split_short_programs_per_sm programs an SM, split_short_tagged_programs_per_sm with tagged partials.
     split_min_chunk: int = _by_mode(16_384, 2_048)
-    # ... but launch-bound partials (one RBLOCK step each) aim at this many programs an SM ...
     split_short_programs_per_sm: int = 1
-    # ... and this many where the last program finishes through tagged partials (no fence per program).
     split_short_tagged_programs_per_sm: int = 2
+    # A partial of one reduction looping at least split_streaming_min_steps steps takes split_streaming_warps.
+    split_streaming_warps: int = 32
+    split_streaming_min_steps: int = 8
+    # The last program to finish reduces its row block's partials (at most split_last_program_max_numel): one
+    # launch, not two.  It learns the partials are in by "fence" (acq_rel count) or "tagged" (flagged 64-bit
+    # slots, polled; partials of 32 bits or fewer).
+    split_last_program_final: bool = True
+    split_last_program_max_numel: int = 4096
+    split_last_program_sync: str = "tagged"
+
+    # --- mixed-order reductions (config.mixed_order.*) -------------------------------------
     # A row group and a column group over the same rows (layer norm backward's dx and dW / dB) run as one kernel
     # that reads the shared inputs once, when a row fits mixed_order_max_rnumel.
     mixed_order_reductions: bool = True
     mixed_order_max_rnumel: int = 16384
-    # Rows per block of a mixed-order kernel: its column accumulators are a whole tile (registers).
+    # Rows per block: the column accumulators are a whole tile (registers).
     mixed_order_max_xblock: int = _by_mode(4096, 256)
-    # A mixed-order kernel whose column accumulators pass this many bytes a program is wide: one program an SM at
-    # most mixed_order_wide_warps warps.
+    # Column accumulators past mixed_order_wide_bytes a program make a wide kernel: one program an SM at most
+    # mixed_order_wide_warps warps.
     mixed_order_wide_bytes: int = 65536
     mixed_order_wide_warps: int = 8
-    # Forced blocks and split count (None: chosen); a forced value past max_triton_tensor_numel raises.
-    xblock: Optional[int] = None
-    rblock: Optional[int] = None
-    split_count: Optional[int] = None
-    # Software pipelining of generated loops (tl.range(..., num_stages=N)); None: a plain range.
-    loop_stages: Optional[int] = None
-    # The same for mixed-order row loops alone (None: loop_stages).
+    # Pipelining of the row loop alone (None: loop_stages).
     mixed_order_loop_stages: Optional[int] = None
-    # A mixed-order row as at most this many static chunks of at least mixed_order_min_chunk columns, where they
+    # A row as at most mixed_order_row_chunks static chunks of at least mixed_order_min_chunk columns, where they
     # take fewer lanes than the padded row (1: always the padded row).
     mixed_order_row_chunks: int = 8
     mixed_order_min_chunk: int = _by_mode(64, 1024)
-    # Load a mixed-order row loop's next rows a step ahead (codegen.statements.prefetch_next_rows): "wide"
-    # kernels only, "all" or "off".
+    # Load the row loop's next rows a step ahead (codegen.statements.prefetch_next_rows): "wide" kernels only,
+    # "all" or "off".
     mixed_order_prefetch: str = "wide"
 
     # --- pointwise -------------------------------------------------------------------------
@@ -166,16 +182,6 @@ class CompilerConfig:
     # mixed-order kernels).
     one_wave_elements_per_warp: int = 256
     max_num_warps: int = 16
-    # A split partial of one reduction looping at least split_streaming_min_steps steps takes this many warps.
-    split_streaming_warps: int = 32
-    split_streaming_min_steps: int = 8
-    # A split's last program to finish reduces its row block's partials (at most split_last_program_max_numel):
-    # one launch, not two.
-    split_last_program_final: bool = True
-    split_last_program_max_numel: int = 4096
-    # How the last program learns the partials are in: "fence" (acq_rel count) or "tagged" (flagged 64-bit
-    # slots, polled; partials of 32 bits or fewer).
-    split_last_program_sync: str = "tagged"
     # Let Triton contract a * b + c into an FMA; off: rounding as the IR says.  TRITONDIFF_COMPILER_FP_FUSION=1.
     fp_fusion: bool = dataclasses.field(default_factory=lambda: _env_flag("TRITONDIFF_COMPILER_FP_FUSION"))
     # bf16 conversions as Triton's casts (round to nearest even on a GPU); the interpreter keeps the prelude's
@@ -233,9 +239,29 @@ class CompilerConfig:
     cache_dir: str = dataclasses.field(default_factory=lambda: _env(
         "TRITONDIFF_COMPILER_CACHE", os.path.join(tempfile.gettempdir(), f"tritondiff-compiler-{os.getuid()}")))
 
+    # ---- each reduction strategy's knobs as a section: ``config.split.count`` is ``config.split_count``
+    @property
+    def persistent(self) -> "KnobSection":
+        return KnobSection(self, "persistent")
+
+    @property
+    def looped(self) -> "KnobSection":
+        return KnobSection(self, "looped")
+
+    @property
+    def split(self) -> "KnobSection":
+        return KnobSection(self, "split")
+
+    @property
+    def mixed_order(self) -> "KnobSection":
+        return KnobSection(self, "mixed_order")
+
     @contextlib.contextmanager
     def patch(self, **changes: Any) -> Iterator["CompilerConfig"]:
-        """Temporarily override knobs (``with config.patch(reduction_strategy="looped"): ...``)."""
+        """Temporarily override knobs (``with config.patch(reduction_strategy="looped"): ...``); a section's knob
+        by either name (``split_count=4`` or ``**{"split.count": 4}``)."""
+        changes = {name.replace(".", "_", 1) if name.split(".", 1)[0] in SECTIONS else name: value
+                   for name, value in changes.items()}
         for name, value in changes.items():           # all checked before any is set; each value once (a
             _validate(name, value)                    # variant patches around every call it times)
         saved = {k: getattr(self, k) for k in changes}
@@ -288,6 +314,52 @@ class CompilerConfig:
         return token
 
 
+#: Sections of knobs: each reduction strategy's, named as the strategy (``codegen.reduction.STRATEGIES``).
+SECTIONS = ("persistent", "looped", "split", "mixed_order")
+
+
+class KnobSection:
+    """The knobs ``<section>_*`` of a config under their short names: ``config.split.count`` reads and sets
+    ``config.split_count``, validated and in the cache key as that knob is."""
+
+    __slots__ = ("_config", "_section")
+
+    def __init__(self, cfg: CompilerConfig, section: str) -> None:
+        object.__setattr__(self, "_config", cfg)
+        object.__setattr__(self, "_section", section)
+
+    def _knob(self, name: str) -> str:
+        knob = f"{self._section}_{name}"
+        if knob not in _fields():
+            raise ConfigError(f"compiler.config.{self._section} has no knob {name!r}; it has: "
+                              f"{', '.join(self.names())}", knob=knob)
+        return knob
+
+    def names(self) -> tuple[str, ...]:
+        """The section's knobs, short names, in declaration order."""
+        prefix = self._section + "_"
+        return tuple(n[len(prefix):] for n in _fields() if n.startswith(prefix))
+
+    def __getattr__(self, name: str) -> Any:
+        if f"{self._section}_{name}" not in _fields():
+            raise AttributeError(f"compiler.config.{self._section} has no knob {name!r}; it has: "
+                                 f"{', '.join(self.names())}")
+        return getattr(self._config, f"{self._section}_{name}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self._config, self._knob(name), value)
+
+    def patch(self, **changes: Any):
+        """``config.patch`` of this section's knobs by their short names."""
+        return self._config.patch(**{self._knob(name): value for name, value in changes.items()})
+
+    def __dir__(self) -> list[str]:
+        return list(self.names()) + ["names", "patch"]
+
+    def __repr__(self) -> str:
+        return f"config.{self._section}(" + ", ".join(f"{n}={getattr(self, n)!r}" for n in self.names()) + ")"
+
+
 MAX_UNROLL_EXTENT = 16
 
 _TOKENS: dict[tuple, int] = {}      # cache_key() -> cache_token()
@@ -319,8 +391,8 @@ _NOT_IN_KEY = frozenset({"lean_runtime", "partitioner", "execution", "verify_ir"
 
 
 _CHOICES = {
-    # codegen.reduction.FORCIBLE (config sits below codegen; tests/compiler/test_reduction.py holds them equal)
-    "reduction_strategy": ("auto", "persistent", "looped", "split"),
+    # and codegen.reduction.FORCIBLE, which the registry adds (add_choice): config sits below codegen
+    "reduction_strategy": ("auto",),
     "pointwise_tiling": ("auto", "1d", "2d", "unrolled"),
     "execution": ("triton", "ir", "ir_unfused"),
     "matmul": ("auto", "template", "extern", "autotune"),
@@ -338,6 +410,13 @@ _POWERS_OF_TWO = ("outer_reduction_xblock", "elements_per_warp", "one_wave_eleme
 _WARPS = ("num_warps", "max_num_warps", "mixed_order_wide_warps", "split_streaming_warps", "persistent_wide_warps",
           "looped_reread_warps")
 MAX_WARPS = 32
+
+
+def add_choice(knob: str, value: str) -> None:
+    """Let ``knob`` take ``value`` too: a plug-in of a layer above names itself (``codegen.reduction``'s
+    registry adds each strategy ``reduction_strategy`` may force)."""
+    if value not in _CHOICES[knob]:
+        _CHOICES[knob] += (value,)
 
 
 def _validate(name: str, value: Any) -> None:

@@ -128,7 +128,7 @@ def _reduction_fix(strategy: str, extent: int, block: tuple[int, ...], limit: in
         fixes.append(f"lower the forced compiler.config.{knob}={forced[knob]:,} to at most {largest:,}{with_other} "
                      f"(or leave it unset: the {strategy} strategy then picks a block that fits)")
     if not fixes:
-        fixes.append("lower compiler.config.looped_rblock / max_reduction_block_numel, or force a smaller "
+        fixes.append("lower compiler.config.looped.rblock / max_reduction_block_numel, or force a smaller "
                      "rblock / xblock")
     return "; or ".join(fixes)
 

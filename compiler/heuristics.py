@@ -10,8 +10,9 @@ partial reductions), so a bad answer costs time, never a wrong value.
   (seed 002, section 4.3), ties broken by proximity in the graph order;
 - mixed-order reductions: ``mixed_order_saving`` weighs the shared read against the
   workspace a row-and-column kernel pays for its column partials;
-- reductions: ``choose_reduction`` (persistent / looped / split and blocks),
-  ``split_count`` (how many partial programs fill the machine), ``choose_mixed_order``;
+- reductions: ``persistent_wide`` (a long row held whole), ``split_count`` (how many partial programs fill
+  the machine), ``looped_warps``, ``choose_mixed_order``; which strategy a group gets is the strategies'
+  own call (``codegen.reduction``);
 - pointwise tiles: ``choose_tile`` keeps the stride-1 axis fastest inside a block and
   gives transposed reads and writes a tile that keeps both sides coalesced; ``want_unrolled``
   unrolls a short output dim when its outputs share streamed reads.
@@ -28,7 +29,6 @@ from tritondiff.base import device as _device
 from tritondiff.base.limits import GRID_LIMITS
 
 from .config import config
-from .exc import ConfigError
 
 
 def next_pow2(n: int) -> int:
@@ -150,21 +150,21 @@ def split_count(xprograms: int, rnumel: int, rblock: int, tagged: bool = False) 
     """Partial reductions per row block of a split reduction.
 
     Enough programs to fill the machine (``target_programs`` over the row blocks there
-    already are), but each partial at least ``config.split_min_chunk`` elements long so
+    already are), but each partial at least ``config.split.min_chunk`` elements long so
     its loop amortises the workspace store and the final pass; at least 2 (a split of one
     is a looped reduction) and at most one partial per RBLOCK chunk.  Where that fill leaves each partial one
-    RBLOCK step or less (a launch-bound split: nrm2 2^20), it aims at ``config.split_short_programs_per_sm``
-    programs per SM instead -- ``config.split_short_tagged_programs_per_sm`` where ``tagged``, the last program
+    RBLOCK step or less (a launch-bound split: nrm2 2^20), it aims at ``config.split.short_programs_per_sm``
+    programs per SM instead -- ``config.split.short_tagged_programs_per_sm`` where ``tagged``, the last program
     finishing through tagged partials (``codegen.reduction.tagged_partials``), which no fence slows per program.
     """
-    if config.split_count:
-        return max(1, min(config.split_count, _cdiv(rnumel, rblock)))
+    if config.split.count:
+        return max(1, min(config.split.count, _cdiv(rnumel, rblock)))
     chunks = _cdiv(rnumel, rblock)
     fill = max(1, target_programs() // max(1, xprograms))
     if chunks <= fill:
-        per_sm = config.split_short_tagged_programs_per_sm if tagged else config.split_short_programs_per_sm
+        per_sm = config.split.short_tagged_programs_per_sm if tagged else config.split.short_programs_per_sm
         fill = max(1, min(fill, _cdiv(sm_count() * per_sm, max(1, xprograms))))
-    long_enough = max(1, rnumel // config.split_min_chunk)
+    long_enough = max(1, rnumel // config.split.min_chunk)
     # the partials run along grid axis 1: CUDA launches at most 65,535 there (a large sm_count x programs_per_sm)
     return _tiling_split(max(1, min(chunks, max(2, min(fill, long_enough)), GRID_LIMITS[1])), rnumel, rblock)
 
@@ -180,108 +180,31 @@ def _tiling_split(count: int, rnumel: int, rblock: int) -> int:
 
 
 def persistent_wide(rnumel: int, held: int) -> bool:
-    """Run a row of ``rnumel`` past ``config.persistent_max_rnumel`` persistent all the same?
+    """Run a row of ``rnumel`` past ``config.persistent.max_rnumel`` persistent all the same?
 
     ``held``: row tiles the persistent kernel would keep in registers from one pass to a later one
     (``codegen.reduction.live_row_tiles``).  A looped kernel reads its row again in every pass that needs
     it; a persistent one holds what it needs, which pays while that fits the registers of one row's program:
-    the padded row at most ``config.persistent_wide_max_rnumel``, and ``held`` tiles at most
-    ``config.persistent_wide_held_numel`` elements together.  The row fills at least
-    ``config.persistent_wide_min_fill`` of its block (a padded lane is a thread that loads nothing).  A kernel
+    the padded row at most ``config.persistent.wide_max_rnumel``, and ``held`` tiles at most
+    ``config.persistent.wide_held_numel`` elements together.  The row fills at least
+    ``config.persistent.wide_min_fill`` of its block (a padded lane is a thread that loads nothing).  A kernel
     that holds nothing (one pass) has nothing to reread and keeps its loop (unmeasured persistent).  A forced
     RBLOCK or XBLOCK keeps the loop."""
     whole = next_pow2(rnumel)
     return (config.reduction_strategy == "auto" and not config.rblock and not config.xblock and held >= 1
-            and whole <= min(config.persistent_wide_max_rnumel, config.max_triton_tensor_numel)
-            and rnumel >= config.persistent_wide_min_fill * whole
-            and held * whole <= config.persistent_wide_held_numel)
-
-
-def _auto_split(xnumel: int, rnumel: int, split_ok: bool) -> bool:
-    return split_ok and xnumel <= config.split_max_xnumel and rnumel >= config.split_min_rnumel
-
-
-def auto_persistent(xnumel: int, rnumel: int, split_ok: bool) -> bool:
-    """Does the auto strategy run this row persistent (not split, and the padded row within
-    ``config.persistent_max_rnumel``)?  Rows past it may still, through ``persistent_wide``."""
-    return (not _auto_split(xnumel, rnumel, split_ok)
-            and next_pow2(rnumel) <= min(config.persistent_max_rnumel, config.max_triton_tensor_numel))
-
-
-def may_read_again(xnumel: int, rnumel: int, split_ok: bool, outer: bool = False) -> bool:
-    """Would the auto strategy run this row as a one-step looped kernel if every row tile it keeps is a plain
-    load (``config.persistent_reread_loads``)?  The code generator asks before it emits the trial that says."""
-    return (config.persistent_reread_loads and config.reduction_strategy == "auto" and not outer
-            and not config.rblock and not config.xblock and auto_persistent(xnumel, rnumel, split_ok))
-
-
-def choose_reduction(xnumel: int, rnumel: int, split_ok: bool, outer: bool = False,
-                     held: int = 0, rereads: int = 0, reread: bool = False, tagged: bool = False) -> ReductionChoice:
-    """Pick persistent / looped / split and block sizes from the extents (``config`` may force).
-
-    ``outer``: the loads are contiguous along the kept axis and strided along the reduced one
-    (a column sum such as layer-norm backward's dW over rows).  Such a tile takes
-    ``config.outer_reduction_xblock`` kept elements side by side -- whole memory sectors per
-    reduced step -- and the rest of the block budget along the reduced axis, instead of the
-    inner-reduction shape (a long reduced axis, few rows) that reads a few bytes per row.
-
-    ``held``: row tiles a persistent kernel keeps from one pass to a later one; a row past
-    ``config.persistent_max_rnumel`` still runs persistent, one row per program at
-    ``config.persistent_wide_warps`` warps, where ``persistent_wide`` says they fit.  ``rereads``: reads
-    along the row a looped kernel makes again in a later pass; one that rereads
-    ``config.looped_reread_min_held`` or more takes at least ``config.looped_reread_warps`` warps
-    (``looped_warps``).  ``reread``: every row tile a persistent kernel would keep is a plain load; under
-    ``config.persistent_reread_loads`` such a row runs as a looped kernel of one whole-row step per pass,
-    which reads those tiles again (warps as the persistent kernel's).  ``tagged``: a split's last program
-    would finish through tagged partials (``split_count``).
-
-    Forced values are returned as asked, even when too large: the code generator's numel
-    guard then raises ``ReductionTooLarge`` with the fix, instead of a silent clamp.
-    """
-    strategy = config.reduction_strategy
-    one_step = False            # the persistent tile, its held loads read again pass by pass
-    if strategy == "auto":
-        if _auto_split(xnumel, rnumel, split_ok):
-            strategy = "split"
-        elif auto_persistent(xnumel, rnumel, split_ok):
-            strategy = "persistent"
-            one_step = reread and may_read_again(xnumel, rnumel, split_ok, outer)
-        elif not outer and persistent_wide(rnumel, held):
-            return ReductionChoice("persistent", 1, next_pow2(rnumel),
-                                   warps=config.num_warps or config.persistent_wide_warps)
-        else:
-            strategy = "looped"
-    budget = min(config.max_reduction_block_numel, config.max_triton_tensor_numel)
-    if outer and config.reduction_strategy == "auto" and strategy != "split" and not config.rblock:
-        xblock = config.xblock or min(next_pow2(xnumel), config.outer_reduction_xblock, budget)
-        rblock = min(next_pow2(rnumel), max(1, budget // xblock))
-        strategy = "persistent" if rblock >= rnumel else "looped"
-        return ReductionChoice(strategy, xblock, rblock, stages=loop_stages(strategy))
-    if strategy == "persistent":
-        rblock = config.rblock or next_pow2(rnumel)
-        if rblock < rnumel:
-            raise ConfigError(f"reduction_strategy='persistent' holds the whole axis in one block, but rblock={rblock} "
-                              f"< {rnumel} elements: drop the forced rblock or use 'looped'", knob="rblock")
-    else:
-        rblock = config.rblock or min(next_pow2(rnumel), config.looped_rblock, budget)
-    xblock = config.xblock or max(1, min(next_pow2(xnumel), budget // rblock if rblock <= budget else 1))
-    if one_step:
-        return ReductionChoice("looped", xblock, rblock, stages=loop_stages("looped"))
-    splits = 1
-    if strategy == "split":
-        splits = split_count(_cdiv(max(xnumel, 1), xblock), rnumel, rblock, tagged)
-    warps = looped_warps(xblock * rblock, rereads) if strategy == "looped" else None
-    return ReductionChoice(strategy, xblock, rblock, splits, loop_stages(strategy), warps)
+            and whole <= min(config.persistent.wide_max_rnumel, config.max_triton_tensor_numel)
+            and rnumel >= config.persistent.wide_min_fill * whole
+            and held * whole <= config.persistent.wide_held_numel)
 
 
 def looped_warps(block_numel: int, rereads: int) -> Optional[int]:
     """Warps of an auto-chosen looped kernel over rows (None: ``num_warps`` of its block).  One that makes
-    ``rereads`` >= ``config.looped_reread_min_held`` reads along the row again in a later pass takes at least
-    ``config.looped_reread_warps`` (past ``max_num_warps``, which caps ``num_warps`` alone): its rows' passes
+    ``rereads`` >= ``config.looped.reread_min_held`` reads along the row again in a later pass takes at least
+    ``config.looped.reread_warps`` (past ``max_num_warps``, which caps ``num_warps`` alone): its rows' passes
     end sooner, so the second read finds the row in L2."""
-    if config.num_warps or config.reduction_strategy != "auto" or rereads < config.looped_reread_min_held:
+    if config.num_warps or config.reduction_strategy != "auto" or rereads < config.looped.reread_min_held:
         return None
-    return max(num_warps(block_numel), config.looped_reread_warps)
+    return max(num_warps(block_numel), config.looped.reread_warps)
 
 
 def choose_mixed_order(xnumel: int, rnumel: int, accumulator_bytes: int = 4) -> ReductionChoice:
@@ -298,7 +221,7 @@ def choose_mixed_order(xnumel: int, rnumel: int, accumulator_bytes: int = 4) -> 
     rblock = next_pow2(rnumel)
     budget = min(config.max_reduction_block_numel, config.max_triton_tensor_numel)
     xblock = config.xblock or max(1, min(next_pow2(xnumel), budget // rblock if rblock <= budget else 1,
-                                         config.mixed_order_max_xblock))
+                                         config.mixed_order.max_xblock))
     # Fewer row blocks than SMs leave SMs idle while each program runs its rows' reductions one after the other:
     # blocks halve until they cover the SMs, down to the fewest lanes that keep a program's least warps busy
     # (measured: reports/performance-log.md).  More programs keep more partials, which mixed_order_saving weighs.
@@ -313,47 +236,47 @@ def choose_mixed_order(xnumel: int, rnumel: int, accumulator_bytes: int = 4) -> 
 
 def mixed_order_row_chunk(rnumel: int, rblock: int) -> int:
     """Columns per static chunk of a mixed-order kernel's ``rnumel``-column row, whose padded block is ``rblock``:
-    ``rblock`` itself (one block) unless at most ``config.mixed_order_row_chunks`` chunks of a power of two
-    columns, each at least ``config.mixed_order_min_chunk``, cover the row in fewer lanes (10240 columns: 5 x 2048
+    ``rblock`` itself (one block) unless at most ``config.mixed_order.row_chunks`` chunks of a power of two
+    columns, each at least ``config.mixed_order.min_chunk``, cover the row in fewer lanes (10240 columns: 5 x 2048
     lanes instead of 16384).  Only the last chunk can be partial."""
-    if config.mixed_order_row_chunks <= 1 or rnumel >= rblock:
+    if config.mixed_order.row_chunks <= 1 or rnumel >= rblock:
         return rblock
-    chunk = max(config.mixed_order_min_chunk, next_pow2(_cdiv(rnumel, config.mixed_order_row_chunks)))
+    chunk = max(config.mixed_order.min_chunk, next_pow2(_cdiv(rnumel, config.mixed_order.row_chunks)))
     return chunk if _cdiv(rnumel, chunk) * chunk < rblock else rblock
 
 
 def mixed_order_prefetch(tile: int, accumulator_bytes: int) -> bool:
-    """Does a mixed-order kernel load its next row block ahead (``config.mixed_order_prefetch``)?"""
-    if config.mixed_order_prefetch == "off" or loop_stages("mixed_order") is not None:
+    """Does a mixed-order kernel load its next row block ahead (``config.mixed_order.prefetch``)?"""
+    if config.mixed_order.prefetch == "off" or loop_stages("mixed_order") is not None:
         return False
-    return config.mixed_order_prefetch == "all" or mixed_order_wide(tile, accumulator_bytes)
+    return config.mixed_order.prefetch == "all" or mixed_order_wide(tile, accumulator_bytes)
 
 
 def mixed_order_wide(tile: int, accumulator_bytes: int) -> bool:
     """Do a mixed-order kernel's column accumulators (``tile`` lanes of ``accumulator_bytes``) take more than
-    ``config.mixed_order_wide_bytes`` per program?  Such a kernel keeps most of an SM's registers for one
-    program: it runs one program per SM, with ``config.mixed_order_wide_warps`` warps."""
-    return tile * accumulator_bytes > config.mixed_order_wide_bytes
+    ``config.mixed_order.wide_bytes`` per program?  Such a kernel keeps most of an SM's registers for one
+    program: it runs one program per SM, with ``config.mixed_order.wide_warps`` warps."""
+    return tile * accumulator_bytes > config.mixed_order.wide_bytes
 
 
 def mixed_order_warps(tile: int, accumulator_bytes: int) -> int:
     """Warps of a mixed-order kernel's partial pass: one wave's (``num_warps``), at most
-    ``config.mixed_order_wide_warps`` for a wide kernel (``mixed_order_wide``)."""
+    ``config.mixed_order.wide_warps`` for a wide kernel (``mixed_order_wide``)."""
     warps = num_warps(tile, one_wave=True)
     if config.num_warps or not mixed_order_wide(tile, accumulator_bytes):
         return warps
-    return min(warps, config.mixed_order_wide_warps)
+    return min(warps, config.mixed_order.wide_warps)
 
 
 def split_partial_warps(block_numel: int, steps: int, reductions: int = 1) -> int:
     """Warps of a split reduction's partial pass, whose programs each loop ``steps`` RBLOCK steps over
     ``reductions`` fused reductions: one wave's (``num_warps``), raised to at least
-    ``config.split_streaming_warps`` where a single reduction loops at least
-    ``config.split_streaming_min_steps`` steps and so streams its chunk (see the knob)."""
+    ``config.split.streaming_warps`` where a single reduction loops at least
+    ``config.split.streaming_min_steps`` steps and so streams its chunk (see the knob)."""
     warps = num_warps(block_numel, one_wave=True)
-    if config.num_warps or steps < config.split_streaming_min_steps or reductions != 1:
+    if config.num_warps or steps < config.split.streaming_min_steps or reductions != 1:
         return warps
-    return max(warps, config.split_streaming_warps)
+    return max(warps, config.split.streaming_warps)
 
 
 def tagged_split_warps(warps: int, steps: int, poll_words: int) -> int:
@@ -370,17 +293,17 @@ def tagged_split_warps(warps: int, steps: int, poll_words: int) -> int:
 
 def split_last_program_final(xblock: int, splits: int) -> bool:
     """Does a split reduction of ``splits`` partials per ``xblock`` rows reduce them in its last partial program
-    (``config.split_last_program_final``) rather than in a final kernel?"""
-    return (config.split_last_program_final and splits > 1
-            and xblock * next_pow2(splits) <= min(config.split_last_program_max_numel, config.max_triton_tensor_numel))
+    (``config.split.last_program_final``) rather than in a final kernel?"""
+    return (config.split.last_program_final and splits > 1
+            and xblock * next_pow2(splits) <= min(config.split.last_program_max_numel, config.max_triton_tensor_numel))
 
 
 def loop_stages(strategy: str) -> Optional[int]:
     """Pipelining depth of a ``strategy`` kernel's loop (None: none asked; a persistent kernel has no loop);
-    a mixed-order kernel's row loop takes ``config.mixed_order_loop_stages`` where that is set."""
+    a mixed-order kernel's row loop takes ``config.mixed_order.loop_stages`` where that is set."""
     stages = config.loop_stages
-    if strategy == "mixed_order" and config.mixed_order_loop_stages is not None:
-        stages = config.mixed_order_loop_stages
+    if strategy == "mixed_order" and config.mixed_order.loop_stages is not None:
+        stages = config.mixed_order.loop_stages
     if strategy == "persistent" or stages == 1:
         return None
     return stages
@@ -453,6 +376,7 @@ def num_warps(block_numel: int, one_wave: bool = False) -> int:
 
 
 __all__ = ["should_inline", "FusionTraffic", "fusion_score", "mixed_order_saving", "sm_count", "target_programs",
-           "split_count", "persistent_wide", "looped_warps", "choose_reduction", "choose_mixed_order", "mixed_order_wide",
-           "mixed_order_warps", "split_partial_warps", "tagged_split_warps", "split_last_program_final", "loop_stages", "choose_pointwise_block", "choose_tile",
-           "want_2d_tiling", "want_unrolled", "num_warps", "ReductionChoice", "next_pow2"]
+           "split_count", "persistent_wide", "looped_warps", "choose_mixed_order", "mixed_order_wide",
+           "mixed_order_warps", "split_partial_warps", "tagged_split_warps", "split_last_program_final", "loop_stages",
+           "choose_pointwise_block", "choose_tile", "want_2d_tiling", "want_unrolled", "num_warps", "ReductionChoice",
+           "next_pow2"]

@@ -6,7 +6,7 @@
   the fewest bytes it can and recomputes the rest there from what it saved, as Inductor's does -- with one
   difference.  Inductor's keeps it from recomputing any reduction that shrinks its input 4x (functorch's
   ``ban_recompute_reductions``).  Here a reduction may be recomputed when its reduced extent is at most
-  ``config.persistent_max_rnumel``: its rows then sit whole in one block of the backward kernel, which loads
+  ``config.persistent.max_rnumel``: its rows then sit whole in one block of the backward kernel, which loads
   them anyway, so recomputing costs no memory traffic.  Layer norm over rows of 16 then saves neither mean
   nor rstd (8 bytes a row, against 64 of fp32 input): the forward writes only y, and the backward recomputes
   both from x.  A longer reduction keeps the 4x rule (its recomputation would be another pass over memory).
@@ -47,7 +47,7 @@ def _draws_random(joint: torch.fx.GraphModule) -> bool:
 
 
 def _save_long_reductions(joint: torch.fx.GraphModule) -> None:
-    """Mark MUST_SAVE each node whose inputs have more than ``config.persistent_max_rnumel`` times its
+    """Mark MUST_SAVE each node whose inputs have more than ``config.persistent.max_rnumel`` times its
     output's elements -- a reduction whose rows a backward kernel cannot hold whole (functorch's own rule
     measures reductions the same way, at 4x)."""
     from torch.utils.checkpoint import CheckpointPolicy
@@ -56,7 +56,7 @@ def _save_long_reductions(joint: torch.fx.GraphModule) -> None:
             continue
         out = _numel(node.meta.get("val"))
         inputs = sum(_numel(a.meta.get("val")) for a in node.args if isinstance(a, torch.fx.Node))
-        if out and inputs > config.persistent_max_rnumel * out:
+        if out and inputs > config.persistent.max_rnumel * out:
             node.meta["recompute"] = CheckpointPolicy.MUST_SAVE
 
 

@@ -374,7 +374,7 @@ def _fuse(groups: list[KernelGroup], snodes: dict, graph: LoweredGraph, refused:
     (every epilogue and sibling already in) before they are tied together.
     """
     groups = _greedy(groups, snodes, graph, refused, keep, mixed=False)
-    if config.mixed_order_reductions:
+    if config.mixed_order.reductions:
         groups = _greedy(groups, snodes, graph, refused, keep, mixed=True)
     return groups
 
@@ -514,10 +514,10 @@ def build_mixed_group(rows: KernelGroup, cols: KernelGroup) -> Union[KernelGroup
         return why
     if config.reduction_strategy != "auto":
         return WhyNoFuse(f"reduction_strategy={config.reduction_strategy!r} is forced")
-    limit = min(config.mixed_order_max_rnumel, config.max_triton_tensor_numel)
+    limit = min(config.mixed_order.max_rnumel, config.max_triton_tensor_numel)
     if heuristics.next_pow2(rows.rnumel) > limit or (config.rblock and config.rblock < rows.rnumel):
         return WhyNoFuse(f"rows of {rows.rnumel} elements do not fit one block (mixed_order_max_rnumel="
-                         f"{config.mixed_order_max_rnumel}, rblock={config.rblock})")
+                         f"{config.mixed_order.max_rnumel}, rblock={config.rblock})")
     for p in cols.placed:
         rtype = p.node.buf.data.reduction_type if p.kind == "reduction" else None
         if p.kind == "xr":

@@ -1,7 +1,7 @@
 """A scan node's kernel (``ir.Scan``): inclusive prefix sums along each row, rows side by side in a tile.
 
-A row that fits one block (``config.persistent_max_rnumel``) is loaded and scanned whole by ``tl.cumsum``; a
-longer one is walked in blocks of ``config.looped_rblock``, each block's scan offset by the sum of the blocks
+A row that fits one block (``config.persistent.max_rnumel``) is loaded and scanned whole by ``tl.cumsum``; a
+longer one is walked in blocks of ``config.looped.rblock``, each block's scan offset by the sum of the blocks
 before it (a carry per row).  Lanes past the row's end hold whatever their masked loads give: a prefix sum
 never reads to its right, so they change no stored element.
 """
@@ -27,8 +27,8 @@ def scan_kernel(name: str, ctx: GroupContext) -> KernelSpec:
         raise CodegenError(f"{name}: {p.name} is not a scan over a dim")
     n = data.ranges[-1]
     rows = data.numel // max(n, 1)
-    looped = n > config.persistent_max_rnumel
-    rblock = config.looped_rblock if looped else heuristics.next_pow2(n)
+    looped = n > config.persistent.max_rnumel
+    rblock = config.looped.rblock if looped else heuristics.next_pow2(n)
     budget = config.max_reduction_block_numel
     xblock = max(1, min(heuristics.next_pow2(rows), budget // rblock if rblock <= budget else 1))
     k = TritonKernel(name, ctx.buffers, what=f"scan kernel {name}", int64=needs_int64(ctx))

@@ -164,3 +164,22 @@ def test_review_finding_a_stale_token_cannot_poison_the_knob_steps():
     assert dict(clean.cache_key())["autotune"] == clean.autotune
     copy = pickle.loads(pickle.dumps(compiler.config))                # a token is this process's number
     assert "_token" not in copy.__dict__ and copy.cache_key() == compiler.config.cache_key()
+
+
+def test_each_reduction_strategy_s_knobs_are_a_section_under_short_names():
+    cfg = compiler.config
+    assert cfg.split.count is cfg.split_count is None and cfg.looped.rblock == cfg.looped_rblock
+    assert "count" in cfg.split.names() and "prefetch" in cfg.mixed_order.names()
+    key = cfg.cache_key()
+    with cfg.split.patch(count=4):
+        assert cfg.split_count == 4 and cfg.cache_key() != key          # the flat knob, in the cache key
+    with cfg.patch(**{"split.count": 8, "looped_rblock": 64}):          # either name in one patch
+        assert (cfg.split.count, cfg.looped.rblock) == (8, 64)
+    assert cfg.split.count is None and cfg.looped.rblock == cfg.looped_rblock and cfg.cache_key() == key
+    with pytest.raises(AttributeError, match="compiler.config.split has no knob 'cuont'; it has: .*count"):
+        cfg.split.cuont
+    with pytest.raises(ConfigError, match="split_count=0: expected a positive int"):
+        cfg.split.count = 0
+    with pytest.raises(ConfigError, match="has no knob 'rblok'"):
+        cfg.looped.rblok = 64
+    assert cfg.split.count is None and not hasattr(cfg.persistent, "count")

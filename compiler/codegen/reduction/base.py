@@ -1,20 +1,80 @@
-"""The strategy protocol (``ReductionStrategy``: rows across programs, ``emit_pass`` covering the inner axis) and
-the helpers every strategy's kernel starts from."""
+"""The strategy protocol (``ReductionStrategy``: when the auto choice takes it, its blocks, rows across programs,
+``emit_pass`` covering the inner axis), what the choice reads about a group (``RowFacts``), and the helpers every
+strategy's kernel starts from."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional, Union
 
 import torch
 import triton
 
 from ...config import config
 from ...exc import CodegenError
-from ...heuristics import ReductionChoice, num_warps
+from ...heuristics import ReductionChoice, next_pow2, num_warps
 from ...scheduler import RSYM, XSYM, KernelGroup, Placed
 from ..kernel import CSEVar, KernelSpec, TritonKernel
 from .. import online
 from ..nodes import GroupContext, emit_pointwise, needs_int64, publish
 from .orientation import reads_along_reduced_axis
+
+
+class RowFacts:
+    """What the choice of a (not mixed-order) group's strategy reads.
+
+    ``split_ok``: the group may split (``KernelGroup.split_ok``); ``outer``: its loads run along the kept axis
+    (``orientation.reads_along_kept_axis``); ``rereads``: reads along the row a looped kernel makes again in a
+    later pass; ``tagged``: a split's last program would finish through tagged partials.  ``held`` (row tiles a
+    persistent kernel keeps from one pass to a later one) and ``reread`` (every such tile is a plain load) may be
+    given as functions: counting them emits a trial kernel, so each is asked once, and only by a strategy that
+    needs it."""
+
+    def __init__(self, xnumel: int, rnumel: int, split_ok: bool, *, outer: bool = False,
+                 held: Union[int, Callable[[], int]] = 0, rereads: int = 0,
+                 reread: Union[bool, Callable[[], bool]] = False, tagged: bool = False) -> None:
+        self.xnumel, self.rnumel, self.split_ok, self.outer = xnumel, rnumel, split_ok, outer
+        self.rereads, self.tagged = rereads, tagged
+        self._held, self._reread = held, reread
+
+    @property
+    def held(self) -> int:
+        if callable(self._held):
+            self._held = self._held()
+        return self._held
+
+    @property
+    def reread(self) -> bool:
+        if callable(self._reread):
+            self._reread = self._reread()
+        return self._reread
+
+
+def auto() -> bool:
+    """Is the strategy the auto choice's (``config.reduction_strategy`` "auto"), not a forced one?"""
+    return config.reduction_strategy == "auto"
+
+
+def block_budget() -> int:
+    """Elements of one auto-chosen reduction tile at most."""
+    return min(config.max_reduction_block_numel, config.max_triton_tensor_numel)
+
+
+def rows_block(xnumel: int, rblock: int) -> int:
+    """XBLOCK beside ``rblock``: as many rows as fill the block budget (``config.xblock`` where forced)."""
+    budget = block_budget()
+    return config.xblock or max(1, min(next_pow2(xnumel), budget // rblock if rblock <= budget else 1))
+
+
+def outer_tile(facts: RowFacts) -> Optional[tuple[int, int]]:
+    """(XBLOCK, RBLOCK) of an auto-chosen tile over a group whose loads run along the kept axis (a column sum such
+    as layer-norm backward's dW), or None for any other group or a forced RBLOCK.  Such a tile takes
+    ``config.outer_reduction_xblock`` kept elements side by side -- whole memory sectors per reduced step -- and
+    the rest of the block budget along the reduced axis, instead of the inner-reduction shape (a long reduced
+    axis, few rows) that reads a few bytes per row."""
+    if not (facts.outer and auto() and not config.rblock):
+        return None
+    budget = block_budget()
+    xblock = config.xblock or min(next_pow2(facts.xnumel), config.outer_reduction_xblock, budget)
+    return xblock, min(next_pow2(facts.rnumel), max(1, budget // xblock))
 
 
 class ReductionStrategy:
@@ -25,6 +85,20 @@ class ReductionStrategy:
     forcible = True
     #: Does a pass loop over the reduced axis (RBLOCK is then a block to tune, and the loop may be pipelined)?
     loops = True
+    #: Where the auto choice asks ``applies`` (lowest first; the last asked takes every group); None: never.
+    precedence: Optional[int] = None
+    #: Its knobs: ``config.<knobs>.*`` (``compiler.config.SECTIONS``).
+    knobs = ""
+
+    def applies(self, facts: RowFacts) -> bool:
+        """Does the auto choice give ``facts``' group this strategy (every strategy asked before it declined)?"""
+        return False
+
+    def choose(self, facts: RowFacts) -> ReductionChoice:
+        """Blocks of this strategy over ``facts``' group, auto-chosen or forced by ``config.reduction_strategy``.
+        Forced values are returned as asked, even when too large: the code generator's numel guard then raises
+        ``ReductionTooLarge`` with the fix, instead of a silent clamp."""
+        raise CodegenError(f"the {self.name} strategy is not chosen by the extents of a group")
 
     def alternatives(self, choice: ReductionChoice, rnumel: int) -> list[tuple[str, int, int, float]]:
         """(strategy, XBLOCK, RBLOCK, warp factor) of other strategies worth timing beside the heuristic's

@@ -6,13 +6,13 @@ from typing import Optional
 import torch
 
 from ...config import config
-from ...heuristics import next_pow2
+from ...heuristics import ReductionChoice, loop_stages, looped_warps, next_pow2
 from ...scheduler import RSYM, XSYM
 from ..kernel import CSEVar
 from .. import online
 from ..nodes import emit_pointwise, evaluate
 from .algebra import reduction_op
-from .base import ReductionStrategy, rindex_block
+from .base import ReductionStrategy, block_budget, outer_tile, rindex_block, rows_block
 
 
 class LoopedReduction(ReductionStrategy):
@@ -27,12 +27,29 @@ class LoopedReduction(ReductionStrategy):
     """
 
     name = "looped"
+    precedence = 2
+    knobs = "looped"
+
+    def applies(self, facts):
+        """Every group the strategies asked before it declined."""
+        return True
+
+    def choose(self, facts):
+        """Chunks of ``config.looped.rblock``, rows filling the block budget; warps for a row read again in a later
+        pass (``heuristics.looped_warps``).  A column sum takes its outer tile."""
+        tile = outer_tile(facts)
+        if tile is not None:
+            return ReductionChoice(self.name, *tile, stages=loop_stages(self.name))
+        rblock = config.rblock or min(next_pow2(facts.rnumel), config.looped.rblock, block_budget())
+        xblock = rows_block(facts.xnumel, rblock)
+        return ReductionChoice(self.name, xblock, rblock, 1, loop_stages(self.name),
+                               looped_warps(xblock * rblock, facts.rereads))
 
     def alternatives(self, choice, rnumel):
-        """A row of up to twice ``config.persistent_max_rnumel`` also persistent, one row a program, at its warps
+        """A row of up to twice ``config.persistent.max_rnumel`` also persistent, one row a program, at its warps
         and twice them."""
         whole = next_pow2(rnumel)
-        if whole > min(2 * config.persistent_max_rnumel, config.max_triton_tensor_numel):
+        if whole > min(2 * config.persistent.max_rnumel, config.max_triton_tensor_numel):
             return []
         return [("persistent", 1, whole, 1), ("persistent", 1, whole, 2)]
 

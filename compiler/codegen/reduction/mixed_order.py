@@ -37,6 +37,7 @@ class MixedOrderReduction(ReductionStrategy):
     """
 
     name = "mixed_order"
+    knobs = "mixed_order"
     forcible = False        # it needs a row group and a column group the scheduler paired
 
     def kernels(self, name, ctx, choice):

@@ -8,12 +8,14 @@ from typing import Optional
 import sympy
 import torch
 
-from ...heuristics import next_pow2
+from ...config import config
+from ...exc import ConfigError
+from ...heuristics import ReductionChoice, loop_stages, next_pow2, persistent_wide
 from ...scheduler import RSYM, XSYM, Placed
 from ..kernel import CSEVar, TritonKernel
 from ..nodes import GroupContext, emit_pointwise, evaluate
 from .algebra import reduction_op
-from .base import ReductionStrategy, rindex_block
+from .base import ReductionStrategy, auto, outer_tile, rindex_block, rows_block
 
 
 class PersistentReduction(ReductionStrategy):
@@ -26,6 +28,39 @@ class PersistentReduction(ReductionStrategy):
 
     name = "persistent"
     loops = False
+    precedence = 1
+    knobs = "persistent"
+
+    def applies(self, facts):
+        """A row whose padded length is at most ``config.persistent.max_rnumel``; a longer one where
+        ``heuristics.persistent_wide`` says the tiles it holds fit one program (not a column sum); a column sum
+        whose outer tile holds the whole reduced axis."""
+        tile = outer_tile(facts)
+        if tile is not None:
+            return tile[1] >= facts.rnumel
+        return fits(facts.rnumel) or (not facts.outer and persistent_wide(facts.rnumel, 1)
+                                      and persistent_wide(facts.rnumel, facts.held))
+
+    def choose(self, facts):
+        """The whole row in one block.  Auto-chosen, a row past ``config.persistent.max_rnumel`` runs one a program
+        at ``config.persistent.wide_warps``; a row whose held tiles are all plain loads (``facts.reread``,
+        ``config.persistent.reread_loads``) runs as a looped kernel of one whole-row step per pass, which reads
+        them again (warps as the persistent kernel's)."""
+        tile = outer_tile(facts)
+        if tile is not None:
+            return ReductionChoice(self.name, *tile, stages=loop_stages(self.name))
+        if auto() and not fits(facts.rnumel):
+            return ReductionChoice(self.name, 1, next_pow2(facts.rnumel),
+                                   warps=config.num_warps or config.persistent.wide_warps)
+        rblock = config.rblock or next_pow2(facts.rnumel)
+        if rblock < facts.rnumel:
+            raise ConfigError(f"reduction_strategy='persistent' holds the whole axis in one block, but rblock={rblock} "
+                              f"< {facts.rnumel} elements: drop the forced rblock or use 'looped'", knob="rblock")
+        xblock = rows_block(facts.xnumel, rblock)
+        if (auto() and config.persistent.reread_loads and not facts.outer and not config.rblock and not config.xblock
+                and facts.reread):
+            return ReductionChoice("looped", xblock, rblock, stages=loop_stages("looped"))
+        return ReductionChoice(self.name, xblock, rblock, stages=loop_stages(self.name))
 
     def alternatives(self, choice, rnumel):
         """A row of 2048 or more also looped, over a quarter of it a step."""
@@ -51,6 +86,11 @@ class PersistentReduction(ReductionStrategy):
             results[p.name] = op.finish(k, op.block(k, v, idx))
         k.active = [XSYM]
         return results
+
+
+def fits(rnumel: int) -> bool:
+    """Does a row of ``rnumel`` fit the auto strategy's persistent block (``config.persistent.max_rnumel``)?"""
+    return next_pow2(rnumel) <= min(config.persistent.max_rnumel, config.max_triton_tensor_numel)
 
 
 @dataclasses.dataclass

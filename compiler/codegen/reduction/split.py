@@ -9,13 +9,13 @@ import torch
 import triton
 
 from ...config import config
-from ...heuristics import (ReductionChoice, next_pow2, num_warps, split_last_program_final, split_partial_warps,
-                           tagged_split_warps)
+from ...heuristics import (ReductionChoice, loop_stages, next_pow2, num_warps, split_count, split_last_program_final,
+                           split_partial_warps, tagged_split_warps)
 from ..kernel import CSEVar, KernelSpec, TritonKernel, literal
 from ..prelude import tl_dtype
 from ..nodes import GroupContext, emit_pointwise, publish
 from .algebra import reduction_op
-from .base import ReductionStrategy, group_prologue, new_kernel, row_mask, spread_loads
+from .base import ReductionStrategy, block_budget, group_prologue, new_kernel, row_mask, rows_block, spread_loads
 from .looped import LoopedReduction
 
 
@@ -26,10 +26,10 @@ _TAG_FLAG = 1 << 32
 
 def tagged_partials(ops) -> bool:
     """Does a split whose last program finishes (``split_last_program_final``) learn that the partials of
-    reductions ``ops`` are in from flags stored with them (``config.split_last_program_sync``)?  Only where each
+    reductions ``ops`` are in from flags stored with them (``config.split.last_program_sync``)?  Only where each
     partial fits in 32 bits beside its flag: an arg reduction's int64 index or a float64 sum takes the fence.  Not
     on ROCm: the poll's padding counts 32 threads a warp (``_tagged_last_program``)."""
-    return (config.split_last_program_sync == "tagged" and torch.version.hip is None
+    return (config.split.last_program_sync == "tagged" and torch.version.hip is None
             and all(op.repr_dtype in _TAG_BITS and not op.is_arg for op in ops))
 
 
@@ -46,6 +46,21 @@ class SplitReduction(ReductionStrategy):
     """
 
     name = "split"
+    precedence = 0
+    knobs = "split"
+
+    def applies(self, facts):
+        """At most ``config.split.max_xnumel`` rows of at least ``config.split.min_rnumel``, where the group's
+        reductions need no finished reduction."""
+        return (facts.split_ok and facts.xnumel <= config.split.max_xnumel
+                and facts.rnumel >= config.split.min_rnumel)
+
+    def choose(self, facts):
+        """The looped strategy's chunks, ``heuristics.split_count`` partials per row block."""
+        rblock = config.rblock or min(next_pow2(facts.rnumel), config.looped.rblock, block_budget())
+        xblock = rows_block(facts.xnumel, rblock)
+        splits = split_count(triton.cdiv(max(facts.xnumel, 1), xblock), facts.rnumel, rblock, facts.tagged)
+        return ReductionChoice(self.name, xblock, rblock, splits, loop_stages(self.name))
 
     def kernels(self, name, ctx, choice):
         group = ctx.group
@@ -105,7 +120,7 @@ class SplitReduction(ReductionStrategy):
 
     def _tagged_last_program(self, k, ctx, choice, splits, ops_, folded, threads: int) -> int:
         """The partial kernel's end where its last program finishes through tagged partials
-        (``config.split_last_program_sync``): no program waits on a fence.  Returns the poll's padded width.
+        (``config.split.last_program_sync``): no program waits on a fence.  Returns the poll's padded width.
 
         Each program writes each of its partials as one 64-bit word, the partial's bits below bit 32 and a flag
         at bit 32, with a relaxed atomic exchange into a slot of its own; then it counts itself in on its row

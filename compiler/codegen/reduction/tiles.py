@@ -25,7 +25,7 @@ def live_row_tiles(ctx: GroupContext) -> int:
 def held_tiles_are_loads(ctx: GroupContext) -> bool:
     """Is a persistent kernel of the group two passes, keeping row tiles from the first to the second, every one
     of them a plain load of an input (cast or broadcast at most)?  An RMSNorm keeps x: reading it again costs a
-    cache hit and nothing else (``config.persistent_reread_loads``).  Softmax keeps exp(x - max): computing it
+    cache hit and nothing else (``config.persistent.reread_loads``).  Softmax keeps exp(x - max): computing it
     again costs more than holding it.  A layer norm's forward (three passes) would read x twice more and
     subtract its mean twice: unmeasured, it stays persistent."""
     k = _persistent_trial(ctx)
