@@ -1,15 +1,15 @@
-"""Benchmark nrm2 and layer norm: our kernels vs eager torch vs torch.compile (Inductor), one run.
+"""Benchmark nrm2 and layer norm: the hand kernels vs eager torch vs Inductor vs this project's compiler.
 
-    python -m bench.norms [--out reports/norms-h100.md] [--sweep]
+    python -m bench.norms [--out reports/kernels.md] [--only nrm2 layer_norm] [--sweep]
 
-Prints a Markdown report: the environment header, the measured device copy
-bandwidth, then per case and implementation the median latency, the achieved
-bandwidth (minimum bytes the operation must move / time) and its share of the
-copy bandwidth, and the targets of issue #4 with a met / missed verdict.
-``--sweep`` adds a grid search over the launch parameters of both kernels
-(through ``kernels.config.launch_overrides``) so the tables in
-``kernels/nrm2.py`` and ``kernels/layer_norm.py`` can be re-tuned for a device.
-On a machine without a GPU it prints a notice and exits 0.
+Prints a Markdown report: the environment header, the measured device copy bandwidth, then per case and
+implementation the median latency (``do_bench``, L2 flushed), the GPU time (the call's kernels' summed
+durations, torch.profiler), the host time to enqueue one call, the kernels per call, the achieved bandwidth
+(minimum bytes the operation must move / GPU time) and its share of the copy bandwidth; the slowest kernels of
+each hand-kernel call; the hand kernels against the compiler's generated code on the same op; and issue #39's
+targets with a met / missed verdict.  ``--sweep`` adds a grid search over the launch parameters of both kernels
+(through ``kernels.config.launch_overrides``) so the tables in ``kernels/nrm2.py`` and ``kernels/layer_norm.py``
+can be re-tuned for a device.  On a machine without a GPU it prints a notice and exits 0.
 """
 from __future__ import annotations
 
@@ -26,12 +26,21 @@ from tritondiff import kernels
 from tritondiff.base import timing as _timing
 from tritondiff.kernels.config import config
 
-# Issue #4 targets: ours must be at least as fast as this implementation.
+#: Issue #39's targets: (op, case) -> what ours must meet: ("latency", rival) -- at or below the rival's latency --
+#: or ("gpu_copy", fraction) -- at least that share of the copy bandwidth in GPU time.
 TARGETS = {
-    ("nrm2", "N=2^28 float32"): "eager",
-    ("layer_norm fwd+bwd", "1152000x16 float32"): "inductor",
-    ("layer_norm fwd+bwd", "1152000x16 float16"): "inductor",
+    ("nrm2", "N=2^20 float32"): ("latency", "eager"),
+    ("nrm2", "N=2^28 float32"): ("latency", "eager"),
+    ("layer_norm fwd op", "1152000x16 float32"): ("gpu_copy", 0.85),
+    ("layer_norm fwd op", "1152000x16 float16"): ("gpu_copy", 0.85),
+    ("layer_norm bwd op", "1152000x16 float32"): ("gpu_copy", 0.85),
+    ("layer_norm bwd op", "1152000x16 float16"): ("gpu_copy", 0.85),
+    ("layer_norm fwd+bwd", "4096x10240 float16"): ("latency", "eager"),
+    ("layer_norm fwd+bwd", "4096x10240 bfloat16"): ("latency", "eager"),
+    ("layer_norm fwd+bwd", "4096x10240 float32"): ("latency", "eager"),
 }
+#: ... and Inductor's latency too, where the rival is eager.
+ALSO_INDUCTOR = True
 
 
 @dataclass
@@ -39,34 +48,58 @@ class Row:
     op: str
     case: str
     impl: str
-    ms: float
+    ms: float                 # median latency
     nbytes: int
     max_err: float
+    gpu_ms: float = float("nan")
+    host_ms: float = float("nan")
+    launches: float = float("nan")
+    kernels: tuple = ()
+
+
+def _measure(op: str, case: str, impl: str, fn: Callable[[], object], nbytes: int, err: float) -> Row:
+    b = _timing.breakdown(fn)
+    return Row(op, case, impl, b.latency_ms, nbytes, err, b.gpu_ms, b.host_ms, b.launches, tuple(b.kernels))
+
+
+def _compiled(fn: Callable) -> Callable:
+    """``fn`` compiled by this project's compiler (``backend="tritondiff"``)."""
+    from tritondiff import compiler  # noqa: F401  (registers the backend)
+    return torch.compile(fn, backend="tritondiff", dynamic=False)
 
 
 def _nrm2_cases(dev: torch.device) -> list[tuple[str, torch.Tensor]]:
-    return [(f"N=2^{p} float32", torch.randn(2**p, device=dev)) for p in (20, 28)]
+    return [(f"N=2^{p} float32", torch.randn(2**p, device=dev)) for p in (16, 20, 24, 28)]
 
 
 def _layer_norm_cases(dev: torch.device) -> list[tuple[str, tuple[int, int], torch.dtype]]:
-    return [("1152000x16 float32", (1_152_000, 16), torch.float32),
-            ("1152000x16 float16", (1_152_000, 16), torch.float16),
-            ("4096x10240 float16", (4096, 10240), torch.float16)]
+    short = [(f"1152000x16 {_name(d)}", (1_152_000, 16), d) for d in (torch.float32, torch.float16, torch.bfloat16)]
+    mid = [(f"65536x64 {_name(d)}", (65536, 64), d) for d in (torch.float32, torch.bfloat16)]
+    wide = [(f"4096x{n} {_name(d)}", (4096, n), d) for n in (4096, 10240)
+            for d in (torch.float16, torch.bfloat16, torch.float32)]
+    return short + mid + wide
+
+
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
 
 
 def bench_nrm2(dev: torch.device) -> list[Row]:
     rows = []
     inductor = torch.compile(_vector_norm, dynamic=False)
+    ours_compiled = _compiled(_vector_norm)
     for case, x in _nrm2_cases(dev):
         ref = torch.linalg.vector_norm(x.double()).item()
         impls: dict[str, Callable[[], torch.Tensor]] = {
             "ours": lambda: kernels.nrm2(x),
+            "ours (op)": lambda: torch.ops.tritondiff.nrm2(x),
             "eager": lambda: torch.linalg.vector_norm(x),
             "inductor": lambda: inductor(x),
+            "compiler": lambda: ours_compiled(x),
         }
         for impl, fn in impls.items():
             err = abs(fn().item() - ref) / ref
-            rows.append(Row("nrm2", case, impl, _timing.bench(fn).median_ms, x.numel() * x.element_size(), err))
+            rows.append(_measure("nrm2", case, impl, fn, x.numel() * x.element_size(), err))
     return rows
 
 
@@ -77,37 +110,46 @@ def _fwd_bwd(fn: Callable, x, w, b, dy) -> Callable[[], tuple]:
     return run
 
 
+def _max_rel_err(out, ref) -> float:
+    return max(((o.double() - r).abs().max() / r.abs().max().clamp_min(1e-30)).item() for o, r in zip(out, ref))
+
+
 def bench_layer_norm(dev: torch.device) -> list[Row]:
     rows = []
     inductor = torch.compile(_layer_norm, dynamic=False)
+    compiled = _compiled(_layer_norm)
     for case, (m, n), dtype in _layer_norm_cases(dev):
         x = torch.randn(m, n, device=dev, dtype=dtype, requires_grad=True)
         w = torch.randn(n, device=dev, dtype=dtype, requires_grad=True)
         b = torch.randn(n, device=dev, dtype=dtype, requires_grad=True)
         dy = torch.randn(m, n, device=dev, dtype=dtype)
-        # Minimum traffic: forward reads x, writes y; backward reads x and dy,
-        # writes dx; plus mean/rstd (8 bytes a row out, 4 back in).
+        # Minimum traffic: forward reads x, writes y; backward reads x and dy, writes dx; plus mean/rstd (8 bytes
+        # a row out, 4 back in).
         nbytes = 5 * m * n * x.element_size() + 12 * m
         ref = [t.detach() for t in _fwd_bwd(_layer_norm, *_double(x, w, b), dy.double())()]
         impls = {
             "ours": _fwd_bwd(kernels.layer_norm, x, w, b, dy),
             "eager": _fwd_bwd(_layer_norm, x, w, b, dy),
             "inductor": _fwd_bwd(inductor, x, w, b, dy),
+            "compiler": _fwd_bwd(compiled, x, w, b, dy),
         }
         for impl, fn in impls.items():
-            out = fn()
-            err = max(((o.double() - r).abs().max() / r.abs().max().clamp_min(1e-30)).item() for o, r in zip(out, ref))
-            rows.append(Row("layer_norm fwd+bwd", case, impl, _timing.bench(fn).median_ms, nbytes, err))
-        # Our two ops alone (no autograd or Python wrapper): GPU time vs host overhead.
+            rows.append(_measure("layer_norm fwd+bwd", case, impl, fn, nbytes, _max_rel_err(fn(), ref)))
+        # The two ops alone (no autograd or Python wrapper), and the forward alone through each rival.
         xd, wd, bd = x.detach(), w.detach(), b.detach()
         _, _, rstd = torch.ops.tritondiff.layer_norm(xd, [n], wd, bd, 1e-5)
-        fwd = lambda: torch.ops.tritondiff.layer_norm(xd, [n], wd, bd, 1e-5)  # noqa: E731
+        fwd_bytes, bwd_bytes = 2 * m * n * x.element_size() + 8 * m, 3 * m * n * x.element_size() + 4 * m
+        y_ref = _layer_norm(xd.double(), (n,), wd.double(), bd.double())
+        forwards = {
+            "ours": lambda: torch.ops.tritondiff.layer_norm(xd, [n], wd, bd, 1e-5)[0],
+            "eager": lambda: _layer_norm(xd, (n,), wd, bd),
+            "inductor": lambda: inductor(xd, (n,), wd, bd),
+            "compiler": lambda: compiled(xd, (n,), wd, bd),
+        }
+        for impl, fn in forwards.items():
+            rows.append(_measure("layer_norm fwd op", case, impl, fn, fwd_bytes, _max_rel_err([fn()], [y_ref])))
         bwd = lambda: torch.ops.tritondiff.layer_norm_backward(dy, xd, wd, rstd, dtype, dtype)  # noqa: E731
-        rows.append(Row("layer_norm fwd op", case, "ours", _timing.bench(fwd).median_ms,
-                        2 * m * n * x.element_size() + 8 * m, float("nan")))
-        rows.append(Row("layer_norm bwd op", case, "ours", _timing.bench(bwd).median_ms,
-                        3 * m * n * x.element_size() + 4 * m, float("nan")))
-        del x, w, b, dy
+        rows.append(_measure("layer_norm bwd op", case, "ours", bwd, bwd_bytes, float("nan")))
         torch.cuda.empty_cache()
     return rows
 
@@ -125,21 +167,58 @@ def _double(x, w, b):
 
 
 def _report_rows(rows: list[Row], copy_gbps: float) -> str:
-    table = [(r.op, r.case, r.impl, r.ms, _timing.gbps(r.nbytes, r.ms), 100 * _timing.gbps(r.nbytes, r.ms) / copy_gbps,
-              "-" if r.max_err != r.max_err else f"{r.max_err:.1e}") for r in rows]
-    return _timing.markdown_table(("op", "case", "impl", "median ms", "GB/s", "% copy BW", "max rel err"), table)
+    def share(ms: float) -> str:
+        return f"{100 * _timing.gbps(r.nbytes, ms) / copy_gbps:.1f}" if ms == ms else "-"
+
+    table = []
+    for r in rows:
+        table.append((r.op, r.case, r.impl, f"{r.ms:.4f}", f"{r.gpu_ms:.4f}" if r.gpu_ms == r.gpu_ms else "-",
+                      f"{r.host_ms:.4f}" if r.host_ms == r.host_ms else "-",
+                      f"{r.launches:.0f}" if r.launches == r.launches else "-", share(r.gpu_ms), share(r.ms),
+                      "-" if r.max_err != r.max_err else f"{r.max_err:.1e}"))
+    return _timing.markdown_table(("op", "case", "impl", "latency ms", "GPU ms", "host ms", "kernels",
+                                   "% copy BW (GPU)", "% copy BW (latency)", "max rel err"), table)
 
 
-def _verdicts(rows: list[Row]) -> str:
-    by = {(r.op, r.case, r.impl): r.ms for r in rows}
-    lines = []
-    for (op, case), rival in TARGETS.items():
-        ours, theirs = by.get((op, case, "ours")), by.get((op, case, rival))
-        if ours is None or theirs is None:
+def _kernel_rows(rows: list[Row]) -> str:
+    """The hand kernels' calls, kernel by kernel (GPU ms per call)."""
+    table = [(r.op, r.case, name, f"{n:.0f}", f"{ms:.4f}") for r in rows if r.impl == "ours" for name, n, ms in r.kernels]
+    return _timing.markdown_table(("op", "case", "kernel", "launches", "GPU ms"), table)
+
+
+def _versus_compiler(rows: list[Row]) -> str:
+    """Each op and case the hand kernels and the compiler both ran: GPU time and latency side by side."""
+    by = {(r.op, r.case, r.impl): r for r in rows}
+    table = []
+    for (op, case, impl), ours in by.items():
+        gen = by.get((op, case, "compiler"))
+        if impl != "ours" or gen is None:
             continue
-        verdict = "met" if ours <= theirs else "MISSED"
-        lines.append(f"- {op} {case}: ours {ours:.3f} ms vs {rival} {theirs:.3f} ms: {verdict} "
-                     f"({theirs / ours:.2f}x)")
+        table.append((op, case, f"{ours.gpu_ms:.4f}", f"{gen.gpu_ms:.4f}", f"{gen.gpu_ms / ours.gpu_ms:.2f}x",
+                      f"{ours.ms:.4f}", f"{gen.ms:.4f}", f"{gen.ms / ours.ms:.2f}x"))
+    return _timing.markdown_table(("op", "case", "hand GPU ms", "compiler GPU ms", "hand speedup (GPU)",
+                                   "hand latency ms", "compiler latency ms", "hand speedup (latency)"), table)
+
+
+def _verdicts(rows: list[Row], copy_gbps: float) -> str:
+    by = {(r.op, r.case, r.impl): r for r in rows}
+    lines = []
+    for (op, case), (kind, want) in TARGETS.items():
+        ours = by.get((op, case, "ours"))
+        if ours is None:
+            continue
+        if kind == "gpu_copy":
+            got = _timing.gbps(ours.nbytes, ours.gpu_ms) / copy_gbps
+            lines.append(f"- {op} {case}: {100 * got:.1f}% of copy bandwidth in GPU time (goal {100 * want:.0f}%): "
+                         f"{'met' if got >= want else 'MISSED'}")
+            continue
+        rivals = [want] + (["inductor"] if ALSO_INDUCTOR and want == "eager" and op != "nrm2" else [])
+        for rival in rivals:
+            theirs = by.get((op, case, rival))
+            if theirs is None:
+                continue
+            lines.append(f"- {op} {case}: ours {ours.ms:.4f} ms vs {rival} {theirs.ms:.4f} ms latency: "
+                         f"{'met' if ours.ms <= theirs.ms else 'MISSED'} ({theirs.ms / ours.ms:.2f}x)")
     return "\n".join(lines)
 
 
@@ -189,24 +268,29 @@ def _fmt(params: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.norms", description=__doc__.splitlines()[0])
     parser.add_argument("--out", help="also write the Markdown report to this file")
+    parser.add_argument("--only", nargs="+", choices=("nrm2", "layer_norm"), default=("nrm2", "layer_norm"),
+                        help="these ops only")
     parser.add_argument("--sweep", action="store_true", help="grid-search the launch parameters too")
     args = parser.parse_args(argv)
     if not _timing.require_gpu("bench.norms"):
         return 0
     dev = torch.device("cuda")
-    _timing.print_header("nrm2 and layer norm: ours vs eager vs Inductor")
+    _timing.print_header("nrm2 and layer norm: hand kernels vs eager vs Inductor vs the compiler")
     copy = _timing.copy_bandwidth_gbps()
     print(f"measured device copy bandwidth: {copy:.1f} GB/s\n")
     sys.stdout.flush()
-    rows = bench_nrm2(dev) + bench_layer_norm(dev)
-    body = [_report_rows(rows, copy), "", "Targets (issue #4):", _verdicts(rows)]
+    rows = (bench_nrm2(dev) if "nrm2" in args.only else []) + (bench_layer_norm(dev) if "layer_norm" in args.only
+                                                                else [])
+    body = [_report_rows(rows, copy), "", "Hand kernels, kernel by kernel:", "", _kernel_rows(rows), "",
+            "Hand kernels vs the compiler's generated code:", "", _versus_compiler(rows), "",
+            "Targets (issue #39):", _verdicts(rows, copy)]
     if args.sweep:
         body += ["", sweep(dev)]
     text = "\n".join(body)
     print(text)
     if args.out:
         env = _timing.environment()
-        header = ("## nrm2 and layer norm: ours vs eager vs Inductor\n\n"
+        header = ("## nrm2 and layer norm: hand kernels vs eager vs Inductor vs the compiler\n\n"
                   + ", ".join(f"{k}: {v}" for k, v in env.items())
                   + f"\n\nmeasured device copy bandwidth: {copy:.1f} GB/s\n\n")
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
