@@ -7,9 +7,9 @@ implementation the median latency (``do_bench``, L2 flushed), the GPU time (the 
 durations, torch.profiler), the host time to enqueue one call, the kernels per call, the achieved bandwidth
 (minimum bytes the operation must move / GPU time) and its share of the copy bandwidth; the slowest kernels of
 each hand-kernel call; the hand kernels against the compiler's generated code on the same op; and issue #39's
-targets with a met / missed verdict.  ``--sweep`` adds a grid search over the launch parameters of both kernels
-(through ``kernels.config.launch_overrides``) so the tables in ``kernels/nrm2.py`` and ``kernels/layer_norm.py``
-can be re-tuned for a device.  On a machine without a GPU it prints a notice and exits 0.
+targets with a met / missed verdict.  ``--sweep`` runs a grid search over the launch parameters of both kernels
+(through ``kernels.config.launch_overrides``), ranked by GPU time, instead of the cases, so the tables in
+``kernels/nrm2.py`` and ``kernels/layer_norm.py`` can be re-tuned for a device.  On a machine without a GPU it prints a notice and exits 0.
 """
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ import itertools
 import os
 import sys
 from dataclasses import dataclass
-from typing import Callable
+from functools import partial
+from typing import Callable, Sequence
 
 import torch
 
@@ -57,9 +58,25 @@ class Row:
     kernels: tuple = ()
 
 
+#: Rows whose GPU time is still to be measured, with their calls (``_profile_all``).
+_PENDING: list[tuple[Row, Callable[[], object]]] = []
+
+
 def _measure(op: str, case: str, impl: str, fn: Callable[[], object], nbytes: int, err: float) -> Row:
-    b = _timing.breakdown(fn)
-    return Row(op, case, impl, b.latency_ms, nbytes, err, b.gpu_ms, b.host_ms, b.launches, tuple(b.kernels))
+    """Latency and host time now; GPU time later, after every row's latency (``_profile_all``): a profiler run
+    leaves Python-side launches slower for the rest of the process, which would inflate later latencies."""
+    row = Row(op, case, impl, _timing.bench(fn).median_ms, nbytes, err, host_ms=_timing.host_ms(fn))
+    _PENDING.append((row, fn))
+    return row
+
+
+def _profile_all() -> None:
+    """GPU time, launches and kernels of every row ``_measure`` made."""
+    for row, fn in _PENDING:
+        kernels_ = _timing.kernel_times(fn)
+        row.gpu_ms, row.launches, row.kernels = (sum(k[2] for k in kernels_), sum(k[1] for k in kernels_),
+                                                 tuple(kernels_))
+    _PENDING.clear()
 
 
 def _compiled(fn: Callable) -> Callable:
@@ -86,16 +103,16 @@ def _name(dtype: torch.dtype) -> str:
 
 def bench_nrm2(dev: torch.device) -> list[Row]:
     rows = []
-    inductor = torch.compile(_vector_norm, dynamic=False)
-    ours_compiled = _compiled(_vector_norm)
     for case, x in _nrm2_cases(dev):
+        # each case compiled on its own (a code object of its own: no shared recompile limit, no dynamic shapes)
+        inductor, ours_compiled = torch.compile(_fresh(_vector_norm), dynamic=False), _compiled(_fresh(_vector_norm))
         ref = torch.linalg.vector_norm(x.double()).item()
         impls: dict[str, Callable[[], torch.Tensor]] = {
-            "ours": lambda: kernels.nrm2(x),
-            "ours (op)": lambda: torch.ops.tritondiff.nrm2(x),
-            "eager": lambda: torch.linalg.vector_norm(x),
-            "inductor": lambda: inductor(x),
-            "compiler": lambda: ours_compiled(x),
+            "ours": partial(kernels.nrm2, x),           # partials, not lambdas: each row keeps its own case's
+            "ours (op)": partial(torch.ops.tritondiff.nrm2, x),           # tensors until _profile_all runs it
+            "eager": partial(torch.linalg.vector_norm, x),
+            "inductor": partial(inductor, x),
+            "compiler": partial(ours_compiled, x),
         }
         for impl, fn in impls.items():
             err = abs(fn().item() - ref) / ref
@@ -116,9 +133,8 @@ def _max_rel_err(out, ref) -> float:
 
 def bench_layer_norm(dev: torch.device) -> list[Row]:
     rows = []
-    inductor = torch.compile(_layer_norm, dynamic=False)
-    compiled = _compiled(_layer_norm)
     for case, (m, n), dtype in _layer_norm_cases(dev):
+        inductor, compiled = torch.compile(_fresh(_layer_norm), dynamic=False), _compiled(_fresh(_layer_norm))
         x = torch.randn(m, n, device=dev, dtype=dtype, requires_grad=True)
         w = torch.randn(n, device=dev, dtype=dtype, requires_grad=True)
         b = torch.randn(n, device=dev, dtype=dtype, requires_grad=True)
@@ -141,17 +157,28 @@ def bench_layer_norm(dev: torch.device) -> list[Row]:
         fwd_bytes, bwd_bytes = 2 * m * n * x.element_size() + 8 * m, 3 * m * n * x.element_size() + 4 * m
         y_ref = _layer_norm(xd.double(), (n,), wd.double(), bd.double())
         forwards = {
-            "ours": lambda: torch.ops.tritondiff.layer_norm(xd, [n], wd, bd, 1e-5)[0],
-            "eager": lambda: _layer_norm(xd, (n,), wd, bd),
-            "inductor": lambda: inductor(xd, (n,), wd, bd),
-            "compiler": lambda: compiled(xd, (n,), wd, bd),
+            "ours": partial(_op_forward, xd, n, wd, bd),
+            "eager": partial(_layer_norm, xd, (n,), wd, bd),
+            "inductor": partial(inductor, xd, (n,), wd, bd),
+            "compiler": partial(compiled, xd, (n,), wd, bd),
         }
         for impl, fn in forwards.items():
             rows.append(_measure("layer_norm fwd op", case, impl, fn, fwd_bytes, _max_rel_err([fn()], [y_ref])))
-        bwd = lambda: torch.ops.tritondiff.layer_norm_backward(dy, xd, wd, rstd, dtype, dtype)  # noqa: E731
+        bwd = partial(torch.ops.tritondiff.layer_norm_backward, dy, xd, wd, rstd, dtype, dtype)
         rows.append(_measure("layer_norm bwd op", case, "ours", bwd, bwd_bytes, float("nan")))
         torch.cuda.empty_cache()
     return rows
+
+
+def _fresh(fn: Callable) -> Callable:
+    """A copy of ``fn`` with a code object of its own: dynamo caches compiled graphs, and counts recompiles
+    against its limit, per code object, so each case's copy compiles once for its shapes."""
+    import types
+    return types.FunctionType(fn.__code__.replace(), fn.__globals__, f"{fn.__name__}_{len(_PENDING)}")
+
+
+def _op_forward(x, n, w, b):
+    return torch.ops.tritondiff.layer_norm(x, [n], w, b, 1e-5)[0]
 
 
 def _vector_norm(x):
@@ -222,42 +249,52 @@ def _verdicts(rows: list[Row], copy_gbps: float) -> str:
     return "\n".join(lines)
 
 
-def sweep(dev: torch.device) -> str:
-    """Grid-search the launch tables; returns Markdown tables, fastest first."""
-    out = []
-    x = torch.randn(2**28, device=dev)
-    grid = []
-    for block_bytes, vpt, warps_per_sm in itertools.product((8192, 16384, 32768, 65536), (8, 16, 32), (16, 32, 64)):
-        params = dict(block_bytes=block_bytes, values_per_thread=vpt, warps_per_sm=warps_per_sm)
-        with config.patch(launch_overrides={"nrm2": params}):
-            grid.append((_timing.bench(lambda: kernels.nrm2(x)).median_ms, params))
+def _gpu_ms(fn: Callable[[], object]) -> float:
+    """GPU time of one call of ``fn`` (its kernels' summed durations, torch.profiler)."""
+    fn()
+    return sum(k[2] for k in _timing.kernel_times(fn, iters=20))
+
+
+def _ranked(title: str, grid: list, keep: int) -> str:
     grid.sort(key=lambda t: t[0])
-    out.append("### nrm2 launch sweep, N=2^28 float32\n")
-    out.append(_timing.markdown_table(("median ms", "params"), [(ms, _fmt(p)) for ms, p in grid[:10]]))
-    del x
+    return f"\n### {title}\n\n" + _timing.markdown_table(("GPU ms", "params"), [(f"{ms:.4f}", _fmt(p))
+                                                                               for ms, p in grid[:keep]])
+
+
+def sweep(dev: torch.device, ops: Sequence[str]) -> str:
+    """Grid-search the launch tables by GPU time; returns Markdown tables, fastest first."""
+    out = []
+    if "nrm2" in ops:
+        for p in (20, 28):
+            x = torch.randn(2**p, device=dev)
+            grid = []
+            for block_bytes, vpt, warps_per_sm in itertools.product((4096, 8192, 16384), (8, 16), (16, 32, 64)):
+                params = dict(block_bytes=block_bytes, values_per_thread=vpt, warps_per_sm=warps_per_sm)
+                with config.patch(launch_overrides={"nrm2": params}):
+                    grid.append((_gpu_ms(lambda: kernels.nrm2(x)), params))
+            out.append(_ranked(f"nrm2 launch sweep, N=2^{p} float32", grid, 8))
+    if "layer_norm" not in ops:
+        return "\n".join(out)
     for dtype in (torch.float32, torch.float16):
         m, n = 1_152_000, 16
         x = torch.randn(m, n, device=dev, dtype=dtype)
         w, b, dy = torch.randn(n, device=dev, dtype=dtype), torch.randn(n, device=dev, dtype=dtype), torch.randn_like(x)
         _, _, rstd = torch.ops.tritondiff.layer_norm(x, [n], w, b, 1e-5)
         grid = []
-        for fwd_tile, vpt in itertools.product((4096, 8192, 16384, 32768), (8, 16, 32)):
+        for fwd_tile, vpt in itertools.product((4096, 8192, 16384, 32768), (4, 8, 16, 32)):
             params = dict(fwd_tile_bytes=fwd_tile, values_per_thread=vpt)
             with config.patch(launch_overrides={"layer_norm": params}):
-                grid.append((_timing.bench(lambda: torch.ops.tritondiff.layer_norm(x, [n], w, b, 1e-5)).median_ms,
-                             params))
-        grid.sort(key=lambda t: t[0])
-        out.append(f"\n### layer_norm forward launch sweep, 1152000x16 {dtype}\n")
-        out.append(_timing.markdown_table(("median ms", "params"), [(ms, _fmt(p)) for ms, p in grid[:6]]))
+                grid.append((_gpu_ms(lambda: torch.ops.tritondiff.layer_norm(x, [n], w, b, 1e-5)), params))
+        out.append(_ranked(f"layer_norm forward launch sweep, {m}x{n} {_name(dtype)}", grid, 6))
         grid = []
-        for bwd_tile, vpt, per_sm in itertools.product((2048, 4096, 8192, 16384), (8, 16, 32), (2, 4, 8)):
-            params = dict(bwd_tile_bytes=bwd_tile, values_per_thread=vpt, programs_per_sm=per_sm)
+        for bwd_tile, vpt, per_sm, stages, tile_acc in itertools.product((4096, 8192), (8, 16, 32), (1, 2, 4),
+                                                                         (2, 3, 4), (True,)):
+            params = dict(bwd_tile_bytes=bwd_tile, values_per_thread=vpt, programs_per_sm=per_sm, bwd_stages=stages,
+                          bwd_tile_acc=tile_acc)
             with config.patch(launch_overrides={"layer_norm": params}):
-                grid.append((_timing.bench(lambda: torch.ops.tritondiff.layer_norm_backward(
-                    dy, x, w, rstd, dtype, dtype)).median_ms, params))
-        grid.sort(key=lambda t: t[0])
-        out.append(f"\n### layer_norm backward launch sweep, 1152000x16 {dtype}\n")
-        out.append(_timing.markdown_table(("median ms", "params"), [(ms, _fmt(p)) for ms, p in grid[:6]]))
+                grid.append((_gpu_ms(lambda: torch.ops.tritondiff.layer_norm_backward(dy, x, w, rstd, dtype, dtype)),
+                             params))
+        out.append(_ranked(f"layer_norm backward launch sweep, {m}x{n} {_name(dtype)}", grid, 8))
     return "\n".join(out)
 
 
@@ -270,7 +307,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", help="also write the Markdown report to this file")
     parser.add_argument("--only", nargs="+", choices=("nrm2", "layer_norm"), default=("nrm2", "layer_norm"),
                         help="these ops only")
-    parser.add_argument("--sweep", action="store_true", help="grid-search the launch parameters too")
+    parser.add_argument("--sweep", action="store_true",
+                        help="grid-search the launch parameters of the --only ops by GPU time instead")
     args = parser.parse_args(argv)
     if not _timing.require_gpu("bench.norms"):
         return 0
@@ -279,14 +317,15 @@ def main(argv: list[str] | None = None) -> int:
     copy = _timing.copy_bandwidth_gbps()
     print(f"measured device copy bandwidth: {copy:.1f} GB/s\n")
     sys.stdout.flush()
-    rows = (bench_nrm2(dev) if "nrm2" in args.only else []) + (bench_layer_norm(dev) if "layer_norm" in args.only
-                                                                else [])
-    body = [_report_rows(rows, copy), "", "Hand kernels, kernel by kernel:", "", _kernel_rows(rows), "",
-            "Hand kernels vs the compiler's generated code:", "", _versus_compiler(rows), "",
-            "Targets (issue #39):", _verdicts(rows, copy)]
     if args.sweep:
-        body += ["", sweep(dev)]
-    text = "\n".join(body)
+        text = sweep(dev, args.only)
+    else:
+        rows = (bench_nrm2(dev) if "nrm2" in args.only else []) + (bench_layer_norm(dev) if "layer_norm" in args.only
+                                                                    else [])
+        _profile_all()
+        text = "\n".join([_report_rows(rows, copy), "", "Hand kernels, kernel by kernel:", "", _kernel_rows(rows), "",
+                          "Hand kernels vs the compiler's generated code:", "", _versus_compiler(rows), "",
+                          "Targets (issue #39):", _verdicts(rows, copy)])
     print(text)
     if args.out:
         env = _timing.environment()

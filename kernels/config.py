@@ -27,15 +27,20 @@ from .exc import LaunchConfigError
 _T = TypeVar("_T")
 
 
-def _parse_launch(spec: str) -> dict[str, dict[str, int]]:
-    """``"kernel.param=int,..."`` -> ``{kernel: {param: int}}`` (TRITONDIFF_KERNEL_LAUNCH)."""
-    out: dict[str, dict[str, int]] = {}
+def _parse_launch(spec: str) -> dict[str, dict[str, int | bool]]:
+    """``"kernel.param=int,..."`` -> ``{kernel: {param: int}}`` (TRITONDIFF_KERNEL_LAUNCH); ``true`` / ``false``
+    for a switch."""
+    out: dict[str, dict[str, int | bool]] = {}
     for item in filter(None, (s.strip() for s in spec.split(","))):
         key, sep, value = item.partition("=")
         kernel, dot, param = key.strip().partition(".")
         if not (sep and dot and kernel and param):
             raise LaunchConfigError(f"TRITONDIFF_KERNEL_LAUNCH item {item!r} is not 'kernel.param=int'",
                                     kernel=kernel or "?")
+        word = value.strip().lower()
+        if word in ("true", "false"):
+            out.setdefault(kernel, {})[param.strip()] = word == "true"
+            continue
         try:
             out.setdefault(kernel, {})[param.strip()] = int(value)
         except ValueError:
@@ -82,13 +87,17 @@ class KernelConfig(TypedConfig):
         changes = self.launch_overrides.get(kernel)
         if not changes:
             return entry
-        fields = {f.name for f in dataclasses.fields(entry)}  # type: ignore[arg-type]
+        fields = {f.name: str(f.type) for f in dataclasses.fields(entry)}  # type: ignore[arg-type]
         for name, value in changes.items():
             if name not in fields:
                 raise LaunchConfigError(
                     f"launch override {kernel}.{name}: {kernel} has no parameter {name!r}; "
                     f"it has {', '.join(sorted(fields))}", kernel=kernel, parameter=name)
-            if not isinstance(value, int) or value < 1:
+            if fields[name] == "bool":
+                if not isinstance(value, bool):
+                    raise LaunchConfigError(f"launch override {kernel}.{name}={value!r}: expected True or False",
+                                            kernel=kernel, parameter=name)
+            elif not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise LaunchConfigError(f"launch override {kernel}.{name}={value!r}: expected a positive int",
                                         kernel=kernel, parameter=name)
         return dataclasses.replace(entry, **changes)  # type: ignore[type-var]

@@ -18,9 +18,10 @@ Maths, per row x of length N (all sums over the row):
 Stability.  Variance is never E[x**2] - E[x]**2 (which cancels catastrophically
 when |mean| >> std).  More than that, a float32 mean near 1e4 is itself only
 good to half an ulp (5e-4), which is 5% of a 1e-2 std; so rows are centred
-twice: d = x - shift with shift ~ mean (exact for x within a factor 2 of
-shift), then xc = d - mean(d).  Rows held in registers do this in passes over
-the registers; rows too wide for registers take shift from their first chunk
+twice: d = x - shift with shift within a few std of the mean (exact for x
+within a factor 2 of shift), then xc = d - mean(d).  Rows held in registers
+take the row's first element as shift; rows too wide for registers take shift
+from their first chunk
 and merge per-chunk (mean, M2) pairs of d with Chan et al.'s rule,
 M2 = M2_a + M2_b + delta**2 * n_a * n_b / n.  The backward recentres x the same
 way instead of trusting the rounded saved mean, so it needs only rstd.
@@ -60,7 +61,10 @@ dy * xhat) run in float64: |dy * xhat| reaches max(dtype) * sqrt(N), and a sum
 of M such terms stays below 2**1024 for any M below 2**31, so no partial sum
 overflows where the true sum is finite (float32 partials of near-max dy gave
 inf - inf = NaN where the exact dbias is finite or +-inf); the result is
-rounded once, at the store.  dx keeps float32 arithmetic like torch's own
+rounded once, at the store.  A float16 dy is the exception: |xhat| <= sqrt(N),
+so a product is at most 65504 * sqrt(N) and the row-resident backward sums a tile's rows in
+float32 (no overflow for any tile) and adds those sums in float64, sparing a
+float64 conversion per element.  dx keeps float32 arithmetic like torch's own
 kernels: g = dy * w overflows where |dy * w| passes the dtype's max, as eager's
 does.
 
@@ -132,21 +136,20 @@ def _layer_norm_fwd_kernel(x_ptr, y_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N,
     mask = row_mask[:, None] & col_mask[None, :]
     rows64 = rows.to(tl.int64)
     x = tl.load(x_ptr + rows64[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+    # Each row's first element (one more load of a line just read): the shift.
+    x0 = tl.load(x_ptr + rows64 * stride_x, mask=row_mask, other=0.0).to(tl.float32)
     # xs = x * scale, max |xs| in [2, 4): exact, and no square or sum below can
     # overflow (|x| near float32 max) or lose bits (subnormal x).
-    hi = tl.max(tl.where(mask, x, -3.4028234663852886e38), axis=1)
-    lo = tl.min(tl.where(mask, x, 3.4028234663852886e38), axis=1)
-    field = 255 - (tl.maximum(tl.abs(hi), tl.abs(lo)).to(tl.int32, bitcast=True) >> 23)
+    field = 255 - (tl.max(tl.abs(x), axis=1).to(tl.int32, bitcast=True) >> 23)
     field = tl.minimum(tl.maximum(field, 1), 253)
     scale = (field << 23).to(tl.float32, bitcast=True)
     inv_scale = ((254 - field) << 23).to(tl.float32, bitcast=True)
     xs = x * scale[:, None]
-    # Centre twice: shift = sum(xs) / N carries float32 rounding of about
-    # log2(N) ulps of |mean|, a visible fraction of std when |mean| >> std; so
-    # d = xs - shift (exact for xs within a factor 2 of shift), then
-    # xc = d - mean(d), var_s = mean(xc**2) = var * scale**2.  A constant row
-    # takes its value as shift, so xc is exactly 0 (see "Range").
-    shift = tl.where(hi == lo, hi * scale, tl.sum(xs, axis=1) / N)
+    # Centre twice: d = xs - shift with shift the row's first element (exact
+    # for xs within a factor 2 of it, as a row whose |mean| >> std has all its
+    # elements), then xc = d - mean(d), var_s = mean(xc**2) = var * scale**2.
+    # A constant row is its own shift, so xc is exactly 0 (see "Range").
+    shift = x0 * scale
     d = tl.where(mask, xs - shift[:, None], 0.0)
     d_mean = tl.sum(d, axis=1) / N
     xc = tl.where(mask, d - d_mean[:, None], 0.0)
@@ -244,7 +247,8 @@ def _layer_norm_fwd_looped_kernel(x_ptr, y_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr
 def _layer_norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, part_ptr, dw_ptr, db_ptr,
                            M, N, stride_dy, stride_x,
                            HAS_W: tl.constexpr, FUSE_DWDB: tl.constexpr, FINAL_DWDB: tl.constexpr,
-                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                           BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, TILE_ACC: tl.constexpr,
+                           STAGES: tl.constexpr, F32_TILE_SUMS: tl.constexpr):
     # Persistent: program p of P takes row blocks p, p + P, ...  Per row,
     #   dx = rstd * (g - mean(g) - xhat * mean(g * xhat)),  g = dy * w.
     # xhat is rebuilt from x in registers exactly as the forward does (scale,
@@ -252,10 +256,16 @@ def _layer_norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, part_ptr, dw_
     # float32 mean, whose rounding is up to half an ulp of |mean|:
     # xhat = xc * rstd_s with rstd_s = rstd / scale (clamped to float32's max:
     # only a constant row, xc = 0, reaches it).
-    # With FUSE_DWDB it also keeps sum(dy * xhat) and sum(dy) over its rows in
-    # [BLOCK_M, BLOCK_N] registers (elementwise adds, no per-tile reduction),
-    # and writes them as partial rows part[0, p, :] and part[1, p, :]; with
-    # FINAL_DWDB (a single program) they are dweight and dbias themselves.
+    # With FUSE_DWDB it also keeps sum(dy * xhat) and sum(dy) over its rows --
+    # in [BLOCK_M, BLOCK_N] registers with TILE_ACC (elementwise adds, no
+    # per-tile reduction), else in [BLOCK_N] (each tile's column sums added:
+    # fewer registers, a reduction across rows per tile) -- and writes them as
+    # partial rows part[0, p, :] and part[1, p, :]; with FINAL_DWDB (a single
+    # program) they are dweight and dbias themselves.  With F32_TILE_SUMS (a
+    # float16 dy: |dy * xhat| <= 65504 * sqrt(N) cannot overflow a float32 sum of
+    # a tile's rows, see "Backward") each tile's column sums run in float32 and only they are
+    # added in float64: no float64 conversion per element.  STAGES > 1 pipelines
+    # the row-block loop (the next block's loads in flight during this one's math).
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
     cols = tl.arange(0, BLOCK_N)
@@ -264,26 +274,29 @@ def _layer_norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, part_ptr, dw_
         w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
     else:
         w = tl.full([BLOCK_N], 1.0, dtype=tl.float32)
-    dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float64)  # float64: see "Backward"
-    db_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float64)
+    if TILE_ACC and not F32_TILE_SUMS:
+        dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float64)  # float64: see "Backward"
+        db_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float64)
+    else:
+        dw_acc = tl.zeros([BLOCK_N], dtype=tl.float64)
+        db_acc = tl.zeros([BLOCK_N], dtype=tl.float64)
     # ceil(M / BLOCK_M) as (M - 1) // BLOCK_M + 1 (M >= 1 here): tl.cdiv's M + BLOCK_M - 1 wraps for an
     # int32 M near 2**31
-    for block in tl.range(pid, (M - 1) // BLOCK_M + 1, num_programs):
+    for block in tl.range(pid, (M - 1) // BLOCK_M + 1, num_programs, num_stages=STAGES):
         rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
         row_mask = rows < M
         mask = row_mask[:, None] & col_mask[None, :]
         rows64 = rows.to(tl.int64)
         x = tl.load(x_ptr + rows64[:, None] * stride_x + cols[None, :], mask=mask, other=0.0).to(tl.float32)
+        x0 = tl.load(x_ptr + rows64 * stride_x, mask=row_mask, other=0.0).to(tl.float32)
         dy = tl.load(dy_ptr + rows64[:, None] * stride_dy + cols[None, :], mask=mask, other=0.0).to(tl.float32)
         rstd = tl.load(rstd_ptr + rows, mask=row_mask, other=0.0)
-        hi = tl.max(tl.where(mask, x, -3.4028234663852886e38), axis=1)
-        lo = tl.min(tl.where(mask, x, 3.4028234663852886e38), axis=1)
-        field = 255 - (tl.maximum(tl.abs(hi), tl.abs(lo)).to(tl.int32, bitcast=True) >> 23)
+        field = 255 - (tl.max(tl.abs(x), axis=1).to(tl.int32, bitcast=True) >> 23)
         field = tl.minimum(tl.maximum(field, 1), 253)
         scale = (field << 23).to(tl.float32, bitcast=True)
         inv_scale = ((254 - field) << 23).to(tl.float32, bitcast=True)
         xs = x * scale[:, None]
-        shift = tl.where(hi == lo, hi * scale, tl.sum(xs, axis=1) / N)
+        shift = x0 * scale
         d = tl.where(mask, xs - shift[:, None], 0.0)
         rstd_s = tl.where(rstd <= 3.4028234663852886e38, tl.minimum(rstd * inv_scale, 3.4028234663852886e38), rstd)
         xhat = tl.where(mask, (d - (tl.sum(d, axis=1) / N)[:, None]) * rstd_s[:, None], 0.0)
@@ -293,16 +306,30 @@ def _layer_norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, part_ptr, dw_
         dx = (g - (xhat * c1[:, None] + c2[:, None])) * rstd[:, None]
         tl.store(dx_ptr + rows64[:, None] * N + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask=mask)
         if FUSE_DWDB:
-            dy64 = dy.to(tl.float64)
-            dw_acc += dy64 * xhat.to(tl.float64)
-            db_acc += dy64
+            if F32_TILE_SUMS:
+                dw_acc += tl.sum(dy * xhat, axis=0).to(tl.float64)
+                db_acc += tl.sum(dy, axis=0).to(tl.float64)
+            elif TILE_ACC:
+                dy64 = dy.to(tl.float64)
+                dw_acc += dy64 * xhat.to(tl.float64)
+                db_acc += dy64
+            else:
+                dy64 = dy.to(tl.float64)
+                dw_acc += tl.sum(dy64 * xhat.to(tl.float64), axis=0)
+                db_acc += tl.sum(dy64, axis=0)
+    if TILE_ACC and not F32_TILE_SUMS:
+        dw_sum = tl.sum(dw_acc, axis=0)
+        db_sum = tl.sum(db_acc, axis=0)
+    else:
+        dw_sum = dw_acc
+        db_sum = db_acc
     if FINAL_DWDB:
-        tl.store(dw_ptr + cols, tl.sum(dw_acc, axis=0).to(tl.float32).to(dw_ptr.dtype.element_ty), mask=col_mask)
-        tl.store(db_ptr + cols, tl.sum(db_acc, axis=0).to(tl.float32).to(db_ptr.dtype.element_ty), mask=col_mask)
+        tl.store(dw_ptr + cols, dw_sum.to(tl.float32).to(dw_ptr.dtype.element_ty), mask=col_mask)
+        tl.store(db_ptr + cols, db_sum.to(tl.float32).to(db_ptr.dtype.element_ty), mask=col_mask)
     elif FUSE_DWDB:
         slot = pid.to(tl.int64) * N
-        tl.store(part_ptr + slot + cols, tl.sum(dw_acc, axis=0), mask=col_mask)
-        tl.store(part_ptr + num_programs.to(tl.int64) * N + slot + cols, tl.sum(db_acc, axis=0), mask=col_mask)
+        tl.store(part_ptr + slot + cols, dw_sum, mask=col_mask)
+        tl.store(part_ptr + num_programs.to(tl.int64) * N + slot + cols, db_sum, mask=col_mask)
 
 
 @triton.jit
@@ -442,6 +469,8 @@ class LayerNormLaunch:
     values_per_thread: int  # float32 values a thread holds per forward tile (half in the backward): num_warps
     programs_per_sm: int  # persistent backward grid, and M-splits of the dweight/dbias kernel
     reduce_tile_numel: int  # float64 partials per tile of the final dweight/dbias reduce (one wide program)
+    bwd_tile_acc: bool = True  # row-resident backward: dweight/dbias sums kept per tile element, not per column
+    bwd_stages: int = 1  # row-resident backward: pipelining depth of its row-block loop (1: none)
 
 
 # One table per architecture.  GPU: 16 KiB forward / 8 KiB backward tiles
@@ -452,12 +481,12 @@ _LAUNCH = {
     "interpreter": LayerNormLaunch(fwd_tile_bytes=1 << 20, bwd_tile_bytes=1 << 20, max_row_fwd=1 << 18,
                                    max_row_bwd=1 << 18, loop_block=1 << 16, col_block=1 << 16,
                                    values_per_thread=16, programs_per_sm=4, reduce_tile_numel=1 << 16),
-    "sm90": LayerNormLaunch(fwd_tile_bytes=16384, bwd_tile_bytes=8192, max_row_fwd=16384, max_row_bwd=8192,
-                            loop_block=4096, col_block=256, values_per_thread=16, programs_per_sm=4,
-                            reduce_tile_numel=8192),
-    "default": LayerNormLaunch(fwd_tile_bytes=16384, bwd_tile_bytes=8192, max_row_fwd=16384, max_row_bwd=8192,
-                               loop_block=4096, col_block=256, values_per_thread=16, programs_per_sm=4,
-                            reduce_tile_numel=8192),
+    "sm90": LayerNormLaunch(fwd_tile_bytes=4096, bwd_tile_bytes=4096, max_row_fwd=16384, max_row_bwd=8192,
+                            loop_block=4096, col_block=256, values_per_thread=32, programs_per_sm=4,
+                            reduce_tile_numel=8192, bwd_stages=2),
+    "default": LayerNormLaunch(fwd_tile_bytes=4096, bwd_tile_bytes=4096, max_row_fwd=16384, max_row_bwd=8192,
+                               loop_block=4096, col_block=256, values_per_thread=32, programs_per_sm=4,
+                               reduce_tile_numel=8192, bwd_stages=2),
 }
 register_launch_names("layer_norm")
 
@@ -499,8 +528,8 @@ def _backward_plan(m: int, n: int, itemsize: int, lp: LayerNormLaunch, sms: int)
         block_m = _tile_rows(lp.bwd_tile_bytes, itemsize, block_n, m)
         programs = max(1, min(target_programs, cdiv(m, block_m)))
         plan.update(grid=(programs,), n_part=programs, meta=dict(
-            BLOCK_M=block_m, BLOCK_N=block_n, FINAL_DWDB=programs == 1,
-            num_warps=_num_warps(block_m * block_n, lp.values_per_thread // 2)))
+            BLOCK_M=block_m, BLOCK_N=block_n, FINAL_DWDB=programs == 1, TILE_ACC=lp.bwd_tile_acc,
+            STAGES=lp.bwd_stages, num_warps=_num_warps(block_m * block_n, lp.values_per_thread // 2)))
     else:
         block = min(pow2_floor(lp.loop_block), block_n)
         block_m = _tile_rows(lp.bwd_tile_bytes, itemsize, block_c, m)
@@ -578,7 +607,8 @@ def _backward(dy: torch.Tensor, x: torch.Tensor, weight: Optional[torch.Tensor],
         final = plan["meta"]["FINAL_DWDB"]
         part = dw if final else torch.empty(2 * plan["n_part"] * n, dtype=torch.float64, device=dev)
         launch(_layer_norm_bwd_kernel, plan["grid"], dy2, x2, w, rstd, dx, part, dw, db, m, n, dy2.stride(0),
-               x2.stride(0), HAS_W=weight is not None, FUSE_DWDB=True, **plan["meta"])
+               x2.stride(0), HAS_W=weight is not None, FUSE_DWDB=True,
+               F32_TILE_SUMS=dy.dtype == torch.float16, **plan["meta"])
         if final:
             return _cast(dx, x.dtype), _cast(dw, dweight_dtype), _cast(db, dbias_dtype)
     else:

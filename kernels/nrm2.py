@@ -13,15 +13,18 @@ Algorithm (LAPACK ``nrm2`` in spirit, with power-of-two scales):
   float32 overflow however large ``x`` is (1e20 squared is 1e40, past float32's
   3.4e38), and tiny inputs are scaled up instead of underflowing.  Scaling by a
   power of two is exact, so the scaling adds no rounding error of its own.
-* ``_nrm2_partial_kernel``: a persistent grid of P programs; program p walks the
-  tiles p, p + P, p + 2P, ...  Per tile it takes the tile's max |x|, and if that
-  needs a smaller ``k`` it rescales its running sums once (online rescaling),
-  then adds the scaled squares elementwise into a per-lane accumulator.  Full
-  tiles load unmasked (vectorised); only the one ragged last tile is masked.
-  Each program writes its own ``(k_p, s_p)`` slot: no atomics anywhere.
-* ``_nrm2_finish_kernel``: one program combines the P partials in a fixed order,
-  ``K = min k_p``, ``S = sum s_p * 2**(2(K - k_p))``, ``||x|| = sqrt(S) * 2**-K``.
-  Fixed grid, fixed tile order, fixed reduction trees: bitwise reproducible.
+* ``_nrm2_kernel``, one launch: a persistent grid of P programs; program p walks
+  the tiles p, p + P, p + 2P, ...  Per tile it takes the tile's max |x|, and if
+  that needs a smaller ``k`` it rescales its running sums once (online
+  rescaling), then adds the scaled squares elementwise into a per-lane
+  accumulator.  Full tiles load unmasked (vectorised); only the one ragged last
+  tile is masked.  Each program writes its own ``(k_p, s_p)`` slot, then counts
+  itself in on an arrival counter; the program that arrives last combines the P
+  partials in a fixed order, ``K = min k_p``, ``S = sum s_p * 2**(2(K - k_p))``,
+  ``||x|| = sqrt(S) * 2**-K``, and sets the counter back to zero.  Fixed grid,
+  fixed tile order, fixed reduction trees: bitwise reproducible, whichever
+  program finishes last.  One launch, not a partial and a finish kernel: at
+  small N the host's launch is most of the call (issue #39).
 
 inf and NaN fall out naturally: an inf tile gets the smallest scale and makes
 ``s`` inf; a NaN makes ``s`` NaN, and NaN + inf is NaN as in torch.
@@ -32,6 +35,7 @@ Gradient: ``d||x||/dx_i = x_i / ||x||``, so ``grad_x = g * x / ||x||``; at
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import torch
 import triton
@@ -52,8 +56,9 @@ _MAX_PROGRAMS = 16384  # the finish kernel holds every partial in one tile
 
 
 @triton.jit
-def _nrm2_partial_kernel(x_ptr, ws_ptr, N, BLOCK: tl.constexpr):
-    # Program p of P walks tiles p, p + P, ... and writes k_p to ws[p], s_p to ws[P + p].
+def _nrm2_kernel(x_ptr, ws_ptr, count_ptr, out_ptr, N, BLOCK: tl.constexpr, BLOCK_P: tl.constexpr):
+    # Program p of P walks tiles p, p + P, ... and writes k_p to ws[p], s_p to ws[P + p]; the last to arrive
+    # combines them into out.
     #
     # State (k, acc): the sum of squares so far is sum(acc) * 2**(-2k).
     # Per tile, with m = max|x| of the tile and e its binary exponent
@@ -96,26 +101,30 @@ def _nrm2_partial_kernel(x_ptr, ws_ptr, N, BLOCK: tl.constexpr):
         acc += xs * xs
     tl.store(ws_ptr + pid, k.to(tl.float32))  # a small integer: exact in float32
     tl.store(ws_ptr + num_programs + pid, tl.sum(acc, axis=0))
-
-
-@triton.jit
-def _nrm2_finish_kernel(ws_ptr, out_ptr, P, BLOCK_P: tl.constexpr):
-    # Combine the P partials (k_p, s_p) in one fixed-order tile:
-    #   K = min_p k_p   (the scale of the largest magnitude)
-    #   S = sum_p s_p * 2**(2(K - k_p))   (every term brought to scale 2**K)
-    #   ||x|| = sqrt(S) * 2**-K
-    # 2**-K spans [2**-127, 2**126]: applied as two in-range factors.
-    offs = tl.arange(0, BLOCK_P)
-    mask = offs < P
-    k = tl.load(ws_ptr + offs, mask=mask, other=127.0).to(tl.int32)
-    s = tl.load(ws_ptr + P + offs, mask=mask, other=0.0)
-    k_min = tl.min(k, axis=0)
-    f = ((tl.maximum(k_min - k, -126) + 127) << 23).to(tl.float32, bitcast=True)
-    total = tl.sum(s * f * f, axis=0)
-    half = (-k_min) >> 1
-    norm = tl.sqrt_rn(total) * ((half + 127) << 23).to(tl.float32, bitcast=True)
-    norm = norm * ((-k_min - half + 127) << 23).to(tl.float32, bitcast=True)
-    tl.store(out_ptr, norm.to(out_ptr.dtype.element_ty))
+    # Count in.  The barrier puts every thread's stores before the count, whose acq_rel atomic publishes them
+    # at GPU scope (a release) and, in the last program, orders its reads after every other program's stores
+    # (an acquire); those reads bypass L1 (.cg), where a line of an earlier call may linger.
+    tl.debug_barrier()
+    arrived = tl.atomic_add(count_ptr, 1, sem="acq_rel")
+    if arrived == num_programs - 1:
+        tl.debug_barrier()
+        # Combine the P partials (k_p, s_p) in one fixed-order tile:
+        #   K = min_p k_p   (the scale of the largest magnitude)
+        #   S = sum_p s_p * 2**(2(K - k_p))   (every term brought to scale 2**K)
+        #   ||x|| = sqrt(S) * 2**-K
+        # 2**-K spans [2**-127, 2**126]: applied as two in-range factors.
+        slots = tl.arange(0, BLOCK_P)
+        mask = slots < num_programs
+        ks = tl.load(ws_ptr + slots, mask=mask, other=127.0, cache_modifier=".cg").to(tl.int32)
+        s = tl.load(ws_ptr + num_programs + slots, mask=mask, other=0.0, cache_modifier=".cg")
+        k_min = tl.min(ks, axis=0)
+        f = ((tl.maximum(k_min - ks, -126) + 127) << 23).to(tl.float32, bitcast=True)
+        total = tl.sum(s * f * f, axis=0)
+        half = (-k_min) >> 1
+        norm = tl.sqrt_rn(total) * ((half + 127) << 23).to(tl.float32, bitcast=True)
+        norm = norm * ((-k_min - half + 127) << 23).to(tl.float32, bitcast=True)
+        tl.store(out_ptr, norm.to(out_ptr.dtype.element_ty))
+        tl.store(count_ptr, 0)          # left zero for the next call
 
 
 # --------------------------------------------------------------------------- launch
@@ -142,24 +151,47 @@ _LAUNCH = {
 register_launch_names("nrm2")
 
 
-def _launch_nrm2(flat: torch.Tensor) -> torch.Tensor:
-    """Run the two kernels on a contiguous 1-D tensor; returns the 0-d norm in flat's dtype."""
-    n = flat.numel()
-    if n == 0:
-        return torch.zeros((), dtype=flat.dtype, device=flat.device)
-    out = torch.empty((), dtype=store_dtype(flat.dtype), device=flat.device)
-    lp = config.launch("nrm2", _LAUNCH, flat.device)
-    block = pow2_ceil(max(lp.block_bytes // flat.element_size(), 1))
-    if _device.is_interpreter():  # a smaller tile wastes less numpy work on small inputs
+#: (device, stream) -> (partials workspace, arrival counter), allocated once: the kernel overwrites the
+#: partials before it reads them and leaves the counter zero, and calls on one stream run one after another.
+_SCRATCH: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def _scratch(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The workspace (room for ``_MAX_PROGRAMS`` partials) and zeroed arrival counter of the current stream."""
+    index = device.index if device.index is not None else 0
+    key = (device.type, index, _raw_stream(index) if device.type == "cuda" and _raw_stream else None)
+    found = _SCRATCH.get(key)
+    if found is None:
+        found = _SCRATCH[key] = (torch.empty(2 * _MAX_PROGRAMS, dtype=torch.float32, device=device),
+                                 torch.zeros(1, dtype=torch.int32, device=device))
+    return found
+
+
+@functools.lru_cache(maxsize=256)
+def _plan(n: int, itemsize: int, lp: Nrm2Launch, sms: int, interpreter: bool) -> tuple[int, int, int]:
+    """(programs, BLOCK, num_warps) of the kernel over ``n`` elements."""
+    block = pow2_ceil(max(lp.block_bytes // itemsize, 1))
+    if interpreter:  # a smaller tile wastes less numpy work on small inputs
         block = min(block, pow2_ceil(n))
     num_warps = max(1, min(16, block // (32 * lp.values_per_thread)))
     per_sm = max(1, lp.warps_per_sm // num_warps)
-    programs = max(1, min(sm_count(flat.device) * per_sm, cdiv(n, block), _MAX_PROGRAMS))
-    ws = torch.empty(2 * programs, dtype=torch.float32, device=flat.device)
-    launch(_nrm2_partial_kernel, (programs,), flat, ws, n, BLOCK=block, num_warps=num_warps)
-    launch(_nrm2_finish_kernel, (1,), ws, out, programs, BLOCK_P=pow2_ceil(programs),
-           num_warps=4 if programs > 1024 else 1)
-    return out.to(flat.dtype)
+    return max(1, min(sms * per_sm, cdiv(n, block), _MAX_PROGRAMS)), block, num_warps
+
+
+def _launch_nrm2(flat: torch.Tensor) -> torch.Tensor:
+    """Run the kernel on a contiguous 1-D tensor; returns the 0-d norm in flat's dtype."""
+    n = flat.numel()
+    if n == 0:
+        return torch.zeros((), dtype=flat.dtype, device=flat.device)
+    device = flat.device
+    out = torch.empty((), dtype=store_dtype(flat.dtype), device=device)
+    programs, block, num_warps = _plan(n, flat.element_size(), config.launch("nrm2", _LAUNCH, device),
+                                       sm_count(device), _device.is_interpreter())
+    ws, count = _scratch(device)
+    launch(_nrm2_kernel, (programs,), flat, ws, count, out, n, BLOCK=block, BLOCK_P=pow2_ceil(programs),
+           num_warps=num_warps)
+    return out if out.dtype == flat.dtype else out.to(flat.dtype)
 
 
 def _flatten(x: torch.Tensor) -> torch.Tensor:

@@ -104,6 +104,16 @@ def test_persistent_backward_many_row_blocks(shape):
         _check(*_make(shape, torch.float32, seed=shape[0]))
 
 
+@pytest.mark.parametrize("tile_acc, stages", [(False, 1), (True, 3), (False, 3)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_persistent_backward_column_sums_and_pipelining(tile_acc, stages, dtype):
+    """The row-resident backward's other launch forms: dweight/dbias summed per column as each tile is done
+    (``bwd_tile_acc=False``), the row-block loop pipelined (``bwd_stages``); each as right as the default."""
+    tiles = {"layer_norm": {**SMALL_TILES["layer_norm"], "bwd_tile_acc": tile_acc, "bwd_stages": stages}}
+    with config.patch(launch_overrides=tiles):
+        _check(*_make((1000, 9), dtype, seed=11))
+
+
 class _Launches:
     """Stands in for a @triton.jit kernel in kernels.layer_norm's namespace: records each launch's grid."""
 
@@ -513,3 +523,17 @@ def test_one_column_backward_gives_exactly_zero_dx(looped):
     with config.patch(launch_overrides=LOOPED if looped else {}):
         dx, = torch.autograd.grad(kernels.layer_norm(x, (1,), w, b), (x,), dy)
     assert torch.equal(dx, torch.zeros_like(dx)), dx.flatten().tolist()
+
+
+def test_a_switch_in_the_launch_table_takes_true_or_false_and_an_int_no_bool():
+    from tritondiff.kernels.config import _parse_launch
+    from tritondiff.kernels.exc import LaunchConfigError
+
+    assert _parse_launch("layer_norm.bwd_tile_acc=false,layer_norm.bwd_stages=3") == {
+        "layer_norm": {"bwd_tile_acc": False, "bwd_stages": 3}}
+    x, w, b, _ = _make((8, 16), torch.float32)
+    for bad, needle in (({"bwd_tile_acc": 1}, "bwd_tile_acc=1: expected True or False"),
+                        ({"bwd_stages": True}, "bwd_stages=True: expected a positive int")):
+        with config.patch(launch_overrides={"layer_norm": bad}):
+            with pytest.raises(LaunchConfigError, match=needle):
+                kernels.layer_norm(x, (16,), w, b)

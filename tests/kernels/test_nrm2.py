@@ -136,6 +136,21 @@ def test_bitwise_deterministic():
     assert torch.equal(a, b) and a.view(torch.int32).item() == b.view(torch.int32).item()
 
 
+def test_one_launch_leaves_its_arrival_counter_zero_and_the_next_call_right():
+    """The last program to arrive combines the partials and zeroes the counter the next call counts on: calls of
+    every grid size in a row each get their own norm (a counter left non-zero would skip a combine)."""
+    import importlib
+    module = importlib.import_module("tritondiff.kernels.nrm2")
+    tiny = {"block_bytes": 256, "values_per_thread": 64, "warps_per_sm": 3}
+    with config.patch(launch_overrides={"nrm2": tiny}):                 # many programs, even in the interpreter
+        for n in (1, 64, 65, 4096, 3 * 4096 + 7, 64):
+            x = _randn(n, seed=n)
+            _assert_norm(kernels.nrm2(x), x)
+            ws, count = module._scratch(x.device)
+            assert count.item() == 0
+    assert module._plan(3 * 4096 + 7, 4, module.Nrm2Launch(256, 64, 3), 1, True)[0] > 1
+
+
 def test_same_as_torch_ops_entry_and_close_to_the_reference():
     x = _randn(341, seed=2)
     assert torch.equal(torch.ops.tritondiff.nrm2(x), kernels.nrm2(x))
