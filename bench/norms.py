@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import statistics
 import sys
 from dataclasses import dataclass
 from functools import partial
@@ -62,12 +63,23 @@ class Row:
 _PENDING: list[tuple[Row, Callable[[], object]]] = []
 
 
-def _measure(op: str, case: str, impl: str, fn: Callable[[], object], nbytes: int, err: float) -> Row:
-    """Latency and host time now; GPU time later, after every row's latency (``_profile_all``): a profiler run
-    leaves Python-side launches slower for the rest of the process, which would inflate later latencies."""
-    row = Row(op, case, impl, _timing.bench(fn).median_ms, nbytes, err, host_ms=_timing.host_ms(fn))
-    _PENDING.append((row, fn))
-    return row
+#: Rounds of a case's latencies (its implementations taking turns in each; the median of the rounds' medians).
+ROUNDS = 5
+
+
+def _measure(op: str, case: str, impls: dict[str, Callable[[], object]], nbytes: int,
+             errs: dict[str, float]) -> list[Row]:
+    """Latency and host time of each of ``impls`` now, interleaved over ``ROUNDS`` rounds (a machine that drifts
+    moves them alike); GPU time later, after every row's latency (``_profile_all``): a profiler run leaves
+    Python-side launches slower for the rest of the process, which would inflate later latencies."""
+    times = _timing.interleaved_us(impls, ROUNDS, rep_ms=40)
+    rows = []
+    for impl, fn in impls.items():
+        row = Row(op, case, impl, statistics.median(times[impl]) / 1e3, nbytes, errs.get(impl, float("nan")),
+                  host_ms=_timing.host_ms(fn))
+        _PENDING.append((row, fn))
+        rows.append(row)
+    return rows
 
 
 def _profile_all() -> None:
@@ -114,9 +126,8 @@ def bench_nrm2(dev: torch.device) -> list[Row]:
             "inductor": partial(inductor, x),
             "compiler": partial(ours_compiled, x),
         }
-        for impl, fn in impls.items():
-            err = abs(fn().item() - ref) / ref
-            rows.append(_measure("nrm2", case, impl, fn, x.numel() * x.element_size(), err))
+        errs = {impl: abs(fn().item() - ref) / ref for impl, fn in impls.items()}
+        rows += _measure("nrm2", case, impls, x.numel() * x.element_size(), errs)
     return rows
 
 
@@ -149,8 +160,8 @@ def bench_layer_norm(dev: torch.device) -> list[Row]:
             "inductor": _fwd_bwd(inductor, x, w, b, dy),
             "compiler": _fwd_bwd(compiled, x, w, b, dy),
         }
-        for impl, fn in impls.items():
-            rows.append(_measure("layer_norm fwd+bwd", case, impl, fn, nbytes, _max_rel_err(fn(), ref)))
+        rows += _measure("layer_norm fwd+bwd", case, impls, nbytes,
+                         {impl: _max_rel_err(fn(), ref) for impl, fn in impls.items()})
         # The two ops alone (no autograd or Python wrapper), and the forward alone through each rival.
         xd, wd, bd = x.detach(), w.detach(), b.detach()
         _, _, rstd = torch.ops.tritondiff.layer_norm(xd, [n], wd, bd, 1e-5)
@@ -162,10 +173,10 @@ def bench_layer_norm(dev: torch.device) -> list[Row]:
             "inductor": partial(inductor, xd, (n,), wd, bd),
             "compiler": partial(compiled, xd, (n,), wd, bd),
         }
-        for impl, fn in forwards.items():
-            rows.append(_measure("layer_norm fwd op", case, impl, fn, fwd_bytes, _max_rel_err([fn()], [y_ref])))
+        rows += _measure("layer_norm fwd op", case, forwards, fwd_bytes,
+                         {impl: _max_rel_err([fn()], [y_ref]) for impl, fn in forwards.items()})
         bwd = partial(torch.ops.tritondiff.layer_norm_backward, dy, xd, wd, rstd, dtype, dtype)
-        rows.append(_measure("layer_norm bwd op", case, "ours", bwd, bwd_bytes, float("nan")))
+        rows += _measure("layer_norm bwd op", case, {"ours": bwd}, bwd_bytes, {})
         torch.cuda.empty_cache()
     return rows
 

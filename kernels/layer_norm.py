@@ -62,9 +62,10 @@ of M such terms stays below 2**1024 for any M below 2**31, so no partial sum
 overflows where the true sum is finite (float32 partials of near-max dy gave
 inf - inf = NaN where the exact dbias is finite or +-inf); the result is
 rounded once, at the store.  A float16 dy is the exception: |xhat| <= sqrt(N),
-so a product is at most 65504 * sqrt(N) and the row-resident backward sums a tile's rows in
-float32 (no overflow for any tile) and adds those sums in float64, sparing a
-float64 conversion per element.  dx keeps float32 arithmetic like torch's own
+so a product is at most 65504 * sqrt(N) < 2**33, and a program's sum over fewer
+than 2**31 rows cannot overflow float32: the row-resident backward keeps its
+per-element sums in float32 and folds them in float64, sparing a float64
+conversion per element.  dx keeps float32 arithmetic like torch's own
 kernels: g = dy * w overflows where |dy * w| passes the dtype's max, as eager's
 does.
 
@@ -262,10 +263,11 @@ def _layer_norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, part_ptr, dw_
     # fewer registers, a reduction across rows per tile) -- and writes them as
     # partial rows part[0, p, :] and part[1, p, :]; with FINAL_DWDB (a single
     # program) they are dweight and dbias themselves.  With F32_TILE_SUMS (a
-    # float16 dy: |dy * xhat| <= 65504 * sqrt(N) cannot overflow a float32 sum of
-    # a tile's rows, see "Backward") each tile's column sums run in float32 and only they are
-    # added in float64: no float64 conversion per element.  STAGES > 1 pipelines
-    # the row-block loop (the next block's loads in flight during this one's math).
+    # float16 dy: |dy * xhat| <= 65504 * sqrt(N), so a program's sums over fewer
+    # than 2**31 rows stay below 2**64, see "Backward") the per-element sums run in
+    # float32 and only the final fold in float64: no float64 conversion per
+    # element.  STAGES > 1 pipelines the row-block loop (the next block's loads in
+    # flight during this one's math).
     pid = tl.program_id(0)
     num_programs = tl.num_programs(0)
     cols = tl.arange(0, BLOCK_N)
@@ -274,7 +276,10 @@ def _layer_norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, part_ptr, dw_
         w = tl.load(w_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
     else:
         w = tl.full([BLOCK_N], 1.0, dtype=tl.float32)
-    if TILE_ACC and not F32_TILE_SUMS:
+    if F32_TILE_SUMS:
+        dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)  # a float16 dy: see "Backward"
+        db_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+    elif TILE_ACC:
         dw_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float64)  # float64: see "Backward"
         db_acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float64)
     else:
@@ -307,8 +312,8 @@ def _layer_norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, part_ptr, dw_
         tl.store(dx_ptr + rows64[:, None] * N + cols[None, :], dx.to(dx_ptr.dtype.element_ty), mask=mask)
         if FUSE_DWDB:
             if F32_TILE_SUMS:
-                dw_acc += tl.sum(dy * xhat, axis=0).to(tl.float64)
-                db_acc += tl.sum(dy, axis=0).to(tl.float64)
+                dw_acc += dy * xhat
+                db_acc += dy
             elif TILE_ACC:
                 dy64 = dy.to(tl.float64)
                 dw_acc += dy64 * xhat.to(tl.float64)
@@ -317,7 +322,10 @@ def _layer_norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, part_ptr, dw_
                 dy64 = dy.to(tl.float64)
                 dw_acc += tl.sum(dy64 * xhat.to(tl.float64), axis=0)
                 db_acc += tl.sum(dy64, axis=0)
-    if TILE_ACC and not F32_TILE_SUMS:
+    if F32_TILE_SUMS:
+        dw_sum = tl.sum(dw_acc.to(tl.float64), axis=0)
+        db_sum = tl.sum(db_acc.to(tl.float64), axis=0)
+    elif TILE_ACC:
         dw_sum = tl.sum(dw_acc, axis=0)
         db_sum = tl.sum(db_acc, axis=0)
     else:
@@ -517,6 +525,10 @@ def _forward_plan(m: int, n: int, itemsize: int, lp: LayerNormLaunch) -> tuple[b
     return True, (m,), dict(BLOCK_N=block, num_warps=_num_warps(block, lp.values_per_thread))
 
 
+#: Partial dweight / dbias elements (per sum) the row-resident backward's programs write at most.
+_PARTIALS_NUMEL = 1 << 20
+
+
 @functools.lru_cache(maxsize=512)
 def _backward_plan(m: int, n: int, itemsize: int, lp: LayerNormLaunch, sms: int) -> dict:
     """Grids and meta-parameters of the backward's kernels (keys as used in _backward)."""
@@ -526,7 +538,9 @@ def _backward_plan(m: int, n: int, itemsize: int, lp: LayerNormLaunch, sms: int)
     plan: dict = {"looped": block_n > lp.max_row_bwd}
     if not plan["looped"]:
         block_m = _tile_rows(lp.bwd_tile_bytes, itemsize, block_n, m)
-        programs = max(1, min(target_programs, cdiv(m, block_m)))
+        # at most _PARTIALS_NUMEL partial dweight/dbias elements: wide rows take fewer programs, so the final
+        # reduce reads at most 16 MB (4096 columns x 528 programs x 2 x float64 was 35 MB)
+        programs = max(1, min(target_programs, cdiv(m, block_m), _PARTIALS_NUMEL // n))
         plan.update(grid=(programs,), n_part=programs, meta=dict(
             BLOCK_M=block_m, BLOCK_N=block_n, FINAL_DWDB=programs == 1, TILE_ACC=lp.bwd_tile_acc,
             STAGES=lp.bwd_stages, num_warps=_num_warps(block_m * block_n, lp.values_per_thread // 2)))
@@ -542,7 +556,9 @@ def _backward_plan(m: int, n: int, itemsize: int, lp: LayerNormLaunch, sms: int)
                     meta=dict(BLOCK_M=block_m, BLOCK_N=block_c,
                               num_warps=_num_warps(block_m * block_c, lp.values_per_thread // 2)))
     # The final reduce is one program per column block over a few hundred partial rows, just written
-    # (L2-resident): wide tiles and many warps, so it takes one or two dependent steps, not dozens.
+    # (L2-resident): wide tiles and many warps, so it takes one or two dependent steps, not dozens; narrower
+    # column blocks where that leaves fewer programs than SMs (a 4096-wide row: 16 blocks of 256).
+    block_c = max(min(block_c, 16), min(block_c, pow2_floor(max(1, n // sms))))
     block_r = max(1, min(pow2_ceil(plan["n_part"]), pow2_floor(lp.reduce_tile_numel) // block_c))
     plan.update(reduce_grid=(cdiv(n, block_c),), reduce_meta=dict(
         BLOCK_R=block_r, BLOCK_N=block_c, num_warps=_num_warps(block_r * block_c, lp.values_per_thread)))
