@@ -59,36 +59,46 @@ class Row:
     kernels: tuple = ()
 
 
-#: Rows whose GPU time is still to be measured, with their calls (``_profile_all``).
-_PENDING: list[tuple[Row, Callable[[], object]]] = []
-
-
+#: Implementations that go through torch.compile: measured after every other one (``run``).
+COMPILED = ("inductor", "compiler")
 #: Rounds of a case's latencies (its implementations taking turns in each; the median of the rounds' medians).
 ROUNDS = 5
 
 
-def _measure(op: str, case: str, impls: dict[str, Callable[[], object]], nbytes: int,
-             errs: dict[str, float]) -> list[Row]:
-    """Latency and host time of each of ``impls`` now, interleaved over ``ROUNDS`` rounds (a machine that drifts
-    moves them alike); GPU time later, after every row's latency (``_profile_all``): a profiler run leaves
-    Python-side launches slower for the rest of the process, which would inflate later latencies."""
-    times = _timing.interleaved_us(impls, ROUNDS, rep_ms=40)
-    rows = []
-    for impl, fn in impls.items():
-        row = Row(op, case, impl, statistics.median(times[impl]) / 1e3, nbytes, errs.get(impl, float("nan")),
-                  host_ms=_timing.host_ms(fn))
-        _PENDING.append((row, fn))
-        rows.append(row)
-    return rows
+@dataclass
+class Job:
+    """One op and case: its implementations, the bytes it must move, and the error of a result against the
+    float64 truth (``check(result)``)."""
+
+    op: str
+    case: str
+    impls: dict
+    nbytes: int
+    check: Callable[[object], float]
 
 
-def _profile_all() -> None:
-    """GPU time, launches and kernels of every row ``_measure`` made."""
-    for row, fn in _PENDING:
-        kernels_ = _timing.kernel_times(fn)
-        row.gpu_ms, row.launches, row.kernels = (sum(k[2] for k in kernels_), sum(k[1] for k in kernels_),
-                                                 tuple(kernels_))
-    _PENDING.clear()
+def run(jobs: list[Job]) -> list[Row]:
+    """Every job's rows: the latencies first -- every implementation that does not go through torch.compile,
+    then those that do, each case's taking turns over ``ROUNDS`` rounds -- and the GPU times (torch.profiler)
+    last.  In one process, a torch.compile'd call or a profiler session leaves later Python-side launches
+    slower, which would inflate the latencies measured after them."""
+    rows: dict[tuple, Row] = {}
+    for compiled in (False, True):
+        for job in jobs:
+            impls = {k: fn for k, fn in job.impls.items() if (k in COMPILED) == compiled}
+            if not impls:
+                continue
+            errs = {k: job.check(fn()) for k, fn in impls.items()}
+            times = _timing.interleaved_us(impls, ROUNDS, rep_ms=40)
+            for k, fn in impls.items():
+                rows[(job.op, job.case, k)] = Row(job.op, job.case, k, statistics.median(times[k]) / 1e3, job.nbytes,
+                                                  errs[k], host_ms=_timing.host_ms(fn))
+    for job in jobs:
+        for k, fn in job.impls.items():
+            row, kernels_ = rows[(job.op, job.case, k)], _timing.kernel_times(fn)
+            row.gpu_ms, row.launches, row.kernels = (sum(t[2] for t in kernels_), sum(t[1] for t in kernels_),
+                                                     tuple(kernels_))
+    return [rows[(job.op, job.case, k)] for job in jobs for k in job.impls]
 
 
 def _compiled(fn: Callable) -> Callable:
@@ -113,22 +123,25 @@ def _name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-def bench_nrm2(dev: torch.device) -> list[Row]:
-    rows = []
+def nrm2_jobs(dev: torch.device) -> list[Job]:
+    jobs = []
     for case, x in _nrm2_cases(dev):
         # each case compiled on its own (a code object of its own: no shared recompile limit, no dynamic shapes)
         inductor, ours_compiled = torch.compile(_fresh(_vector_norm), dynamic=False), _compiled(_fresh(_vector_norm))
         ref = torch.linalg.vector_norm(x.double()).item()
         impls: dict[str, Callable[[], torch.Tensor]] = {
-            "ours": partial(kernels.nrm2, x),           # partials, not lambdas: each row keeps its own case's
-            "ours (op)": partial(torch.ops.tritondiff.nrm2, x),           # tensors until _profile_all runs it
+            "ours": partial(kernels.nrm2, x),           # partials, not lambdas: each job keeps its own case's
+            "ours (op)": partial(torch.ops.tritondiff.nrm2, x),
             "eager": partial(torch.linalg.vector_norm, x),
             "inductor": partial(inductor, x),
             "compiler": partial(ours_compiled, x),
         }
-        errs = {impl: abs(fn().item() - ref) / ref for impl, fn in impls.items()}
-        rows += _measure("nrm2", case, impls, x.numel() * x.element_size(), errs)
-    return rows
+        jobs.append(Job("nrm2", case, impls, x.numel() * x.element_size(), partial(_scalar_err, ref=ref)))
+    return jobs
+
+
+def _scalar_err(out: torch.Tensor, ref: float) -> float:
+    return abs(out.item() - ref) / ref
 
 
 def _fwd_bwd(fn: Callable, x, w, b, dy) -> Callable[[], tuple]:
@@ -139,11 +152,12 @@ def _fwd_bwd(fn: Callable, x, w, b, dy) -> Callable[[], tuple]:
 
 
 def _max_rel_err(out, ref) -> float:
+    """The largest error of ``out``'s tensors against ``ref``'s, relative to each reference's largest value."""
     return max(((o.double() - r).abs().max() / r.abs().max().clamp_min(1e-30)).item() for o, r in zip(out, ref))
 
 
-def bench_layer_norm(dev: torch.device) -> list[Row]:
-    rows = []
+def layer_norm_jobs(dev: torch.device) -> list[Job]:
+    jobs = []
     for case, (m, n), dtype in _layer_norm_cases(dev):
         inductor, compiled = torch.compile(_fresh(_layer_norm), dynamic=False), _compiled(_fresh(_layer_norm))
         x = torch.randn(m, n, device=dev, dtype=dtype, requires_grad=True)
@@ -160,32 +174,32 @@ def bench_layer_norm(dev: torch.device) -> list[Row]:
             "inductor": _fwd_bwd(inductor, x, w, b, dy),
             "compiler": _fwd_bwd(compiled, x, w, b, dy),
         }
-        rows += _measure("layer_norm fwd+bwd", case, impls, nbytes,
-                         {impl: _max_rel_err(fn(), ref) for impl, fn in impls.items()})
+        jobs.append(Job("layer_norm fwd+bwd", case, impls, nbytes, partial(_max_rel_err, ref=ref)))
         # The two ops alone (no autograd or Python wrapper), and the forward alone through each rival.
         xd, wd, bd = x.detach(), w.detach(), b.detach()
         _, _, rstd = torch.ops.tritondiff.layer_norm(xd, [n], wd, bd, 1e-5)
         fwd_bytes, bwd_bytes = 2 * m * n * x.element_size() + 8 * m, 3 * m * n * x.element_size() + 4 * m
-        y_ref = _layer_norm(xd.double(), (n,), wd.double(), bd.double())
+        y_ref = [_layer_norm(xd.double(), (n,), wd.double(), bd.double())]
         forwards = {
             "ours": partial(_op_forward, xd, n, wd, bd),
             "eager": partial(_layer_norm, xd, (n,), wd, bd),
             "inductor": partial(inductor, xd, (n,), wd, bd),
             "compiler": partial(compiled, xd, (n,), wd, bd),
         }
-        rows += _measure("layer_norm fwd op", case, forwards, fwd_bytes,
-                         {impl: _max_rel_err([fn()], [y_ref]) for impl, fn in forwards.items()})
+        jobs.append(Job("layer_norm fwd op", case, forwards, fwd_bytes, lambda y, ref=y_ref: _max_rel_err([y], ref)))
         bwd = partial(torch.ops.tritondiff.layer_norm_backward, dy, xd, wd, rstd, dtype, dtype)
-        rows += _measure("layer_norm bwd op", case, {"ours": bwd}, bwd_bytes, {})
-        torch.cuda.empty_cache()
-    return rows
+        jobs.append(Job("layer_norm bwd op", case, {"ours": bwd}, bwd_bytes, lambda out: float("nan")))
+    return jobs
+
+
+_COPIES = iter(range(1 << 30))
 
 
 def _fresh(fn: Callable) -> Callable:
     """A copy of ``fn`` with a code object of its own: dynamo caches compiled graphs, and counts recompiles
     against its limit, per code object, so each case's copy compiles once for its shapes."""
     import types
-    return types.FunctionType(fn.__code__.replace(), fn.__globals__, f"{fn.__name__}_{len(_PENDING)}")
+    return types.FunctionType(fn.__code__.replace(), fn.__globals__, f"{fn.__name__}_{next(_COPIES)}")
 
 
 def _op_forward(x, n, w, b):
@@ -331,9 +345,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.sweep:
         text = sweep(dev, args.only)
     else:
-        rows = (bench_nrm2(dev) if "nrm2" in args.only else []) + (bench_layer_norm(dev) if "layer_norm" in args.only
-                                                                    else [])
-        _profile_all()
+        rows = run((nrm2_jobs(dev) if "nrm2" in args.only else []) + (layer_norm_jobs(dev) if "layer_norm" in args.only
+                                                                     else []))
         text = "\n".join([_report_rows(rows, copy), "", "Hand kernels, kernel by kernel:", "", _kernel_rows(rows), "",
                           "Hand kernels vs the compiler's generated code:", "", _versus_compiler(rows), "",
                           "Targets (issue #39):", _verdicts(rows, copy)])
