@@ -136,8 +136,10 @@ class CompilerConfig:
     mixed_order_row_chunks: int = 8
     mixed_order_min_chunk: int = _by_mode(64, 1024)
     # Load the row loop's next rows a step ahead (codegen.statements.prefetch_next_rows): "wide" kernels only,
-    # "all" or "off".
+    # "all" or "off".  A wide kernel prefetches while its accumulators and twice its row values fit
+    # mixed_order_prefetch_max_bytes a program (past it they spill).
     mixed_order_prefetch: str = "wide"
+    mixed_order_prefetch_max_bytes: int = 196_608
 
     # --- pointwise -------------------------------------------------------------------------
     # Elements per program of a 1-D pointwise kernel (a power of two).

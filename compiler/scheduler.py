@@ -460,6 +460,9 @@ def _domain_refusal(a: KernelGroup, b: KernelGroup) -> Optional[WhyNoFuse]:
         return WhyNoFuse("a mixed-order kernel takes no further fusions")
     if a.has_reduction and b.has_reduction:
         if (a.xnumel, a.rnumel) == (b.xnumel, b.rnumel):
+            if a.xnumel == a.rnumel and _reads_transposed(a, b):
+                return WhyNoFuse(f"a square domain ({a.xnumel} x {a.rnumel}) read one way by one group and "
+                                 "transposed by the other: a mixed-order candidate once ordinary fusion is done")
             return None
         why = (f"different reduction ranges ({a.xnumel} rows over {a.rnumel} vs {b.xnumel} rows over "
                f"{b.rnumel})")
@@ -478,8 +481,41 @@ def _domain_refusal(a: KernelGroup, b: KernelGroup) -> Optional[WhyNoFuse]:
 
 
 def _transposed(a: KernelGroup, b: KernelGroup) -> bool:
-    return (a.has_reduction and b.has_reduction and (a.xnumel, a.rnumel) == (b.rnumel, b.xnumel)
-            and a.xnumel != a.rnumel)
+    """Is one reduction group the other transposed: its rows the other's reduced axis?  Told by the extents, and
+    for a square domain (extents alike either way) by how the two read a buffer they share."""
+    if not (a.has_reduction and b.has_reduction and (a.xnumel, a.rnumel) == (b.rnumel, b.xnumel)):
+        return False
+    return a.xnumel != a.rnumel or _reads_transposed(a, b)
+
+
+def _read_strides(g: KernelGroup) -> dict[str, set]:
+    """Buffer name -> the (kept-axis, reduced-axis) strides of ``g``'s reduction-domain reads of it (affine ones)."""
+    bounds, out = g.bounds(), {}
+    for p in g.placed:
+        if p.kind not in ("reduction", "xr"):
+            continue
+        for read in p.node.info.reads:
+            offset = _read_in_kernel(read, p, bounds)
+            if read.offset is None:
+                offset = read.buffer.layout.index(offset)
+            strides = indexing.affine_strides(sympy.expand(offset), [XSYM, RSYM])
+            if strides is not None:
+                out.setdefault(read.buffer.name, set()).add(tuple(strides))
+    return out
+
+
+def _reads_transposed(a: KernelGroup, b: KernelGroup) -> bool:
+    """Does a buffer both groups read walk with stride 1 along one group's reduced axis and along the other's
+    kept axis?  Two reductions of a square matrix, one over its rows and one over its columns (layer norm's dx
+    and its dW / dB at 4096 x 4096), have alike extents: fused as siblings, the column sums ran one column a
+    program, each step a row apart (4x eager's time); they are a mixed-order pair instead."""
+    sa, sb = _read_strides(a), _read_strides(b)
+    for name in sa.keys() & sb.keys():
+        for xa, ra in sa[name]:
+            for xb, rb in sb[name]:
+                if (ra == 1 and xa != 1 and xb == 1 and rb != 1) or (xa == 1 and ra != 1 and rb == 1 and xb != 1):
+                    return True
+    return False
 
 
 # ------------------------------------------------------------------------------ mixed order

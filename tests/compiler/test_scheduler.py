@@ -229,6 +229,32 @@ def test_layer_norm_backward_is_one_mixed_order_kernel():
     assert "mixed-order reduction" in text and text.count("[column reduction pass 0, stored]") == 2
 
 
+@pytest.mark.parametrize("n", [64, 37])
+def test_a_square_layer_norm_backward_pairs_its_row_and_column_sums_as_mixed_order(n):
+    """At n x n, dx's row sums and dW / dB's column sums have alike extents: they were fused as siblings, the
+    column sums one column a program a row apart in memory (4x eager's time at 4096 x 4096 on the H200).  Told
+    apart by how they read x and dy, they are a mixed-order pair, as at any other shape."""
+    x, w, b, _ = _ln_inputs(n, n)
+    _, sched = _schedule(workloads.layer_norm, x, w, b, backward=True)
+    [group] = sched.groups()
+    assert group.columns is not None and (group.xnumel, group.rnumel) == (n, n)
+    assert [p.kind for p in group.columns.placed] == ["reduction", "reduction"]          # dW and dB
+    assert any("square domain" in str(r) and "transposed" in str(r) for r in sched.refused), sched.refused
+    x, w, b, dy = _ln_inputs(n, n, seed=3)
+    eager = _ln_fwd_bwd(workloads.layer_norm, x, w, b, dy)
+    truth = _ln_fwd_bwd(workloads.layer_norm, *(t.detach().double().requires_grad_() for t in (x, w, b)), dy.double())
+    assert_oracle(_ln_fwd_bwd(compiler.compile(workloads.layer_norm), x, w, b, dy), eager, truth)
+
+
+def test_two_row_sums_of_a_square_matrix_still_fuse_as_siblings():
+    """Alike extents read alike (two sums along the rows of one square matrix) stay one ordinary kernel."""
+    def fn(x):
+        return x.sum(1), (x * x).amax(1)
+    _, sched = _schedule(fn, torch.randn(48, 48))
+    [group] = sched.groups()
+    assert group.columns is None and len([p for p in group.placed if p.kind == "reduction"]) == 2
+
+
 @pytest.mark.parametrize("m, n, dtype", [(341, 16, torch.float32), (9, 41, torch.float32), (4231, 9, torch.float32),
                                          (1, 16, torch.float32), (341, 64, torch.float16),
                                          (41, 33, torch.bfloat16)])

@@ -13,8 +13,20 @@ from ..kernel import CSEVar, KernelSpec, TritonKernel
 from ..nodes import GroupContext, evaluate
 from .algebra import ReductionOp, reduction_op
 from .base import ReductionStrategy, new_kernel
+from .orientation import _domain_reads
 from .persistent import PersistentReduction, RowChunk
 from .split import SplitReduction
+
+
+def row_read_bytes(group: KernelGroup) -> int:
+    """Bytes a lane of ``group``'s rows holds of the reads that move along the row and from row to row (each
+    buffer and offset once), what a prefetch loads a second time: layer norm's backward, x and dy (w, the same
+    for every row, is not prefetched)."""
+    rows, seen = group.rows(), {}
+    for _, read, offset in _domain_reads(rows, skip=frozenset(rows.names)):
+        if {RSYM, XSYM} <= offset.free_symbols:
+            seen[(read.buffer.name, offset)] = read.buffer.get_dtype().itemsize
+    return sum(seen.values())
 
 
 class MixedOrderReduction(ReductionStrategy):
@@ -55,7 +67,8 @@ class MixedOrderReduction(ReductionStrategy):
         xnumel, rnumel, xblock, rblock = group.xnumel, group.rnumel, choice.xblock, choice.rblock
         k = new_kernel(name, ctx, "mixed_order", choice)
         width = mixed_order_row_chunk(rnumel, rblock)       # lanes of a row chunk (rblock: the whole padded row)
-        prefetch = mixed_order_prefetch(xblock * rblock, cols.accumulator_bytes())
+        lanes = xblock * triton.cdiv(rnumel, width) * width
+        prefetch = mixed_order_prefetch(lanes, cols.accumulator_bytes(), row_read_bytes(group))
         k.meta.update(programs=programs, rows_per_program=rows_per_program, row_chunk=width,
                       prefetch_next_rows=prefetch)
         k.guard([xblock, width], "tile")

@@ -11,19 +11,27 @@ from ...scheduler import RSYM, XSYM, KernelGroup, Placed, _read_in_kernel
 
 
 def reads_along_kept_axis(group: KernelGroup) -> bool:
-    """Do most of the group's reduction-domain loads walk memory along the kept axis?
+    """Do most of the bytes the group's reduction-domain loads read walk memory along the kept axis?
 
     A load whose storage offset has stride 1 in ``rindex`` reads contiguously along the
     reduced axis (a row sum); one with stride 1 in ``xindex`` and another stride in
     ``rindex`` reads along the kept axis (a column sum: layer-norm backward's dW over rows).
-    The second kind wants an outer-reduction tile (``heuristics.choose_reduction(outer=True)``).
+    The second kind wants an outer-reduction tile (``base.outer_tile``).  Each load weighs
+    the elements it reads -- the extents of the axes its offset moves along -- times their size:
+    layer norm's dW reads dy and x, [rows, columns], along the kept axis, and four per-row
+    statistics along the reduced one; counted a load a vote, the statistics won and the
+    column sums ran one column a program, a 4096-element stride apart (4x eager's time).
     """
     along_kept = along_reduced = 0
-    for offset in _domain_offsets(group):
+    extents = group.bounds()
+    for read, offset in _domain_loads(group):
+        weight = read.buffer.get_dtype().itemsize
+        for sym in offset.free_symbols & {XSYM, RSYM}:
+            weight *= extents[sym]
         if indexing.affine_strides(offset, [RSYM]) == (1,):
-            along_reduced += 1
-        else:
-            along_kept += indexing.walks_across(offset, [XSYM, RSYM])
+            along_reduced += weight
+        elif indexing.walks_across(offset, [XSYM, RSYM]):
+            along_kept += weight
     return along_kept > along_reduced
 
 
@@ -40,6 +48,11 @@ def reads_along_reduced_axis(group: KernelGroup, nodes: list[Placed]) -> bool:
     load over the whole tile instead (``TritonKernel.spread_loads``)."""
     return any(RSYM in offset.free_symbols
                for offset in _domain_offsets(group, nodes, skip=frozenset(group.names)))
+
+
+def _domain_loads(group: KernelGroup):
+    """(read, storage offset in kernel symbols) of each of the group's reads in the reduction domain."""
+    return ((read, offset) for _, read, offset in _domain_reads(group))
 
 
 def _domain_offsets(group: KernelGroup, nodes: Optional[list[Placed]] = None, skip: frozenset = frozenset()):
