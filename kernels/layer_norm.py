@@ -478,7 +478,8 @@ class LayerNormLaunch:
     programs_per_sm: int  # persistent backward grid, and M-splits of the dweight/dbias kernel
     reduce_tile_numel: int  # float64 partials per tile of the final dweight/dbias reduce (one wide program)
     bwd_tile_acc: bool = True  # row-resident backward: dweight/dbias sums kept per tile element, not per column
-    bwd_stages: int = 1  # row-resident backward: pipelining depth of its row-block loop (1: none)
+    bwd_stages: int = 1  # row-resident backward: pipelining depth of its row-block loop (1: none) ...
+    bwd_stages_fp32: int = 1  # ... and of float32 inputs' (whose float64 sums take longer a block)
 
 
 # One table per architecture.  GPU: 16 KiB forward / 8 KiB backward tiles
@@ -491,10 +492,10 @@ _LAUNCH = {
                                    values_per_thread=16, programs_per_sm=4, reduce_tile_numel=1 << 16),
     "sm90": LayerNormLaunch(fwd_tile_bytes=4096, bwd_tile_bytes=4096, max_row_fwd=16384, max_row_bwd=8192,
                             loop_block=4096, col_block=256, values_per_thread=32, programs_per_sm=4,
-                            reduce_tile_numel=8192, bwd_stages=2),
+                            reduce_tile_numel=8192, bwd_stages=2, bwd_stages_fp32=3),
     "default": LayerNormLaunch(fwd_tile_bytes=4096, bwd_tile_bytes=4096, max_row_fwd=16384, max_row_bwd=8192,
                                loop_block=4096, col_block=256, values_per_thread=32, programs_per_sm=4,
-                               reduce_tile_numel=8192, bwd_stages=2),
+                               reduce_tile_numel=8192, bwd_stages=2, bwd_stages_fp32=3),
 }
 register_launch_names("layer_norm")
 
@@ -543,7 +544,8 @@ def _backward_plan(m: int, n: int, itemsize: int, lp: LayerNormLaunch, sms: int)
         programs = max(1, min(target_programs, cdiv(m, block_m), _PARTIALS_NUMEL // n))
         plan.update(grid=(programs,), n_part=programs, meta=dict(
             BLOCK_M=block_m, BLOCK_N=block_n, FINAL_DWDB=programs == 1, TILE_ACC=lp.bwd_tile_acc,
-            STAGES=lp.bwd_stages, num_warps=_num_warps(block_m * block_n, lp.values_per_thread // 2)))
+            STAGES=lp.bwd_stages_fp32 if itemsize == 4 else lp.bwd_stages,
+            num_warps=_num_warps(block_m * block_n, lp.values_per_thread // 2)))
     else:
         block = min(pow2_floor(lp.loop_block), block_n)
         block_m = _tile_rows(lp.bwd_tile_bytes, itemsize, block_c, m)
