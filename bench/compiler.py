@@ -138,7 +138,9 @@ def _column_sum(x: torch.Tensor) -> torch.Tensor:
 def wide_workloads() -> list[Workload]:
     """Shapes past the seeds' (``--suite wide``): rows too long for one block, so the looped and non-mixed-order
     paths that the seed table never reaches are timed against Inductor too -- vocabulary-sized softmax rows,
-    a long-row RMSNorm and layer norm, and a column sum."""
+    a long-row RMSNorm and layer norm, and a column sum -- and two layer norms whose plans were 4x behind eager:
+    a square one (its row and column sums alike in extent) and float32 rows of 10240 (the mixed-order kernel's
+    registers)."""
     m, n, v = 4096, 32768, 131072
     return [
         Workload(f"softmax {m}x{n}", f"[{m}, {n}]", F32, 2 * m * n * 4, lambda: (_randn(m, n),), _forward,
@@ -150,6 +152,8 @@ def wide_workloads() -> list[Workload]:
         Workload(f"rms_norm {m}x{n}", f"[{m}, {n}]", F32, 2 * m * n * 4 + n * 4,
                  lambda: (_randn(m, n), _randn(n)), _forward, workloads.rms_norm),
         _layer_norm(2048, n, F16),
+        _layer_norm(4096, 4096, F16),
+        _layer_norm(4096, 10240, F32),
         Workload("column sum 8192x8192", "[8192, 8192]", F32, 8192 * 8192 * 4 + 8192 * 4,
                  lambda: (_randn(8192, 8192),), _forward, _column_sum),
     ]

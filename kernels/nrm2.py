@@ -153,7 +153,10 @@ register_launch_names("nrm2")
 
 #: (device, stream) -> (partials workspace, arrival counter), allocated once: the kernel overwrites the
 #: partials before it reads them and leaves the counter zero, and calls on one stream run one after another.
+#: At most _SCRATCH_STREAMS entries (a program that makes streams by the thousand): the oldest is dropped, its
+#: memory back to the caching allocator, which reuses a block on its own stream only, after the kernels there.
 _SCRATCH: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+_SCRATCH_STREAMS = 64
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
 
@@ -163,6 +166,8 @@ def _scratch(device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     key = (device.type, index, _raw_stream(index) if device.type == "cuda" and _raw_stream else None)
     found = _SCRATCH.get(key)
     if found is None:
+        if len(_SCRATCH) >= _SCRATCH_STREAMS:
+            del _SCRATCH[next(iter(_SCRATCH))]
         found = _SCRATCH[key] = (torch.empty(2 * _MAX_PROGRAMS, dtype=torch.float32, device=device),
                                  torch.zeros(1, dtype=torch.int32, device=device))
     return found

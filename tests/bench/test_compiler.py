@@ -29,13 +29,13 @@ def test_the_wide_suite_lists_rows_past_the_seeds_shapes(capsys, tmp_path):
     out = tmp_path / "w.json"
     assert benchmark.main(["--dry-run", "--suite", "wide", "--json", str(out)]) == 0
     rows = {r["workload"]: r["bytes"] for r in json.loads(out.read_text())}
-    assert set(rows) == {w.name for w in benchmark.wide_workloads()} and len(rows) == 6
+    assert set(rows) == {w.name for w in benchmark.wide_workloads()} and len(rows) == 8
     assert rows["softmax 4096x32768"] == 2 * 4096 * 32768 * 4
     assert rows["softmax 1024x131072 bf16"] == 2 * 1024 * 131072 * 2
     assert not set(rows) & {w.name for w in benchmark.all_workloads()}       # no seed row is repeated
     assert benchmark.main(["--dry-run", "--suite", "all"]) == 0
     assert len([ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("| ") and "workload" not in ln]) \
-        == 6 + 16
+        == 8 + 18
     with pytest.raises(SystemExit):
         benchmark.main(["--dry-run", "--suite", "wide", "--only", "nrm2"])     # a seed name, not in the wide suite
 
