@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     if not _timing.require_gpu("bench.breakdown"):
         return 0
     _timing.print_header("host vs GPU time per call")
-    rows, details = [], []
+    rows = []
     for name, factory in _micro_cases() + _kernel_cases() + _compiler_cases(args.suite, variants):
         if args.only and not any(o in name for o in args.only):
             continue

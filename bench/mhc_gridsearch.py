@@ -45,7 +45,6 @@ import argparse
 import itertools
 import json
 import random
-import sys
 import time
 
 import torch
@@ -181,7 +180,7 @@ def report_markdown(results: list[dict], *, env: dict, title: str, arch: str, el
             out.append(f"- failed {_fmt(LaunchConfig(**f['config']))}: {f['error']}")
         if r["failed"]:
             out.append("")
-    out += [f"Paste into `kernels/mhc/configs.py` TABLE (review first; see this script's docstring):", "",
+    out += ["Paste into `kernels/mhc/configs.py` TABLE (review first; see this script's docstring):", "",
             "```python", table_snippet(results, arch), "```", ""]
     return "\n".join(out)
 

@@ -224,7 +224,7 @@ def choose(key: TuneKey, candidates: Sequence[Candidate], env: dict, mutated: Se
             timings[cand.name] = benchmark(lambda: cand.run(trial))
         except Exception as e:  # noqa: BLE001  (a candidate that does not run just loses)
             failures[cand.name] = f"{type(e).__name__}: {e}"
-        del trial
+        trial = None            # this candidate's buffers freed before the next one's are made
     if not timings:
         raise AutotuneError(f"{key.kernel}: every candidate failed: {failures}", kernel=key.kernel,
                             candidates=tuple(by_name))

@@ -23,7 +23,7 @@ to the op's dtype.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Optional
+from typing import Any, Callable
 
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions

@@ -751,7 +751,7 @@ def describe(sched: Schedule) -> str:
             if hasattr(step, "describe"):  # a GEMM template, with its row reductions and epilogue
                 lines.append(step.describe())
                 for p in step.row_reduction_nodes:
-                    lines.append(f"  [row reduction of A, register] " +
+                    lines.append("  [row reduction of A, register] " +
                                  describe_node(p.node.buf, sched.inlined).replace("\n", "\n  "))
                 step = step.epilogue
                 if step is None:

@@ -243,7 +243,7 @@ def text_strip(pic: dict) -> str:
 
 def render_markdown(data: dict) -> str:
     t = data["totals"]
-    lines = [f"# tritondiff report", "",
+    lines = ["# tritondiff report", "",
              f"Store `{data['store']}`, generated {data['generated']}.", "",
              f"**{t['findings']} finding(s)** ({t['sightings']} sighting(s)) over {t['subjects']} subject(s); "
              f"{throughput(t)}.", ""]
