@@ -169,8 +169,10 @@ class TritonKernel:
         return f"for {var} in range({start}, {stop}, {step}):"
 
     @contextlib.contextmanager
-    def loop(self, header: str, *, over_reduction: bool) -> Iterator[None]:
-        """A ``for`` block: a new CSE scope and register scope, both dropped at its end.
+    def loop(self, var: str, start, stop, step, stages: Optional[int] = None, *,
+             over_reduction: bool) -> Iterator[None]:
+        """A ``for var in range(start, stop, step)`` block (``for_range``), typed as such (``Statement.for_loop``): a
+        new CSE scope and register scope, both dropped at its end.
 
         ``over_reduction``: the loop walks the reduced axis (looped / split chunks, where
         ``rindex = roffset + rbase`` is defined inside it), not the rows (a mixed-order kernel's
@@ -180,6 +182,8 @@ class TritonKernel:
         self.in_reduction_loop = over_reduction or was
         self._loops += 1
         self._loop = self._loops
+        header = Statement.for_loop(self._indent, len(self.lines), var, start, stop, step,
+                                self.for_range(var, start, stop, step, stages))
         try:
             with self.branch(header):
                 yield
@@ -187,10 +191,13 @@ class TritonKernel:
             self.in_reduction_loop, self._loop = was, was_loop
 
     @contextlib.contextmanager
-    def branch(self, header: str) -> Iterator[None]:
+    def branch(self, header: str | Statement) -> Iterator[None]:
         """A block under ``header`` (an ``if``; ``loop``'s body too): values computed inside it are forgotten at
         its end (a new CSE and register scope); the reduction-loop state is the enclosing code's."""
-        self.emit(header)
+        if isinstance(header, Statement):
+            self.lines.append(header)
+        else:
+            self.emit(header)
         self._indent += 1
         self._scopes.append({})
         self.registers.append({})

@@ -55,7 +55,7 @@ def scan_kernel(name: str, ctx: GroupContext) -> KernelSpec:
         scanned_block()
     else:
         k.emit(f"carry = tl.zeros([{xblock}, 1], {acc})")
-        with k.loop(k.for_range("roffset", 0, n, rblock), over_reduction=True):
+        with k.loop("roffset", 0, n, rblock, over_reduction=True):
             k.emit("rindex = roffset + rbase")
             scanned_block("carry")
     k.meta["comments"] = [f"scan: {rows} rows x {n}, XBLOCK={xblock} RBLOCK={rblock}" + (", looped" if looped else "")]

@@ -18,7 +18,7 @@ _ASSIGN = re.compile(r"^([A-Za-z_]\w*(?:\s*,\s*[A-Za-z_]\w*)*)\s*=\s*(.*)$")
 _AUGMENTED = re.compile(r"^([A-Za-z_]\w*)\s*[-+*/%&|^@]=|^([A-Za-z_]\w*)\s*(?://|\*\*|<<|>>)=")
 _NAME = re.compile(r"[A-Za-z_]\w*")
 _FOR = re.compile(r"^for\s+(.+?)\s+in\s")
-_ROW_LOOP = re.compile(r"^for (\w+) in range\((\d+), (\d+), (\d+)\):$")
+_PLAIN_RANGE = re.compile(r"^for \w+ in range\((\d+), (\d+), (\d+)\):$")
 _POINTER = re.compile(r"\bp_\w+")                                 # a kernel argument's pointer
 _STORE = re.compile(r"tl\.store\(\s*(\w+)")
 _ORDERED = ("tl.debug_barrier", "tl.atomic_", "volatile=True")   # no load moves across these
@@ -91,8 +91,9 @@ class Statement:
     made by ``Statement.load`` also knows its ``address``, the ``buffer`` it reads, the ``loop`` it was emitted in
     (a serial; None: outside every loop), whether that loop reads the same address again anyway (``reread``:
     the address does not move with the loop, or every row block reads it) and whether it takes an eviction hint
-    (``hinted``).  ``options``: keyword arguments a pass adds to a load (an eviction hint), written before its
-    closing parenthesis."""
+    (``hinted``).  A loop made by ``Statement.for_loop`` knows its ``bounds`` (start, stop, step) where they are
+    integers and the loop a plain ``range`` (not pipelined).  ``options``: keyword arguments a pass adds to a
+    load (an eviction hint), written before its closing parenthesis."""
 
     indent: int
     text: str
@@ -110,6 +111,7 @@ class Statement:
     store_pointer: Optional[str] = None
     ordered: bool = False
     address: str = ""
+    bounds: tuple = ()
     buffer: str = ""
     loop: Optional[int] = None
     reread: bool = False
@@ -141,7 +143,8 @@ class Statement:
             writes=frozenset(_POINTER.findall(text)) if store is not None else frozenset(),
             store_pointer=store,
             ordered=any(mark in text for mark in _ORDERED),
-            address=_address(expr) if expr is not None and expr.startswith("tl.load(") and update is None else "")
+            address=_address(expr) if expr is not None and expr.startswith("tl.load(") and update is None else "",
+            bounds=tuple(int(v) for v in plain.groups()) if (plain := _PLAIN_RANGE.match(text)) else ())
 
     @staticmethod
     def load(indent: int, origin: int, target: str, address: str, mask: Optional[str], *, buffer: str,
@@ -152,6 +155,15 @@ class Statement:
         return Statement(indent=indent, text=f"{target} = {expr}", origin=origin, kind="load", targets=(target,),
                          target_text=target, expr=expr, names=reads | {target}, reads=reads, address=address,
                          buffer=buffer, loop=loop, reread=reread, hinted=hinted)
+
+    @staticmethod
+    def for_loop(indent: int, origin: int, var: str, start, stop, step, text: str) -> "Statement":
+        """The header ``text`` of a loop of ``var`` over ``range(start, stop, step)`` (pipelined where ``text`` is
+        a ``tl.range``)."""
+        plain = not text.split(" in ", 1)[1].startswith("tl.")
+        ints = all(isinstance(v, int) and not isinstance(v, bool) for v in (start, stop, step))
+        return Statement(indent=indent, text=text, origin=origin, kind="loop", loop_vars=frozenset({var}),
+                         header=True, names=_names(text), bounds=(start, stop, step) if plain and ints else ())
 
     @staticmethod
     def store(indent: int, origin: int, pointer: str, address: str, value: str, mask: Optional[str], *,
@@ -367,11 +379,10 @@ def prefetch_next_rows(statements: Sequence[Statement]) -> list[Statement]:
     barrier, an atomic, a volatile load, a store through a pointer variable, or a single step.  Returns
     ``statements`` unchanged where nothing rotates."""
     for h, head in enumerate(statements):
-        m = _ROW_LOOP.match(head.text)
-        if m is None:
+        if not head.bounds:
             continue
         end = _block_end(statements, h)
-        rotated = _rotated(statements[h + 1:end], head.indent + 1, m.group(1), *map(int, m.group(2, 3, 4)))
+        rotated = _rotated(statements[h + 1:end], head.indent + 1, next(iter(head.loop_vars)), *head.bounds)
         if rotated is None:
             return list(statements)
         before, body = rotated

@@ -374,7 +374,7 @@ def _emit_main_loop(k: TritonKernel, node: GemmTemplate, cfg: GemmConfig, pa: st
     k.emit(f"acc = tl.zeros([{cfg.block_m}, {cfg.block_n}], dtype=tl.float32)")
     folds = _init_row_reductions(k, rows, cfg, kk) if rows is not None else []
     ragged = kk % bk != 0
-    with k.loop(f"for k0 in range(0, {kk}, {bk}):", over_reduction=True):
+    with k.loop("k0", 0, kk, bk, over_reduction=True):
         if ragged:
             k.emit(f"a = tl.load(a_ptrs, mask=rk[None, :] < {kk} - k0, other=0.0)")
             k.emit(f"b = tl.load(b_ptrs, mask=rk[:, None] < {kk} - k0, other=0.0)")

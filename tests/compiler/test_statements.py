@@ -399,3 +399,18 @@ def test_lifting_and_hoisting_move_no_statement_across_one_it_depends_on(program
         for b in body[i + 1:]:
             if _conflict(a, b):         # a before b, whether both stay, both leave, or a alone leaves the loop
                 assert position[a.origin] < position[b.origin], render(out)
+
+
+@pytest.mark.parametrize("bounds, stages, rotatable", [((0, 64, 16), None, True), ((0, 64, 16), 3, False),
+                                                       ((0, "n", 16), None, False)])
+def test_a_loop_header_is_typed_by_its_emitter_as_its_text_would_type_it(bounds, stages, rotatable):
+    """``TritonKernel.loop`` types its header (``Statement.for_loop``): a plain ``range`` over integers has the
+    ``bounds`` prefetch rotates by; a pipelined loop or one with a symbolic bound has none -- as parsing its text
+    says."""
+    from tritondiff.compiler.codegen.kernel import TritonKernel
+    text = TritonKernel.for_range("xstep", *bounds, stages)
+    typed = Statement.for_loop(1, 4, "xstep", *bounds, text)
+    parsed = Statement.parse(1, text, 4)
+    assert typed.kind == parsed.kind == "loop" and typed.loop_vars == parsed.loop_vars == {"xstep"}
+    assert typed.bounds == parsed.bounds == (bounds if rotatable else ())
+    assert typed.names == parsed.names and typed.header and typed.is_loop

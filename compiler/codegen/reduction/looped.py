@@ -75,7 +75,7 @@ class LoopedReduction(ReductionStrategy):
         lanes = [choice.xblock, choice.rblock]
         k.guard(lanes, "lane accumulator")
         accs = {name: op.init(k, lanes, rnumel) for name, op in ops_.items()}
-        with k.loop(k.for_range("roffset", 0, span or rnumel, choice.rblock, choice.stages), over_reduction=True):
+        with k.loop("roffset", 0, span or rnumel, choice.rblock, choice.stages, over_reduction=True):
             k.emit(f"rindex = {start}roffset + rbase")
             if k.axes[RSYM].mask:
                 k.emit(f"rmask = rindex < {rnumel}")

@@ -124,7 +124,7 @@ class MixedOrderReduction(ReductionStrategy):
             # a chunk's column terms as soon as the row pass has their inputs, before the pass's reductions:
             # the row's values they read (layer norm's dy and xhat) need not stay live through the barriers
             k.row_chunk_hook = column_terms
-        with k.loop(k.for_range("xstep", 0, rows_per_program, xblock, choice.stages), over_reduction=False):
+        with k.loop("xstep", 0, rows_per_program, xblock, choice.stages, over_reduction=False):
             k.emit(f"xindex = {pid} * {rows_per_program} + xstep + {k.arange(xblock, 'rows')}{cast}[:, None]")
             if k.axes[XSYM].mask:
                 k.emit(f"xmask = xindex < {xnumel}")
