@@ -26,6 +26,7 @@ from typing import Callable
 
 import torch
 
+from bench import tritondiff_compile
 from tritondiff.base import timing as _timing
 from tritondiff.kernels.mhc import configs, post_res, pre_map, reference
 from tritondiff.kernels.mhc import rmsnorm_project as rp
@@ -157,9 +158,9 @@ def bench_case(case: Case, roof_gbps: float, *, inductor: bool, compiler: bool, 
     if inductor:
         compiled = reference_calls(case, lambda fn: torch.compile(fn, dynamic=False))
         ind = {key: _timing.bench(compiled[key], warmup_ms=warmup_ms, rep_ms=rep_ms).median_ms for key in keys}
-    generated = reference_calls(case, _tritondiff) if compiler else {}
-    gpu = {key: _gpu_ms(ours[key]) for key in keys}
-    gen = {key: _gpu_ms(generated[key]) if compiler else float("nan") for key in keys}
+    generated = reference_calls(case, tritondiff_compile) if compiler else {}
+    gpu = {key: _timing.gpu_ms(ours[key]) for key in keys}
+    gen = {key: _timing.gpu_ms(generated[key]) if compiler else float("nan") for key in keys}
     rows, sum_bytes, sum_ms, sum_gpu = [], 0, 0.0, 0.0
     for key, name in configs.KERNELS.items():
         nbytes = traffic_bytes(key, T=case.T, C=case.C, elem=case.elem)
@@ -181,17 +182,6 @@ def bench_case(case: Case, roof_gbps: float, *, inductor: bool, compiler: bool, 
                  f"{100 * _timing.gbps(sum_bytes, sum_gpu) / roof_gbps:.1f}%", float("nan"), "-", float("nan"), "-",
                  "-", "-"))
     return rows
-
-
-def _tritondiff(fn: Callable) -> Callable:
-    """``fn`` compiled by this project's compiler (``backend="tritondiff"``)."""
-    from tritondiff import compiler  # noqa: F401  (registers the backend)
-    return torch.compile(fn, backend="tritondiff", dynamic=False)
-
-
-def _gpu_ms(fn: Callable[[], object]) -> float:
-    """GPU time of one call of ``fn``: its kernels' summed durations (torch.profiler)."""
-    return sum(k[2] for k in _timing.kernel_times(fn, iters=20))
 
 
 HEADERS = ("kernel", "MB moved", "median ms", "min ms", "max ms", "GB/s", "eff", "target", "GPU ms", "GPU eff",

@@ -24,6 +24,7 @@ from typing import Callable, Sequence
 
 import torch
 
+from bench import tritondiff_compile
 from tritondiff import kernels
 from tritondiff.base import timing as _timing
 from tritondiff.kernels.config import config
@@ -41,8 +42,6 @@ TARGETS = {
     ("layer_norm fwd+bwd", "4096x10240 bfloat16"): ("latency", "eager"),
     ("layer_norm fwd+bwd", "4096x10240 float32"): ("latency", "eager"),
 }
-#: ... and Inductor's latency too, where the rival is eager.
-ALSO_INDUCTOR = True
 
 
 @dataclass
@@ -101,12 +100,6 @@ def run(jobs: list[Job]) -> list[Row]:
     return [rows[(job.op, job.case, k)] for job in jobs for k in job.impls]
 
 
-def _compiled(fn: Callable) -> Callable:
-    """``fn`` compiled by this project's compiler (``backend="tritondiff"``)."""
-    from tritondiff import compiler  # noqa: F401  (registers the backend)
-    return torch.compile(fn, backend="tritondiff", dynamic=False)
-
-
 def _nrm2_cases(dev: torch.device) -> list[tuple[str, torch.Tensor]]:
     return [(f"N=2^{p} float32", torch.randn(2**p, device=dev)) for p in (16, 20, 24, 28)]
 
@@ -127,7 +120,7 @@ def nrm2_jobs(dev: torch.device) -> list[Job]:
     jobs = []
     for case, x in _nrm2_cases(dev):
         # each case compiled on its own (a code object of its own: no shared recompile limit, no dynamic shapes)
-        inductor, ours_compiled = torch.compile(_fresh(_vector_norm), dynamic=False), _compiled(_fresh(_vector_norm))
+        inductor, ours_compiled = torch.compile(_fresh(_vector_norm), dynamic=False), tritondiff_compile(_fresh(_vector_norm))
         ref = torch.linalg.vector_norm(x.double()).item()
         impls: dict[str, Callable[[], torch.Tensor]] = {
             "ours": partial(kernels.nrm2, x),           # partials, not lambdas: each job keeps its own case's
@@ -159,7 +152,7 @@ def _max_rel_err(out, ref) -> float:
 def layer_norm_jobs(dev: torch.device) -> list[Job]:
     jobs = []
     for case, (m, n), dtype in _layer_norm_cases(dev):
-        inductor, compiled = torch.compile(_fresh(_layer_norm), dynamic=False), _compiled(_fresh(_layer_norm))
+        inductor, compiled = torch.compile(_fresh(_layer_norm), dynamic=False), tritondiff_compile(_fresh(_layer_norm))
         x = torch.randn(m, n, device=dev, dtype=dtype, requires_grad=True)
         w = torch.randn(n, device=dev, dtype=dtype, requires_grad=True)
         b = torch.randn(n, device=dev, dtype=dtype, requires_grad=True)
@@ -264,7 +257,7 @@ def _verdicts(rows: list[Row], copy_gbps: float) -> str:
             lines.append(f"- {op} {case}: {100 * got:.1f}% of copy bandwidth in GPU time (goal {100 * want:.0f}%): "
                          f"{'met' if got >= want else 'MISSED'}")
             continue
-        rivals = [want] + (["inductor"] if ALSO_INDUCTOR and want == "eager" and op != "nrm2" else [])
+        rivals = [want] + (["inductor"] if want == "eager" and op != "nrm2" else [])
         for rival in rivals:
             theirs = by.get((op, case, rival))
             if theirs is None:
@@ -272,12 +265,6 @@ def _verdicts(rows: list[Row], copy_gbps: float) -> str:
             lines.append(f"- {op} {case}: ours {ours.ms:.4f} ms vs {rival} {theirs.ms:.4f} ms latency: "
                          f"{'met' if ours.ms <= theirs.ms else 'MISSED'} ({theirs.ms / ours.ms:.2f}x)")
     return "\n".join(lines)
-
-
-def _gpu_ms(fn: Callable[[], object]) -> float:
-    """GPU time of one call of ``fn`` (its kernels' summed durations, torch.profiler)."""
-    fn()
-    return sum(k[2] for k in _timing.kernel_times(fn, iters=20))
 
 
 def _ranked(title: str, grid: list, keep: int) -> str:
@@ -296,7 +283,7 @@ def sweep(dev: torch.device, ops: Sequence[str]) -> str:
             for block_bytes, vpt, warps_per_sm in itertools.product((4096, 8192, 16384), (8, 16), (16, 32, 64)):
                 params = dict(block_bytes=block_bytes, values_per_thread=vpt, warps_per_sm=warps_per_sm)
                 with config.patch(launch_overrides={"nrm2": params}):
-                    grid.append((_gpu_ms(lambda: kernels.nrm2(x)), params))
+                    grid.append((_timing.gpu_ms(lambda: kernels.nrm2(x)), params))
             out.append(_ranked(f"nrm2 launch sweep, N=2^{p} float32", grid, 8))
     if "layer_norm" not in ops:
         return "\n".join(out)
@@ -309,7 +296,7 @@ def sweep(dev: torch.device, ops: Sequence[str]) -> str:
         for fwd_tile, vpt in itertools.product((4096, 8192), (16, 32)):
             params = dict(fwd_tile_bytes=fwd_tile, values_per_thread=vpt)
             with config.patch(launch_overrides={"layer_norm": params}):
-                grid.append((_gpu_ms(lambda: torch.ops.tritondiff.layer_norm(x, [n], w, b, 1e-5)), params))
+                grid.append((_timing.gpu_ms(lambda: torch.ops.tritondiff.layer_norm(x, [n], w, b, 1e-5)), params))
         out.append(_ranked(f"layer_norm forward launch sweep, {m}x{n} {_name(dtype)}", grid, 6))
         grid = []
         for bwd_tile, vpt, per_sm, stages, tile_acc in itertools.product((4096, 8192), (16, 32), (2, 4), (2, 3),
@@ -317,7 +304,7 @@ def sweep(dev: torch.device, ops: Sequence[str]) -> str:
             params = dict(bwd_tile_bytes=bwd_tile, values_per_thread=vpt, programs_per_sm=per_sm, bwd_stages=stages,
                           bwd_stages_fp32=stages, bwd_tile_acc=tile_acc)
             with config.patch(launch_overrides={"layer_norm": params}):
-                grid.append((_gpu_ms(lambda: torch.ops.tritondiff.layer_norm_backward(dy, x, w, rstd, dtype, dtype)),
+                grid.append((_timing.gpu_ms(lambda: torch.ops.tritondiff.layer_norm_backward(dy, x, w, rstd, dtype, dtype)),
                              params))
         out.append(_ranked(f"layer_norm backward launch sweep, {m}x{n} {_name(dtype)}", grid, 8))
     return "\n".join(out)

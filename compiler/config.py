@@ -241,22 +241,11 @@ class CompilerConfig:
     cache_dir: str = dataclasses.field(default_factory=lambda: _env(
         "TRITONDIFF_COMPILER_CACHE", os.path.join(tempfile.gettempdir(), f"tritondiff-compiler-{os.getuid()}")))
 
-    # ---- each reduction strategy's knobs as a section: ``config.split.count`` is ``config.split_count``
-    @property
-    def persistent(self) -> "KnobSection":
-        return KnobSection(self, "persistent")
-
-    @property
-    def looped(self) -> "KnobSection":
-        return KnobSection(self, "looped")
-
-    @property
-    def split(self) -> "KnobSection":
-        return KnobSection(self, "split")
-
-    @property
-    def mixed_order(self) -> "KnobSection":
-        return KnobSection(self, "mixed_order")
+    def __getattr__(self, name: str) -> "KnobSection":
+        """Each reduction strategy's knobs as a section: ``config.split.count`` is ``config.split_count``."""
+        if name in SECTIONS:
+            return KnobSection(self, name)
+        raise AttributeError(f"compiler.config has no knob or section {name!r}")
 
     @contextlib.contextmanager
     def patch(self, **changes: Any) -> Iterator["CompilerConfig"]:

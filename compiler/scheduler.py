@@ -488,19 +488,29 @@ def _transposed(a: KernelGroup, b: KernelGroup) -> bool:
     return a.xnumel != a.rnumel or _reads_transposed(a, b)
 
 
-def _read_strides(g: KernelGroup) -> dict[str, set]:
-    """Buffer name -> the (kept-axis, reduced-axis) strides of ``g``'s reduction-domain reads of it (affine ones)."""
-    bounds, out = g.bounds(), {}
-    for p in g.placed:
+def domain_reads(group: KernelGroup, nodes: Optional[list[Placed]] = None, skip: frozenset = frozenset()):
+    """(node, read, storage offset in kernel symbols) of each read of ``nodes`` (default: the group's) in the
+    reduction domain; reads of the buffers in ``skip`` left out."""
+    bounds = group.bounds()
+    for p in group.placed if nodes is None else nodes:
         if p.kind not in ("reduction", "xr"):
             continue
         for read in p.node.info.reads:
+            if read.buffer.name in skip:
+                continue
             offset = _read_in_kernel(read, p, bounds)
             if read.offset is None:
                 offset = read.buffer.layout.index(offset)
-            strides = indexing.affine_strides(sympy.expand(offset), [XSYM, RSYM])
-            if strides is not None:
-                out.setdefault(read.buffer.name, set()).add(tuple(strides))
+            yield p, read, sympy.expand(offset)
+
+
+def _read_strides(g: KernelGroup) -> dict[str, set]:
+    """Buffer name -> the (kept-axis, reduced-axis) strides of ``g``'s reduction-domain reads of it (affine ones)."""
+    out: dict[str, set] = {}
+    for _, read, offset in domain_reads(g):
+        strides = indexing.affine_strides(offset, [XSYM, RSYM])
+        if strides is not None:
+            out.setdefault(read.buffer.name, set()).add(tuple(strides))
     return out
 
 

@@ -205,6 +205,11 @@ def kernel_times(fn: Callable[[], object], *, iters: int = 30) -> list[tuple[str
     return sorted(((name[:90], n / iters, ms / iters) for name, (n, ms) in per_kernel.items()), key=lambda k: -k[2])
 
 
+def gpu_ms(fn: Callable[[], object], *, iters: int = 20) -> float:
+    """GPU time of one call of ``fn``: its kernels' summed durations (``kernel_times``)."""
+    return sum(k[2] for k in kernel_times(fn, iters=iters))
+
+
 def breakdown(fn: Callable[[], object], *, iters: int = 30) -> Breakdown:
     """Latency, host time and per-kernel GPU time of ``fn`` (a CUDA callable)."""
     host = host_ms(fn, iters=iters)

@@ -8,12 +8,11 @@ import triton
 from ... import indexing
 from ...counters import counters
 from ...heuristics import mixed_order_prefetch, mixed_order_row_chunk, mixed_order_warps
-from ...scheduler import RSYM, XSYM, KernelGroup
+from ...scheduler import RSYM, XSYM, KernelGroup, domain_reads
 from ..kernel import CSEVar, KernelSpec, TritonKernel
 from ..nodes import GroupContext, evaluate
 from .algebra import ReductionOp, reduction_op
 from .base import ReductionStrategy, new_kernel
-from .orientation import _domain_reads
 from .persistent import PersistentReduction, RowChunk
 from .split import SplitReduction
 
@@ -23,7 +22,7 @@ def row_read_bytes(group: KernelGroup) -> int:
     buffer and offset once), what a prefetch loads a second time: layer norm's backward, x and dy (w, the same
     for every row, is not prefetched)."""
     rows, seen = group.rows(), {}
-    for _, read, offset in _domain_reads(rows, skip=frozenset(rows.names)):
+    for _, read, offset in domain_reads(rows, skip=frozenset(rows.names)):
         if {RSYM, XSYM} <= offset.free_symbols:
             seen[(read.buffer.name, offset)] = read.buffer.get_dtype().itemsize
     return sum(seen.values())

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-import sympy
-
 from ... import indexing
-from ...scheduler import RSYM, XSYM, KernelGroup, Placed, _read_in_kernel
+from ...scheduler import RSYM, XSYM, KernelGroup, Placed, domain_reads
 
 
 def reads_along_kept_axis(group: KernelGroup) -> bool:
@@ -24,7 +22,7 @@ def reads_along_kept_axis(group: KernelGroup) -> bool:
     """
     along_kept = along_reduced = 0
     extents = group.bounds()
-    for read, offset in _domain_loads(group):
+    for _, read, offset in domain_reads(group):
         weight = read.buffer.get_dtype().itemsize
         for sym in offset.free_symbols & {XSYM, RSYM}:
             weight *= extents[sym]
@@ -50,31 +48,10 @@ def reads_along_reduced_axis(group: KernelGroup, nodes: list[Placed]) -> bool:
                for offset in _domain_offsets(group, nodes, skip=frozenset(group.names)))
 
 
-def _domain_loads(group: KernelGroup):
-    """(read, storage offset in kernel symbols) of each of the group's reads in the reduction domain."""
-    return ((read, offset) for _, read, offset in _domain_reads(group))
-
-
 def _domain_offsets(group: KernelGroup, nodes: Optional[list[Placed]] = None, skip: frozenset = frozenset()):
     """The storage offset of each read of ``nodes`` (default: the group's) in the reduction domain, in kernel
     symbols; reads of the buffers in ``skip`` left out."""
-    return (offset for _, _, offset in _domain_reads(group, nodes, skip))
-
-
-def _domain_reads(group: KernelGroup, nodes: Optional[list[Placed]] = None, skip: frozenset = frozenset()):
-    """(node, read, storage offset in kernel symbols) of each read of ``nodes`` (default: the group's) in the
-    reduction domain; reads of the buffers in ``skip`` left out."""
-    bounds = group.bounds()
-    for p in group.placed if nodes is None else nodes:
-        if p.kind not in ("reduction", "xr"):
-            continue
-        for read in p.node.info.reads:
-            if read.buffer.name in skip:
-                continue
-            offset = _read_in_kernel(read, p, bounds)
-            if read.offset is None:
-                offset = read.buffer.layout.index(offset)
-            yield p, read, sympy.expand(offset)
+    return (offset for _, _, offset in domain_reads(group, nodes, skip))
 
 
 def reread_row_reads(group: KernelGroup) -> int:
@@ -83,7 +60,7 @@ def reread_row_reads(group: KernelGroup) -> int:
     A read one pass makes (an RMSNorm's weight, read for the output alone) is not counted.  Reads of one buffer
     at two offsets (``x[:, 1:]`` and ``x[:, :-1]``) are two reads."""
     passes: dict = {}
-    for p, read, offset in _domain_reads(group, skip=frozenset(group.names)):
+    for p, read, offset in domain_reads(group, skip=frozenset(group.names)):
         if RSYM in offset.free_symbols:
             passes.setdefault((read.buffer.name, offset), set()).add(p.phase)
     return sum(1 for phases in passes.values() if len(phases) > 1)
