@@ -23,6 +23,7 @@ from functools import partial
 from typing import Callable, Sequence
 
 import torch
+import triton
 
 from bench import tritondiff_compile
 from tritondiff import kernels
@@ -273,7 +274,7 @@ def _ranked(title: str, grid: list, keep: int) -> str:
                                                                                for ms, p in grid[:keep]])
 
 
-def sweep(dev: torch.device, ops: Sequence[str]) -> str:
+def sweep(dev: torch.device, ops: Sequence[str], rows: Sequence[str] = ("short", "wide")) -> str:
     """Grid-search the launch tables by GPU time; returns Markdown tables, fastest first."""
     out = []
     if "nrm2" in ops:
@@ -287,27 +288,72 @@ def sweep(dev: torch.device, ops: Sequence[str]) -> str:
             out.append(_ranked(f"nrm2 launch sweep, N=2^{p} float32", grid, 8))
     if "layer_norm" not in ops:
         return "\n".join(out)
-    for dtype in (torch.float32, torch.float16, torch.bfloat16):
-        m, n = 1_152_000, 16
-        x = torch.randn(m, n, device=dev, dtype=dtype)
-        w, b, dy = torch.randn(n, device=dev, dtype=dtype), torch.randn(n, device=dev, dtype=dtype), torch.randn_like(x)
-        _, _, rstd = torch.ops.tritondiff.layer_norm(x, [n], w, b, 1e-5)
-        grid = []
-        for fwd_tile, vpt in itertools.product((4096, 8192), (16, 32)):
-            params = dict(fwd_tile_bytes=fwd_tile, values_per_thread=vpt)
-            with config.patch(launch_overrides={"layer_norm": params}):
-                grid.append((_timing.gpu_ms(lambda: torch.ops.tritondiff.layer_norm(x, [n], w, b, 1e-5)), params))
-        out.append(_ranked(f"layer_norm forward launch sweep, {m}x{n} {_name(dtype)}", grid, 6))
-        grid = []
-        for bwd_tile, vpt, per_sm, stages, tile_acc in itertools.product((4096, 8192), (16, 32), (2, 4), (2, 3),
-                                                                         (True,)):
-            params = dict(bwd_tile_bytes=bwd_tile, values_per_thread=vpt, programs_per_sm=per_sm, bwd_stages=stages,
-                          bwd_stages_fp32=stages, bwd_tile_acc=tile_acc)
-            with config.patch(launch_overrides={"layer_norm": params}):
-                grid.append((_timing.gpu_ms(lambda: torch.ops.tritondiff.layer_norm_backward(dy, x, w, rstd, dtype, dtype)),
-                             params))
-        out.append(_ranked(f"layer_norm backward launch sweep, {m}x{n} {_name(dtype)}", grid, 8))
+    if "short" in rows:
+        out.extend(_sweep_short_rows(dev))
+    if "wide" in rows:
+        out.extend(_sweep_wide_rows(dev))
     return "\n".join(out)
+
+
+def _layer_norm_sweep_inputs(dev: torch.device, m: int, n: int, dtype: torch.dtype) -> tuple:
+    x = torch.randn(m, n, device=dev, dtype=dtype)
+    w, b, dy = torch.randn(n, device=dev, dtype=dtype), torch.randn(n, device=dev, dtype=dtype), torch.randn_like(x)
+    _, _, rstd = torch.ops.tritondiff.layer_norm(x, [n], w, b, 1e-5)
+    return x, w, b, dy, rstd
+
+
+def _sweep_layer_norm(title: str, grid_params: Sequence[dict], call: Callable[[], object], keep: int) -> str:
+    grid, failed = [], []
+    for params in grid_params:
+        with config.patch(launch_overrides={"layer_norm": params}):
+            try:
+                grid.append((_timing.gpu_ms(call), params))
+            except triton.runtime.errors.OutOfResources as e:     # too many stages for shared memory, say
+                failed.append(f"{_fmt(params)}: {str(e).splitlines()[0]}")
+    return _ranked(title, grid, keep) + "".join(f"\n- failed: {line}" for line in failed)
+
+
+def _sweep_wide_rows(dev: torch.device) -> list[str]:
+    """Rows too wide for the row-resident kernels (4096 x 10240): the wide kernels (warps, pipelining, programs
+    per SM, the final reduce's column block) against the looped ones (chunk, threads) and the resident forward."""
+    out = []
+    m, n = 4096, 10240
+    for dtype in (torch.float16, torch.bfloat16, torch.float32):
+        x, w, b, dy, rstd = _layer_norm_sweep_inputs(dev, m, n, dtype)
+        fwd = [dict(max_row_wide=1, max_row_fwd=max_row, loop_block=block, values_per_thread=vpt)
+               for max_row, block, vpt in itertools.product((8192, 16384), (2048, 4096), (16, 32))
+               if max_row == 8192 or block == 4096]
+        fwd += [dict(wide_fwd_warps=warps, wide_stages=stages, wide_fwd_programs_per_sm=per_sm)
+                for warps, stages, per_sm in itertools.product((4, 8, 16), (1, 2, 3), (1, 2, 4))]
+        out.append(_sweep_layer_norm(f"layer_norm forward launch sweep, {m}x{n} {_name(dtype)}", fwd,
+                                     lambda: torch.ops.tritondiff.layer_norm(x, [n], w, b, 1e-5), 6))
+        looped = [dict(max_row_wide=1, loop_block=block, values_per_thread=vpt)
+                  for block, vpt in itertools.product((2048, 4096), (16, 32))]
+        wide = [dict(wide_warps=warps, wide_stages=stages, wide_programs_per_sm=per_sm, col_block=col)
+                for warps, stages, per_sm, col in itertools.product((4, 8, 16), (1, 2, 3), (1, 2), (64, 256))]
+        out.append(_sweep_layer_norm(f"layer_norm backward launch sweep, {m}x{n} {_name(dtype)}", looped + wide,
+                                     lambda: torch.ops.tritondiff.layer_norm_backward(dy, x, w, rstd, dtype, dtype),
+                                     8))
+    return out
+
+
+def _sweep_short_rows(dev: torch.device) -> list[str]:
+    """The seed's rows (1,152,000 x 16): forward tile and threads; backward tile, threads, grid, pipelining."""
+    out = []
+    m, n = 1_152_000, 16
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        x, w, b, dy, rstd = _layer_norm_sweep_inputs(dev, m, n, dtype)
+        fwd = [dict(fwd_tile_bytes=tile, values_per_thread=vpt)
+               for tile, vpt in itertools.product((4096, 8192), (16, 32))]
+        out.append(_sweep_layer_norm(f"layer_norm forward launch sweep, {m}x{n} {_name(dtype)}", fwd,
+                                     lambda: torch.ops.tritondiff.layer_norm(x, [n], w, b, 1e-5), 6))
+        bwd = [dict(bwd_tile_bytes=tile, values_per_thread=vpt, programs_per_sm=per_sm, bwd_stages=stages,
+                    bwd_stages_fp32=stages)
+               for tile, vpt, per_sm, stages in itertools.product((4096, 8192), (16, 32), (2, 4), (2, 3))]
+        out.append(_sweep_layer_norm(f"layer_norm backward launch sweep, {m}x{n} {_name(dtype)}", bwd,
+                                     lambda: torch.ops.tritondiff.layer_norm_backward(dy, x, w, rstd, dtype, dtype),
+                                     8))
+    return out
 
 
 def _fmt(params: dict) -> str:
@@ -321,6 +367,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="these ops only")
     parser.add_argument("--sweep", action="store_true",
                         help="grid-search the launch parameters of the --only ops by GPU time instead")
+    parser.add_argument("--rows", nargs="+", choices=("short", "wide"), default=("short", "wide"),
+                        help="with --sweep: layer norm's short rows (1152000 x 16), wide rows (4096 x 10240)")
     args = parser.parse_args(argv)
     if not _timing.require_gpu("bench.norms"):
         return 0
@@ -330,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"measured device copy bandwidth: {copy:.1f} GB/s\n")
     sys.stdout.flush()
     if args.sweep:
-        text = sweep(dev, args.only)
+        text = sweep(dev, args.only, args.rows)
     else:
         rows = run((nrm2_jobs(dev) if "nrm2" in args.only else []) + (layer_norm_jobs(dev) if "layer_norm" in args.only
                                                                      else []))

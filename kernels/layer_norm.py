@@ -74,6 +74,11 @@ Paths (chosen from the launch table below):
     BLOCK_M whole rows.  The backward is a persistent grid that also
     accumulates its rows' dweight/dbias partials in registers (x and dy are
     read once).
+  * wide (rows past max_row_fwd / max_row_bwd whose pieces fit max_row_wide,
+    on a GPU): a row in two power-of-two pieces (10240 = 8192 + 2048, no
+    padding), whole in registers, persistent over rows; the backward keeps
+    float32 dweight/dbias partials (redone scaled by 2**-64 where they
+    overflow), then the reduce.
   * looped (wider rows): one row per program, chunks of ``loop_block``;
     the backward's dweight/dbias then come from a column-block x M-split kernel.
 
@@ -172,6 +177,62 @@ def _layer_norm_fwd_kernel(x_ptr, y_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N,
     tl.store(y_ptr + rows64[:, None] * N + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=mask)
     tl.store(mean_ptr + rows, (shift + d_mean) * inv_scale, mask=row_mask)
     tl.store(rstd_ptr + rows, rstd, mask=row_mask)
+
+
+@triton.jit
+def _layer_norm_fwd_wide_kernel(x_ptr, y_ptr, w_ptr, b_ptr, mean_ptr, rstd_ptr, M, N, stride_x, eps,
+                                HAS_W: tl.constexpr, HAS_B: tl.constexpr, HEAD: tl.constexpr, TAIL: tl.constexpr,
+                                STAGES: tl.constexpr):
+    # The row-resident forward for rows in a [HEAD] and a [TAIL] piece (as _layer_norm_bwd_wide_kernel),
+    # persistent over rows p, p + P, ..., the next row's loads in flight during this row's maths.
+    pid = tl.program_id(0)
+    num_programs = tl.num_programs(0)
+    ch = tl.arange(0, HEAD)
+    ct = HEAD + tl.arange(0, TAIL)
+    mt = ct < N
+    # the next row's loads are issued before this row's maths (the last row is loaded again at the end)
+    n64 = tl.zeros([], dtype=tl.int64) + tl.minimum(pid, M - 1)
+    xh_next = tl.load(x_ptr + n64 * stride_x + ch)
+    xt_next = tl.load(x_ptr + n64 * stride_x + ct, mask=mt, other=0.0)
+    for row in tl.range(pid, M, num_programs, num_stages=STAGES):
+        r64 = tl.zeros([], dtype=tl.int64) + row  # a Python int in the interpreter
+        xh = xh_next.to(tl.float32)
+        xt = xt_next.to(tl.float32)
+        n64 = tl.zeros([], dtype=tl.int64) + tl.minimum(row + num_programs, M - 1)
+        xh_next = tl.load(x_ptr + n64 * stride_x + ch)
+        xt_next = tl.load(x_ptr + n64 * stride_x + ct, mask=mt, other=0.0)
+        x0 = tl.load(x_ptr + r64 * stride_x).to(tl.float32)
+        field = 255 - (tl.maximum(tl.max(tl.abs(xh), axis=0),
+                                  tl.max(tl.abs(xt), axis=0)).to(tl.int32, bitcast=True) >> 23)
+        field = tl.minimum(tl.maximum(field, 1), 253)
+        scale = (field << 23).to(tl.float32, bitcast=True)
+        inv_scale = ((254 - field) << 23).to(tl.float32, bitcast=True)
+        shift = x0 * scale
+        dh = xh * scale - shift
+        dt = tl.where(mt, xt * scale - shift, 0.0)
+        d_mean = (tl.sum(dh, axis=0) + tl.sum(dt, axis=0)) / N
+        xch = dh - d_mean
+        xct = tl.where(mt, dt - d_mean, 0.0)
+        var_s = (tl.sum(xch * xch, axis=0) + tl.sum(xct * xct, axis=0)) / N
+        eps_s = eps * scale * scale
+        direct = (var_s == 0.0) | (eps_s > 1099511627776.0)
+        rstd_eps = 1.0 / tl.sqrt(eps + tl.zeros_like(var_s))
+        rstd_s = 1.0 / tl.sqrt(tl.where(direct, 1.0, var_s + eps_s))
+        rstd_s = tl.where(direct, tl.where(rstd_eps <= 3.4028234663852886e38,
+                                           tl.minimum(rstd_eps * inv_scale, 3.4028234663852886e38), rstd_eps), rstd_s)
+        rstd = tl.where(direct, rstd_eps, rstd_s * scale)
+        yh = xch * rstd_s
+        yt = xct * rstd_s
+        if HAS_W:
+            yh = yh * tl.load(w_ptr + ch).to(tl.float32)
+            yt = yt * tl.load(w_ptr + ct, mask=mt, other=0.0).to(tl.float32)
+        if HAS_B:
+            yh = yh + tl.load(b_ptr + ch).to(tl.float32)
+            yt = yt + tl.load(b_ptr + ct, mask=mt, other=0.0).to(tl.float32)
+        tl.store(y_ptr + r64 * N + ch, yh.to(y_ptr.dtype.element_ty))
+        tl.store(y_ptr + r64 * N + ct, yt.to(y_ptr.dtype.element_ty), mask=mt)
+        tl.store(mean_ptr + row, (shift + d_mean) * inv_scale)
+        tl.store(rstd_ptr + row, rstd)
 
 
 @triton.jit
@@ -341,6 +402,97 @@ def _layer_norm_bwd_kernel(dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, part_ptr, dw_
 
 
 @triton.jit
+def _layer_norm_bwd_wide_kernel(dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, part_ptr, scale_ptr, M, N, stride_dy,
+                                stride_x, HAS_W: tl.constexpr, HEAD: tl.constexpr, TAIL: tl.constexpr,
+                                STAGES: tl.constexpr):
+    # Rows too wide for a power-of-two tile in registers (10240 would pad to 16384, leaving no registers for
+    # the dweight/dbias sums): a row is a [HEAD] piece (a power of two <= N) and a [TAIL] piece (the next
+    # power of two >= N - HEAD), 10240 = 8192 + 2048 with no padding at all.  Persistent: program p of P
+    # takes rows p, p + P, ..., each whole in registers, x and dy read once (loading the next row ahead,
+    # as the forward does, cost the float32 backward registers: 0.185 -> 0.245 ms at 4096 x 10240), and keeps
+    # its rows' sum(dy * xhat) and sum(dy) per column in float32.  The maths per
+    # row is the row-resident kernel's.
+    # The sums are float32, not float64 (twice the registers): they overflow only for dy near float32's max
+    # (|dy * xhat| <= |dy| sqrt(N), over fewer than 2**31 rows).  A program whose sums came out non-finite
+    # runs its rows again with dy scaled by 2**-64 (exact: a power of two; the dy it flushes towards zero are
+    # 2**126 times smaller than the terms that made the sums overflow) and says so in scale[p], which the
+    # final reduce multiplies its partial rows by, in float64.  Non-finite dy take the second pass too, and
+    # come out non-finite again, as they should.
+    pid = tl.program_id(0)
+    num_programs = tl.num_programs(0)
+    ch = tl.arange(0, HEAD)
+    ct = HEAD + tl.arange(0, TAIL)
+    mt = ct < N
+    if HAS_W:
+        wh = tl.load(w_ptr + ch).to(tl.float32)
+        wt = tl.load(w_ptr + ct, mask=mt, other=0.0).to(tl.float32)
+    else:
+        wh = tl.full([HEAD], 1.0, dtype=tl.float32)
+        wt = tl.full([TAIL], 1.0, dtype=tl.float32)
+    dw_h = tl.zeros([HEAD], dtype=tl.float32)
+    db_h = tl.zeros([HEAD], dtype=tl.float32)
+    dw_t = tl.zeros([TAIL], dtype=tl.float32)
+    db_t = tl.zeros([TAIL], dtype=tl.float32)
+    dy_scale = tl.full([], 1.0, dtype=tl.float32)
+    todo = tl.full([], 1, dtype=tl.int32)
+    for attempt in range(0, 2):
+        if todo != 0:
+            dw_h = tl.zeros([HEAD], dtype=tl.float32)
+            db_h = tl.zeros([HEAD], dtype=tl.float32)
+            dw_t = tl.zeros([TAIL], dtype=tl.float32)
+            db_t = tl.zeros([TAIL], dtype=tl.float32)
+            for row in tl.range(pid, M, num_programs, num_stages=STAGES):
+                r64 = tl.zeros([], dtype=tl.int64) + row  # a Python int in the interpreter
+                xh = tl.load(x_ptr + r64 * stride_x + ch).to(tl.float32)
+                xt = tl.load(x_ptr + r64 * stride_x + ct, mask=mt, other=0.0).to(tl.float32)
+                dyh = tl.load(dy_ptr + r64 * stride_dy + ch).to(tl.float32)
+                dyt = tl.load(dy_ptr + r64 * stride_dy + ct, mask=mt, other=0.0).to(tl.float32)
+                x0 = tl.load(x_ptr + r64 * stride_x).to(tl.float32)
+                rstd = tl.load(rstd_ptr + row)
+                field = 255 - (tl.maximum(tl.max(tl.abs(xh), axis=0),
+                                          tl.max(tl.abs(xt), axis=0)).to(tl.int32, bitcast=True) >> 23)
+                field = tl.minimum(tl.maximum(field, 1), 253)
+                scale = (field << 23).to(tl.float32, bitcast=True)
+                inv_scale = ((254 - field) << 23).to(tl.float32, bitcast=True)
+                shift = x0 * scale
+                dh = xh * scale - shift
+                dt = tl.where(mt, xt * scale - shift, 0.0)
+                d_mean = (tl.sum(dh, axis=0) + tl.sum(dt, axis=0)) / N
+                rstd_s = tl.where(rstd <= 3.4028234663852886e38,
+                                  tl.minimum(rstd * inv_scale, 3.4028234663852886e38), rstd)
+                xhat_h = (dh - d_mean) * rstd_s
+                xhat_t = tl.where(mt, (dt - d_mean) * rstd_s, 0.0)
+                gh = dyh * wh
+                gt = dyt * wt
+                c1 = (tl.sum(xhat_h * gh, axis=0) + tl.sum(xhat_t * gt, axis=0)) / N  # mean(g * xhat)
+                c2 = (tl.sum(gh, axis=0) + tl.sum(gt, axis=0)) / N  # mean(g)
+                dxh = (gh - (xhat_h * c1 + c2)) * rstd
+                dxt = (gt - (xhat_t * c1 + c2)) * rstd
+                tl.store(dx_ptr + r64 * N + ch, dxh.to(dx_ptr.dtype.element_ty))
+                tl.store(dx_ptr + r64 * N + ct, dxt.to(dx_ptr.dtype.element_ty), mask=mt)
+                dyh = dyh * dy_scale
+                dyt = dyt * dy_scale
+                dw_h += dyh * xhat_h
+                db_h += dyh
+                dw_t += dyt * xhat_t
+                db_t += dyt
+            # s - s is 0 for a finite s, NaN for inf or NaN
+            bad = (tl.sum(((dw_h - dw_h) != 0.0).to(tl.int32), axis=0)
+                   + tl.sum(((db_h - db_h) != 0.0).to(tl.int32), axis=0)
+                   + tl.sum(((dw_t - dw_t) != 0.0).to(tl.int32), axis=0)
+                   + tl.sum(((db_t - db_t) != 0.0).to(tl.int32), axis=0))
+            todo = tl.where((bad > 0) & (attempt == 0), 1, 0)
+            dy_scale = tl.where(todo != 0, 5.421010862427522e-20, dy_scale)  # 2**-64
+    slot = pid.to(tl.int64) * N
+    db_slot = num_programs.to(tl.int64) * N + slot
+    tl.store(part_ptr + slot + ch, dw_h)
+    tl.store(part_ptr + slot + ct, dw_t, mask=mt)
+    tl.store(part_ptr + db_slot + ch, db_h)
+    tl.store(part_ptr + db_slot + ct, db_t, mask=mt)
+    tl.store(scale_ptr + pid, 1.0 / dy_scale)
+
+
+@triton.jit
 def _layer_norm_bwd_dx_looped_kernel(dy_ptr, x_ptr, w_ptr, rstd_ptr, dx_ptr, center_ptr, M, N, stride_dy, stride_x,
                                      HAS_W: tl.constexpr, BLOCK_N: tl.constexpr):
     # One wide row per program.  scale and shift from the first chunk as in
@@ -442,10 +594,11 @@ def _layer_norm_bwd_dwdb_kernel(dy_ptr, x_ptr, center_ptr, part_ptr, M, N, strid
 
 
 @triton.jit
-def _layer_norm_bwd_reduce_kernel(part_ptr, dw_ptr, db_ptr, R, N,
+def _layer_norm_bwd_reduce_kernel(part_ptr, scale_ptr, dw_ptr, db_ptr, R, N, SCALED: tl.constexpr,
                                   BLOCK_R: tl.constexpr, BLOCK_N: tl.constexpr):
     # dweight[j] = sum_r part[0, r, j],  dbias[j] = sum_r part[1, r, j]:
-    # R partial rows in a fixed order, per-lane accumulators, one tree at the end.
+    # R partial rows in a fixed order, per-lane accumulators, one tree at the end.  Partials are float64, or
+    # (SCALED: the wide-row kernel's) float32 rows to multiply by scale[r] first.
     cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     col_mask = cols < N
     dw_acc = tl.zeros([BLOCK_R, BLOCK_N], dtype=tl.float64)
@@ -455,8 +608,14 @@ def _layer_norm_bwd_reduce_kernel(part_ptr, dw_ptr, db_ptr, R, N,
         mask = (rows < R)[:, None] & col_mask[None, :]
         dw_offs = rows.to(tl.int64)[:, None] * N + cols[None, :]
         db_offs = (rows + R).to(tl.int64)[:, None] * N + cols[None, :]
-        dw_acc += tl.load(part_ptr + dw_offs, mask=mask, other=0.0)
-        db_acc += tl.load(part_ptr + db_offs, mask=mask, other=0.0)
+        dw = tl.load(part_ptr + dw_offs, mask=mask, other=0.0).to(tl.float64)
+        db = tl.load(part_ptr + db_offs, mask=mask, other=0.0).to(tl.float64)
+        if SCALED:
+            row_scale = tl.load(scale_ptr + rows, mask=rows < R, other=0.0).to(tl.float64)[:, None]
+            dw = dw * row_scale
+            db = db * row_scale
+        dw_acc += dw
+        db_acc += db
     tl.store(dw_ptr + cols, tl.sum(dw_acc, axis=0).to(tl.float32).to(dw_ptr.dtype.element_ty), mask=col_mask)
     tl.store(db_ptr + cols, tl.sum(db_acc, axis=0).to(tl.float32).to(db_ptr.dtype.element_ty), mask=col_mask)
 
@@ -480,6 +639,13 @@ class LayerNormLaunch:
     bwd_tile_acc: bool = True  # row-resident backward: dweight/dbias sums kept per tile element, not per column
     bwd_stages: int = 1  # row-resident backward: pipelining depth of its row-block loop (1: none) ...
     bwd_stages_fp32: int = 1  # ... and of float32 inputs' (whose float64 sums take longer a block)
+    max_row_wide: int = 1  # rows wider than max_row_bwd whose [head] + [tail] pieces fit this many elements take
+    #                        the wide backward (whole rows in registers, no padding to a power of two); 1: never
+    wide_warps: int = 8  # the wide backward's warps ...
+    wide_stages: int = 1  # ... pipelining depth of its row loop (and the forward's) ...
+    wide_programs_per_sm: int = 1  # ... and programs per SM (its registers allow one)
+    wide_fwd_warps: int = 4  # the wide forward's warps (rows past max_row_fwd, same pieces) ...
+    wide_fwd_programs_per_sm: int = 4  # ... and programs per SM
 
 
 # One table per architecture.  GPU: 16 KiB forward / 8 KiB backward tiles
@@ -490,12 +656,12 @@ _LAUNCH = {
     "interpreter": LayerNormLaunch(fwd_tile_bytes=1 << 20, bwd_tile_bytes=1 << 20, max_row_fwd=1 << 18,
                                    max_row_bwd=1 << 18, loop_block=1 << 16, col_block=1 << 16,
                                    values_per_thread=16, programs_per_sm=4, reduce_tile_numel=1 << 16),
-    "sm90": LayerNormLaunch(fwd_tile_bytes=4096, bwd_tile_bytes=4096, max_row_fwd=16384, max_row_bwd=8192,
+    "sm90": LayerNormLaunch(fwd_tile_bytes=4096, bwd_tile_bytes=4096, max_row_fwd=8192, max_row_bwd=8192,
                             loop_block=4096, col_block=256, values_per_thread=32, programs_per_sm=4,
-                            reduce_tile_numel=8192, bwd_stages=2, bwd_stages_fp32=3),
-    "default": LayerNormLaunch(fwd_tile_bytes=4096, bwd_tile_bytes=4096, max_row_fwd=16384, max_row_bwd=8192,
+                            reduce_tile_numel=8192, bwd_stages=2, bwd_stages_fp32=3, max_row_wide=12288),
+    "default": LayerNormLaunch(fwd_tile_bytes=4096, bwd_tile_bytes=4096, max_row_fwd=8192, max_row_bwd=8192,
                                loop_block=4096, col_block=256, values_per_thread=32, programs_per_sm=4,
-                               reduce_tile_numel=8192, bwd_stages=2, bwd_stages_fp32=3),
+                               reduce_tile_numel=8192, bwd_stages=2, bwd_stages_fp32=3, max_row_wide=12288),
 }
 register_launch_names("layer_norm")
 
@@ -515,15 +681,19 @@ def _tile_rows(tile_bytes: int, itemsize: int, block_n: int, m: int) -> int:
 
 
 @functools.lru_cache(maxsize=512)
-def _forward_plan(m: int, n: int, itemsize: int, lp: LayerNormLaunch) -> tuple[bool, tuple, dict]:
-    """(looped, grid, meta) of the forward."""
+def _forward_plan(m: int, n: int, itemsize: int, lp: LayerNormLaunch, sms: int) -> tuple[str, tuple, dict]:
+    """(kernel: "resident", "wide" or "looped"; grid; meta) of the forward."""
     block_n = pow2_ceil(n)
+    head, tail = _row_pieces(n) if n >= 2 else (1, 1)
+    if block_n > lp.max_row_fwd and n >= 2 and head + tail <= lp.max_row_wide:
+        programs = max(1, min(m, sms * lp.wide_fwd_programs_per_sm))
+        return "wide", (programs,), dict(HEAD=head, TAIL=tail, STAGES=lp.wide_stages, num_warps=lp.wide_fwd_warps)
     if block_n <= lp.max_row_fwd:
         block_m = _tile_rows(lp.fwd_tile_bytes, itemsize, block_n, m)
-        return False, (cdiv(m, block_m),), dict(BLOCK_M=block_m, BLOCK_N=block_n,
-                                                  num_warps=_num_warps(block_m * block_n, lp.values_per_thread))
+        return "resident", (cdiv(m, block_m),), dict(BLOCK_M=block_m, BLOCK_N=block_n,
+                                                       num_warps=_num_warps(block_m * block_n, lp.values_per_thread))
     block = min(pow2_floor(lp.loop_block), block_n)
-    return True, (m,), dict(BLOCK_N=block, num_warps=_num_warps(block, lp.values_per_thread))
+    return "looped", (m,), dict(BLOCK_N=block, num_warps=_num_warps(block, lp.values_per_thread))
 
 
 #: Partial dweight / dbias elements (per sum) the row-resident backward's programs write at most.
@@ -536,8 +706,13 @@ def _backward_plan(m: int, n: int, itemsize: int, lp: LayerNormLaunch, sms: int)
     block_n = pow2_ceil(n)
     target_programs = sms * lp.programs_per_sm
     block_c = min(pow2_floor(lp.col_block), block_n)
-    plan: dict = {"looped": block_n > lp.max_row_bwd}
-    if not plan["looped"]:
+    head, tail = _row_pieces(n) if n >= 2 else (1, 1)
+    plan: dict = {"looped": block_n > lp.max_row_bwd, "wide": False}
+    if plan["looped"] and n >= 2 and head + tail <= lp.max_row_wide:
+        programs = max(1, min(m, sms * lp.wide_programs_per_sm))
+        plan.update(looped=False, wide=True, grid=(programs,), n_part=programs, meta=dict(
+            HEAD=head, TAIL=tail, STAGES=lp.wide_stages, num_warps=lp.wide_warps))
+    elif not plan["looped"]:
         block_m = _tile_rows(lp.bwd_tile_bytes, itemsize, block_n, m)
         # at most _PARTIALS_NUMEL partial dweight/dbias elements: wide rows take fewer programs, so the final
         # reduce reads at most 16 MB (4096 columns x 528 programs x 2 x float64 was 35 MB)
@@ -563,8 +738,18 @@ def _backward_plan(m: int, n: int, itemsize: int, lp: LayerNormLaunch, sms: int)
     block_c = max(min(block_c, 16), min(block_c, pow2_floor(max(1, n // sms))))
     block_r = max(1, min(pow2_ceil(plan["n_part"]), pow2_floor(lp.reduce_tile_numel) // block_c))
     plan.update(reduce_grid=(cdiv(n, block_c),), reduce_meta=dict(
-        BLOCK_R=block_r, BLOCK_N=block_c, num_warps=_num_warps(block_r * block_c, lp.values_per_thread)))
+        SCALED=plan["wide"], BLOCK_R=block_r, BLOCK_N=block_c,
+        num_warps=_num_warps(block_r * block_c, lp.values_per_thread)))
     return plan
+
+
+def _row_pieces(n: int) -> tuple[int, int]:
+    """A row of n >= 2 as a [head] and a [tail] piece, both powers of two: head <= n and < n, tail >= n - head
+    (10240 = 8192 + 2048, 12288 = 8192 + 4096, 16384 = 8192 + 8192)."""
+    head = pow2_floor(n)
+    if head == n:
+        head //= 2
+    return head, pow2_ceil(n - head)
 
 
 def _as_rows(t: torch.Tensor, n: int) -> torch.Tensor:
@@ -590,12 +775,16 @@ def _forward(x: torch.Tensor, weight: Optional[torch.Tensor], bias: Optional[tor
     if m == 0 or n == 0:  # nothing to normalise (N = 0: empty rows, statistics undefined)
         return _cast(y, x.dtype), mean.fill_(math.nan), rstd.fill_(math.nan)
     x2 = _as_rows(x, n)
-    looped, grid, meta = _forward_plan(m, n, x.element_size(), config.launch("layer_norm", _LAUNCH, dev))
+    lp = config.launch("layer_norm", _LAUNCH, dev)
+    path, grid, meta = _forward_plan(m, n, x.element_size(), lp, sm_count(dev))
     # weight / bias may be strided (a pointer + unit stride is all the kernels take); x2 stands
     # in as a placeholder pointer, never read, when one is absent.
     w = x2 if weight is None else weight if weight.is_contiguous() else weight.contiguous()
     b = x2 if bias is None else bias if bias.is_contiguous() else bias.contiguous()
-    if looped:
+    if path == "wide":
+        launch(_layer_norm_fwd_wide_kernel, grid, x2, y, w, b, mean, rstd, m, n, x2.stride(0), eps,
+               HAS_W=weight is not None, HAS_B=bias is not None, **meta)
+    elif path == "looped":
         launch(_layer_norm_fwd_looped_kernel, grid, x2, y, w, b, mean, rstd, n, x2.stride(0), eps,
                HAS_W=weight is not None, HAS_B=bias is not None, **meta)
     else:
@@ -619,7 +808,14 @@ def _backward(dy: torch.Tensor, x: torch.Tensor, weight: Optional[torch.Tensor],
     rstd = rstd.reshape(-1)
     w = x2 if weight is None else weight if weight.is_contiguous() else weight.contiguous()  # x2: never read
     plan = _backward_plan(m, n, x.element_size(), config.launch("layer_norm", _LAUNCH, dev), sm_count(dev))
-    if not plan["looped"]:
+    scales = None
+    if plan["wide"]:
+        # Whole rows in two pieces, persistent, float32 partials with a scale per program.
+        part = torch.empty(2 * plan["n_part"] * n, dtype=torch.float32, device=dev)
+        scales = torch.empty(plan["n_part"], dtype=torch.float32, device=dev)
+        launch(_layer_norm_bwd_wide_kernel, plan["grid"], dy2, x2, w, rstd, dx, part, scales, m, n, dy2.stride(0),
+               x2.stride(0), HAS_W=weight is not None, **plan["meta"])
+    elif not plan["looped"]:
         # Row-resident, persistent, dweight/dbias partials fused: x and dy read once.  A single
         # program (small M) writes dweight / dbias itself: no workspace, no reduce launch.
         final = plan["meta"]["FINAL_DWDB"]
@@ -637,7 +833,8 @@ def _backward(dy: torch.Tensor, x: torch.Tensor, weight: Optional[torch.Tensor],
         part = torch.empty(2 * plan["n_part"] * n, dtype=torch.float64, device=dev)
         launch(_layer_norm_bwd_dwdb_kernel, plan["grid"], dy2, x2, center, part, m, n, dy2.stride(0),
                x2.stride(0), plan["rows_per_split"], **plan["meta"])
-    launch(_layer_norm_bwd_reduce_kernel, plan["reduce_grid"], part, dw, db, plan["n_part"], n, **plan["reduce_meta"])
+    launch(_layer_norm_bwd_reduce_kernel, plan["reduce_grid"], part, part if scales is None else scales, dw, db,
+           plan["n_part"], n, **plan["reduce_meta"])
     return _cast(dx, x.dtype), _cast(dw, dweight_dtype), _cast(db, dbias_dtype)
 
 

@@ -118,15 +118,22 @@ def layer_norm_backward(x, weight, bias, dy):
 # steps over them 4096 partials at a time.  M stays small and M * N at most ~2**18 (2 MiB of float32 x and
 # dy: 64 x 4032, or 3 x 65536): the interpreter runs one program per row and ~5 ms per chunk, so an
 # example takes a few seconds.
-_LN_LOOPED = {"layer_norm": {"max_row_fwd": 64, "max_row_bwd": 64, "loop_block": 1024, "col_block": 1024,
-                             "bwd_tile_bytes": 8192, "programs_per_sm": 256, "reduce_tile_numel": 4096}}
+_LN_LOOPED = {"layer_norm": {"max_row_fwd": 64, "max_row_bwd": 64, "max_row_wide": 1, "loop_block": 1024,
+                             "col_block": 1024, "bwd_tile_bytes": 8192, "programs_per_sm": 256,
+                             "reduce_tile_numel": 4096}}
+# The wide kernels (a row in two power-of-two pieces, persistent; the backward's partials float32) from 65
+# columns on.
+_LN_WIDE = {"layer_norm": {"max_row_fwd": 64, "max_row_bwd": 64, "max_row_wide": 12288, "wide_programs_per_sm": 4,
+                           "wide_fwd_programs_per_sm": 4}}
+_LN_WIDE_DIMS = {"M": (1, 256), "N": (2, 12_288)}
 _LN_LOOPED_DIMS = {"M": (1, 64), "N": (1, 65_536)}
 _LN_LOOPED_BYTES = 2 * 2 ** 20
 
 
-def _looped_layer_norm():
-    """config.patch forcing the looped layer-norm kernels (other kernels' overrides kept)."""
-    return kernel_config.patch(launch_overrides={**kernel_config.launch_overrides, **_LN_LOOPED})
+def _looped_layer_norm(overrides: dict = _LN_LOOPED):
+    """config.patch forcing the looped layer-norm kernels, or those ``overrides`` name (other kernels'
+    overrides kept)."""
+    return kernel_config.patch(launch_overrides={**kernel_config.launch_overrides, **overrides})
 
 
 @subject(name="kernels.layer_norm_looped",
@@ -144,6 +151,25 @@ def layer_norm_looped(x, weight, bias, eps):
 def layer_norm_backward_looped(x, weight, bias, dy):
     """dx by the looped dx kernel, dweight/dbias by the column-block x M-split kernel and the final reduce."""
     with _looped_layer_norm():
+        return _ln_grads(x, weight, bias, dy, kernels.layer_norm)
+
+
+@subject(name="kernels.layer_norm_wide",
+         reference=lambda x, weight, bias, eps: F.layer_norm(x, (x.shape[-1],), weight, bias, eps),
+         inputs=_LN_INPUTS, dims=_LN_WIDE_DIMS, max_example_bytes=_LN_LOOPED_BYTES)
+def layer_norm_wide(x, weight, bias, eps):
+    """The forward on its wide path (rows of two power-of-two pieces, persistent)."""
+    with _looped_layer_norm(_LN_WIDE):
+        return kernels.layer_norm(x, (x.shape[-1],), weight, bias, eps)
+
+
+@subject(name="kernels.layer_norm_backward_wide",
+         reference=_ln_reference,
+         inputs=_LN_BWD_INPUTS, dims=_LN_WIDE_DIMS, max_example_bytes=_LN_LOOPED_BYTES)
+def layer_norm_backward_wide(x, weight, bias, dy):
+    """dx, dweight and dbias by the wide backward (rows of two power-of-two pieces, float32 partials redone
+    scaled where they overflow) and the final reduce."""
+    with _looped_layer_norm(_LN_WIDE):
         return _ln_grads(x, weight, bias, dy, kernels.layer_norm)
 
 

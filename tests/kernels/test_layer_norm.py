@@ -1,6 +1,8 @@
 """kernels.layer_norm: forward and backward against float64 F.layer_norm on every launch path
 (row-resident, persistent with fused dweight/dbias, looped over N with the M-split reduction),
 stability, large M, layouts, determinism, the custom-op contract and input errors."""
+import importlib
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -17,8 +19,11 @@ DEV = device.torch_device()
 TOL = {torch.float32: 2e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
 # Force the looped kernels (rows wider than 64 loop in chunks of 64) and the
 # column-block x M-split dweight/dbias kernel, with several splits, on small inputs.
-LOOPED = {"layer_norm": {"max_row_fwd": 64, "max_row_bwd": 64, "loop_block": 64, "col_block": 64,
+LOOPED = {"layer_norm": {"max_row_fwd": 64, "max_row_bwd": 64, "max_row_wide": 1, "loop_block": 64, "col_block": 64,
                          "bwd_tile_bytes": 1024, "programs_per_sm": 16}}
+# Force the wide kernels (rows past 64 columns in two power-of-two pieces) with several persistent programs.
+WIDE = {"layer_norm": {"max_row_fwd": 64, "max_row_bwd": 64, "max_row_wide": 1024, "wide_programs_per_sm": 3,
+                       "wide_fwd_programs_per_sm": 2}}
 # Force many row blocks per persistent backward program and multi-row forward tiles.
 SMALL_TILES = {"layer_norm": {"fwd_tile_bytes": 2048, "bwd_tile_bytes": 1024, "programs_per_sm": 3}}
 
@@ -98,6 +103,54 @@ def test_looped_path(shape, dtype):
         _check(*_make(shape, dtype, seed=shape[1]))
 
 
+@pytest.mark.parametrize("dtype, shape", [(torch.float32, (9, 341)), (torch.bfloat16, (9, 341)),
+                                          (torch.float16, (2, 1000)), (torch.float32, (7, 128)),
+                                          (torch.float32, (3, 65)), (torch.bfloat16, (40, 96))])
+def test_wide_path(shape, dtype):
+    """Forward and backward on rows in a [head] and a [tail] piece (341 = 256 + 128 with 43 masked,
+    128 = 64 + 64, 65 = 64 + 1), fewer and more rows than programs."""
+    with config.patch(launch_overrides=WIDE):
+        _check(*_make(shape, dtype, seed=shape[1]))
+
+
+@pytest.mark.parametrize("overrides", [None, LOOPED, WIDE], ids=["resident", "looped", "wide"])
+def test_gradient_sums_past_float32_range(overrides):
+    """dy near float32's max, its sign alternating by row: partial sums of dy * xhat and dy over the rows
+    overflow float32 on the way where the true dweight / dbias are finite (the wide backward's float32 partials
+    are redone scaled by 2**-64), and stay infinite where the truth is past float32's max."""
+    x, w, b, _ = _make((9, 341), torch.float32, seed=26)
+    sign = torch.tensor([1.0, -1.0]).repeat(5)[:9, None]
+    dy = (torch.full((9, 341), 3e38) * sign).to(DEV)
+    with config.patch(launch_overrides=overrides or {}):
+        _, (dx, dw, db) = _run(kernels.layer_norm, x, w, b, dy)
+    _, (_, dw_ref, db_ref) = _reference(x, w, b, dy)
+    fmax = torch.finfo(torch.float32).max
+    for got, ref in ((dw, dw_ref), (db, db_ref)):
+        past = ref.abs() > fmax
+        assert torch.equal(got[past], torch.sign(ref[past]).float() * float("inf"))
+        assert torch.isfinite(got[~past]).all()
+        finite = ref[~past]
+        torch.testing.assert_close(got[~past].double(), finite, rtol=0, atol=TOL[torch.float32] * finite.abs().max())
+    assert torch.isfinite(db).all() and db.abs().max() > 1e38
+
+
+def test_wide_rows_take_the_wide_kernels_on_a_gpu():
+    """The sm90 launch table sends 4096 x 10240 (and x 12288) to the wide kernels in two unpadded pieces, the
+    backward one program per SM, and rows past its pieces to the looped kernels."""
+    ln = importlib.import_module("tritondiff.kernels.layer_norm")  # the package exports the function by that name
+    sm90 = ln._LAUNCH["sm90"]
+    plan = ln._backward_plan(4096, 10240, 2, sm90, 132)
+    assert plan["wide"] and plan["grid"] == (132,) and (plan["meta"]["HEAD"], plan["meta"]["TAIL"]) == (8192, 2048)
+    assert plan["reduce_meta"]["SCALED"]
+    assert ln._backward_plan(4096, 12288, 4, sm90, 132)["meta"]["TAIL"] == 4096
+    assert ln._backward_plan(4096, 16384, 2, sm90, 132)["looped"]
+    assert not ln._backward_plan(4096, 4096, 2, sm90, 132)["wide"]
+    path, grid, meta = ln._forward_plan(4096, 10240, 2, sm90, 132)
+    assert path == "wide" and grid == (528,) and (meta["HEAD"], meta["TAIL"]) == (8192, 2048)
+    assert ln._forward_plan(4096, 16384, 2, sm90, 132)[0] == "looped"
+    assert ln._forward_plan(4096, 4096, 2, sm90, 132)[0] == "resident"
+
+
 @pytest.mark.parametrize("shape", [(341, 16), (1000, 9), (97, 41)])
 def test_persistent_backward_many_row_blocks(shape):
     with config.patch(launch_overrides=SMALL_TILES):
@@ -151,7 +204,7 @@ def test_looped_subjects_run_the_looped_kernels(monkeypatch):
         torch.testing.assert_close(got.double(), ref, rtol=0, atol=TOL[torch.float32] * ref.abs().max().item())
 
 
-@pytest.mark.parametrize("overrides", [None, LOOPED])
+@pytest.mark.parametrize("overrides", [None, LOOPED, WIDE], ids=["resident", "looped", "wide"])
 def test_stable_statistics_with_large_mean(overrides):
     # mean 1e4, std 1e-2: E[x**2] - E[x]**2 would lose every significant digit
     # in float32 (1e8 - 1e8 with an ulp of 8), and even a float32 mean is off by
@@ -443,7 +496,7 @@ def _check_relative(x, w, b, dy, eps, tol):
         torch.testing.assert_close(got, ref, rtol=0, atol=tol * scale, msg=lambda m: f"{name}: {m}")
 
 
-@pytest.mark.parametrize("overrides", [None, LOOPED], ids=["resident", "looped"])
+@pytest.mark.parametrize("overrides", [None, LOOPED, WIDE], ids=["resident", "looped", "wide"])
 @pytest.mark.parametrize("family, dtype, eps", [("near_max", torch.float32, 1e-5), ("large", torch.float32, 1e-5),
                                                 ("tiny", torch.float32, 0.0), ("near_max", torch.bfloat16, 1e-5)])
 def test_rows_beyond_float32_squares(family, dtype, eps, overrides):
@@ -455,7 +508,7 @@ def test_rows_beyond_float32_squares(family, dtype, eps, overrides):
         _check_relative(x, None, None, dy, eps, 4 * TOL[dtype])
 
 
-@pytest.mark.parametrize("overrides", [None, LOOPED], ids=["resident", "looped"])
+@pytest.mark.parametrize("overrides", [None, LOOPED, WIDE], ids=["resident", "looped", "wide"])
 def test_statistics_of_near_max_and_subnormal_rows(overrides):
     # mean near float32 max and rstd ~5e-39 (below float32's normal range) for near_max rows;
     # rstd ~1e38 for subnormal rows with eps = 0: both within float32 rounding of float64.
@@ -469,7 +522,7 @@ def test_statistics_of_near_max_and_subnormal_rows(overrides):
         torch.testing.assert_close(mean.double(), xd.mean(-1), rtol=0, atol=1e-6 * xd.abs().max().item())
 
 
-@pytest.mark.parametrize("overrides", [None, LOOPED], ids=["resident", "looped"])
+@pytest.mark.parametrize("overrides", [None, LOOPED, WIDE], ids=["resident", "looped", "wide"])
 def test_constant_rows_at_the_extremes(overrides):
     # A constant row has var = 0: y = bias exactly and rstd = 1/sqrt(eps), also when the
     # value is near float32 max (where rounding noise in the mean, normalised by a scale-
