@@ -278,6 +278,11 @@ class _Scheduler:
                                  None))
         return True
 
+    def requeue(self, task: Task) -> None:
+        """Put back a task whose lane lost its explorer (a Ray actor, its node) before it finished."""
+        with self.lock:
+            self.pending.appendleft(task)
+
     def finished(self, subject: str, seconds: float, *, close: bool) -> None:
         with self.lock:
             self.seconds[subject] += seconds
@@ -325,7 +330,8 @@ class CampaignResult:
 
 class _Campaign:
     def __init__(self, store: Store, campaign_id: int, subjects: dict[str, Subject], *, options: dict,
-                 seed: int, workers: int, remaining_s: float, spent_s: float, budget_s: float, display: Display):
+                 seed: int, workers: int, remaining_s: float, spent_s: float, budget_s: float, display: Display,
+                 ray: float | None = None):
         self.store = store
         self.store_path = store.path
         self.id = campaign_id
@@ -348,6 +354,8 @@ class _Campaign:
         self.errors: list[str] = []
         self.explored: Counter = Counter()       # examples per subject in this run
         self.ran: set[str] = set()               # subjects that got a task in this run
+        self.ray = ray                           # lanes on a Ray cluster (harness.ray_lanes): GPU share an actor
+        self.lost = 0                            # Ray actors lost (a node or a process died)
         _clean_stale_work(self.dump_root)
 
     def run(self) -> str:
@@ -359,7 +367,11 @@ class _Campaign:
         self.scheduler = sched = _Scheduler(self, pending, self.remaining_s, self.workers)
         if self.huge:                            # subjects without a plan (any more) get no task
             sched.closed.update(n for n in self.subjects if n not in self.plans)
-        lanes = [Lane(self, i) for i in range(self.workers)]
+        if self.ray is None:
+            lanes = [Lane(self, i) for i in range(self.workers)]
+        else:
+            from .ray_lanes import RayLane
+            lanes = [RayLane(self, i, self.ray) for i in range(self.workers)]
         status = "done"
         last_beat = 0.0
         try:
@@ -421,6 +433,9 @@ class _Campaign:
             elif ev.kind == "done":
                 self.explored[ev.subject] += ev.examples
                 self.display.line(f"done  L{ev.lane} {ev.subject} {ev.text}")
+            elif ev.kind == "lost":
+                self.lost += 1
+                self.display.line(f"lost  L{ev.lane} {ev.subject} {ev.text}")
             else:
                 self.errors.append(f"{ev.subject}: {ev.text}")
                 self.display.line(f"ERROR L{ev.lane} {ev.subject} {ev.text}")
@@ -459,7 +474,7 @@ def run_campaign(targets: Sequence[str] = (), *, budget_s: float | None = None, 
                  seed: int | None = None, store: str | None = None, resume: bool = False,
                  disabled: frozenset = frozenset(), example_timeout_s: float | None = None,
                  dump_dir: str | None = None, report_dir: str | None = None, out: TextIO | None = None,
-                 live: bool | None = None, huge: bool = False) -> CampaignResult:
+                 live: bool | None = None, huge: bool = False, ray: str | None = None) -> CampaignResult:
     """Fuzz ``targets`` (see :func:`resolve_targets`) for ``budget_s`` seconds of wall time in total.
 
     ``workers`` lanes run in parallel (default: :func:`default_workers`);
@@ -473,13 +488,26 @@ def run_campaign(targets: Sequence[str] = (), *, budget_s: float | None = None, 
     terminal (``live`` overrides).  ``huge=True`` (CUDA only)
     draws each target's largest input just past 2^31 elements (:mod:`harness.huge`);
     targets that cannot (no size dim, or not enough memory) are skipped with the reason.
+    ``ray``: run the lanes as actors on the Ray cluster at that address (``auto``, ``local``; see
+    :mod:`harness.ray_lanes`); ``workers`` then defaults to the cluster's GPUs (its CPUs off CUDA).
     """
     _check_args(budget_s, workers, seed, example_timeout_s, disabled)
+    if ray is not None and (not isinstance(ray, str) or not ray.strip()):
+        raise UsageError(f"ray={ray!r}: give a Ray cluster address, 'auto' or 'local'")
+    if ray is not None and huge:
+        raise UsageError("--huge sizes its inputs by this machine's GPU memory; run it without --ray")
     if resume and (disabled or example_timeout_s is not None or dump_dir is not None or huge):
         raise UsageError("resume continues the stored campaign with its own options; leave disabled, "
                          "example_timeout_s, dump_dir and huge out")
     if huge:
         huge_shapes.check_lanes(workers)
+    ray_share, ray_owned = None, False
+    if ray is not None:
+        from . import ray_lanes
+        cuda = device.MODE == "cuda"
+        ray_owned = ray_lanes.connect(ray)
+        workers = workers or ray_lanes.cluster_lanes(cuda)
+        ray_share = ray_lanes.gpus_per_actor(workers, cuda)
     workers = workers or default_workers()
     store_path = store or os.path.join(config.out_dir, "findings.db")
     display = Display(out or sys.stdout, live)
@@ -502,14 +530,17 @@ def run_campaign(targets: Sequence[str] = (), *, budget_s: float | None = None, 
             display.line(f"campaign {campaign.id}: {len(subjects)} subject(s), {workers} lane(s), "
                          f"seed {campaign.seed}, "
                          f"{clock(remaining)} of {clock(campaign.budget_s)} left; store {db.path}")
-        shared = lanes_per_gpu(workers)
+        shared = lanes_per_gpu(workers) if ray is None else round(1 / ray_share) if ray_share else 1
+        if ray is not None:
+            display.line(f"lanes: {workers} Ray actor(s) on the cluster at {ray}" + (
+                f", {ray_share:g} GPU each" if ray_share else ", one CPU each"))
         if shared > 1:
             limit = hang_limit_s(campaign.options.get("example_timeout_s"), workers)
             display.line(f"{shared} lanes share each GPU (their kernels run in turn): an example's hang limit is "
                          f"{limit:.0f} s, {shared} x the single-lane one")
         runner = _Campaign(db, campaign.id, subjects, options=campaign.options, seed=campaign.seed, workers=workers,
                            remaining_s=max(0.0, remaining), spent_s=campaign.spent_s, budget_s=campaign.budget_s,
-                           display=display)
+                           display=display, ray=ray_share if ray is not None else None)
         if runner.huge:
             runner.plans = plans if not resume else huge_shapes.plans_for(subjects.values(), display.line,
                                                                           strict=False)
@@ -526,6 +557,9 @@ def run_campaign(targets: Sequence[str] = (), *, budget_s: float | None = None, 
         _summary(display, result, db)
     finally:
         db.close()
+        if ray_owned:
+            import ray as ray_module
+            ray_module.shutdown()
     if report_dir is not None:
         from .report import write_report
 

@@ -135,6 +135,10 @@ def build_parser() -> argparse.ArgumentParser:
                       help="print the subjects the targets name (none: every bundled subject), grouped by prefix, "
                            "and exit")
     _add_verdict_options(fuzz)
+    fuzz.add_argument("--ray", default=None, metavar="ADDRESS",
+                      help="run the lanes as Ray actors on a cluster: the head's address (host:port), 'auto' on a "
+                           "cluster node, or 'local' to start one here; the store stays here (needs "
+                           "tritondiff[ray]); --workers defaults to the cluster's GPUs (CPUs without CUDA)")
     fuzz.add_argument("--huge", action="store_true",
                       help="CUDA only: draw each target's largest input just past 2^31 elements, within free GPU "
                            "and host memory (targets that do not fit are skipped, with the reason)")
@@ -283,7 +287,7 @@ def _fuzz(args) -> int:
     try:
         result = run_campaign(args.targets, budget_s=args.budget, workers=args.workers, seed=args.seed,
                               store=args.store, resume=args.resume, disabled=args.disable, report_dir=args.report,
-                              huge=args.huge)
+                              huge=args.huge, ray=args.ray)
     finally:
         signal.signal(signal.SIGTERM, previous)
     return result.exit_code

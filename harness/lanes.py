@@ -23,7 +23,7 @@ import signal
 import threading
 import time
 import uuid
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from tritondiff.base import device
 from .config import config
@@ -221,7 +221,7 @@ def warm_up() -> None:
 
 @dataclasses.dataclass
 class LaneEvent:
-    kind: str            # start | finding | done | error
+    kind: str            # start | finding | done | error | lost (a Ray lane's actor died; its task is queued again)
     lane: int
     subject: str
     text: str = ""
@@ -252,10 +252,19 @@ class Lane(threading.Thread):
         self.stop_event.set()
         self.executor.interrupt()
 
+    def _count(self) -> None:
+        self.examples += 1
+
+    def _warm(self) -> None:
+        self.executor.warm()
+
+    def _close(self) -> None:
+        self.executor.close()
+
     def run(self) -> None:
         store = Store(self.c.store_path)
         try:
-            self.executor.warm()        # worker start-up is campaign overhead, not a task's share
+            self._warm()        # worker start-up is campaign overhead, not a task's share
             while not self.stop_event.is_set():
                 nxt = self.c.scheduler.next(self.index, store)
                 if nxt is None:
@@ -272,7 +281,7 @@ class Lane(threading.Thread):
             with self.c.scheduler.lock:
                 self.c.scheduler.active.discard(self.index)
                 self.c.scheduler.busy_until.pop(self.index, None)
-            self.executor.close()
+            self._close()
             store.close()
 
     def _run_task(self, store: Store, task: Task, budget: float) -> None:
@@ -282,85 +291,193 @@ class Lane(threading.Thread):
         store.start_task(task.id)
         started = time.monotonic()
         self.current = (task, budget, started)
+        self.current_budget = budget
         self.c.events.put(LaneEvent("start", self.index, task.subject, f"shard {task.shard}, {budget:.0f} s"))
-        rec = Recorder(self, store, task, subject, work)
+        commit = Committer(self, store, task, subject, work)
+        rec = Recorder(self.stop_event, commit, task, subject, work, self.c.disabled, on_count=self._count)
         try:
-            self._explore(store, task, budget, subject, rec, started)
+            self._explore(store, task, budget, subject, rec, commit, started)
         finally:
             self.current = None
             shutil.rmtree(work, ignore_errors=True)
 
     def _explore(self, store: Store, task: Task, budget: float, subject: Subject, rec: "Recorder",
-                 started: float) -> None:
+                 commit: "Committer", started: float) -> None:
         try:
-            self.executor.warm()        # a worker the previous task's subject crashed restarts off this slot
-            self.executor.begin(budget)
-            # no example database: the store is the campaign's memory, and a resumed task re-runs its seed, so
-            # a finding a killed run sighted before shrinking is found again, shrunk and its sighting replaced
-            result = explore(subject, budget_s=budget, max_examples=MAX_EXAMPLES, seed=task.seed, out_dir=rec.work,
-                             disabled=self.c.disabled, executor=self.executor, on_example=rec,
-                             huge=self.c.plans.get(task.subject), database=False)
+            explored = self._exploration(task, budget, subject, rec)
         except Stopped:
             rec.flush()
-            seconds = time.monotonic() - started
-            if self.stop_reason == "cut":
-                store.finish_task(task.id, status="done", outcome="cut", seconds=seconds, examples=rec.examples,
-                                  signature=rec.first.signature if rec.first else None)
-                self.c.events.put(LaneEvent("done", self.index, task.subject, f"cut at the deadline; {rec.examples} "
-                                         f"examples in {seconds:.1f} s", examples=rec.examples))
-            else:                 # interrupted: stays 'running', so a resume runs it again
-                store.add_task_progress(task.id, seconds=seconds, examples=rec.examples)
+            self._stopped(store, task, rec.examples, started, rec.first_signature)
             return
         except HarnessError as e:
             rec.flush()
-            seconds = time.monotonic() - started
-            store.finish_task(task.id, status="error", outcome=None, seconds=seconds, examples=rec.examples,
-                              error=str(e))
-            self.c.scheduler.finished(task.subject, seconds, close=True)
-            first = str(e).splitlines()[0] if str(e) else type(e).__name__
-            self.c.events.put(LaneEvent("error", self.index, task.subject, f"harness error: {first}"))
+            self._errored(store, task, e, rec.examples, started)
             return
+        self._finished(store, task, commit, explored, rec.first_signature, started)
+
+    def _exploration(self, task: Task, budget: float, subject: Subject, rec: "Recorder") -> "Explored":
+        """Explore ``task`` here, through this lane's executor (a lane on a Ray actor explores there instead:
+        ``harness.ray_lanes``)."""
+        self.executor.warm()        # a worker the previous task's subject crashed restarts off this slot
+        self.executor.begin(budget)
+        # no example database: the store is the campaign's memory, and a resumed task re-runs its seed, so
+        # a finding a killed run sighted before shrinking is found again, shrunk and its sighting replaced
+        result = explore(subject, budget_s=budget, max_examples=MAX_EXAMPLES, seed=task.seed, out_dir=rec.work,
+                         disabled=self.c.disabled, executor=self.executor, on_example=rec,
+                         huge=self.c.plans.get(task.subject), database=False)
         rec.flush()
+        return Explored.of(result, subject, partial=self.executor.cut_short)
+
+    def _stopped(self, store: Store, task: Task, examples: int, started: float, first_signature: str | None) -> None:
         seconds = time.monotonic() - started
-        signatures = [rec.finalize(found, first=i == 0) for i, found in enumerate(result.findings)]
+        if self.stop_reason == "cut":
+            store.finish_task(task.id, status="done", outcome="cut", seconds=seconds, examples=examples,
+                              signature=first_signature)
+            self.c.events.put(LaneEvent("done", self.index, task.subject, f"cut at the deadline; {examples} "
+                                     f"examples in {seconds:.1f} s", examples=examples))
+        else:                 # interrupted: stays 'running', so a resume runs it again
+            store.add_task_progress(task.id, seconds=seconds, examples=examples)
+
+    def _errored(self, store: Store, task: Task, e: HarnessError, examples: int, started: float) -> None:
+        seconds = time.monotonic() - started
+        store.finish_task(task.id, status="error", outcome=None, seconds=seconds, examples=examples, error=str(e))
+        self.c.scheduler.finished(task.subject, seconds, close=True)
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        self.c.events.put(LaneEvent("error", self.index, task.subject, f"harness error: {first}"))
+
+    def _finished(self, store: Store, task: Task, commit: "Committer", explored: "Explored",
+                  first_signature: str | None, started: float) -> None:
+        seconds = time.monotonic() - started
+        signatures = [commit.shrunk(found, superseded=first_signature if i == 0 else None,
+                                    announce=i > 0 or first_signature != found.record.signature,
+                                    partial=explored.partial)
+                      for i, found in enumerate(explored.findings)]
         signature = signatures[0] if signatures else None
-        store.finish_task(task.id, status="done", outcome=result.status, seconds=seconds, examples=result.examples,
-                          signature=signature)
-        exhausted = result.status == "pass" and seconds < 0.5 * budget
-        self.c.scheduler.finished(task.subject, seconds, close=bool(result.findings) or exhausted)
-        rate = result.examples / seconds if seconds > 0 else 0.0
-        if result.status == "pass" and result.examples == 0:
-            verdict = f"no example finished within the {budget:.0f} s slot"
-        elif result.status == "pass":
+        store.finish_task(task.id, status="done", outcome=explored.status, seconds=seconds,
+                          examples=explored.examples, signature=signature)
+        exhausted = explored.status == "pass" and seconds < 0.5 * self.current_budget
+        self.c.scheduler.finished(task.subject, seconds, close=bool(explored.findings) or exhausted)
+        rate = explored.examples / seconds if seconds > 0 else 0.0
+        if explored.status == "pass" and explored.examples == 0:
+            verdict = f"no example finished within the {self.current_budget:.0f} s slot"
+        elif explored.status == "pass":
             verdict = "pass" + (" (input space exhausted)" if exhausted else "")
-            edge = sorted({f.failure_class for f in result.findings})
+            edge = sorted({f.record.failure_class for f in explored.findings})
             verdict += f" (edge only: {', '.join(edge)})" if edge else ""
         else:
-            verdict = f"FAIL {result.failure_class} on {result.case.describe()}"
+            verdict = f"FAIL {explored.failure_class} on {explored.case_text}"
         self.c.events.put(LaneEvent("done", self.index, task.subject,
-                                 f"{verdict}; {result.examples} examples in {seconds:.1f} s ({rate:.2f}/s)",
-                                 examples=result.examples))
+                                 f"{verdict}; {explored.examples} examples in {seconds:.1f} s ({rate:.2f}/s)",
+                                 examples=explored.examples))
 
 
-class Recorder:
-    """``on_example`` of one task: counts, coverage, the first failure committed at once, stop checks."""
+def finding_record(subject: Subject, case: Case, verdict: Verdict) -> FindingRecord:
+    return FindingRecord(verdict.signature(subject.name), subject.name, verdict.failure_class, verdict.location,
+                         verdict.message, case.to_json(), example_cost(case), verdict.details, ref(subject))
+
+
+@dataclasses.dataclass
+class Shrunk:
+    """One finding of an exploration as it ended: its record, its dump folder on this machine (None: none was
+    written), its tier."""
+
+    record: FindingRecord
+    dump: str | None
+    tier: str
+
+
+@dataclasses.dataclass
+class Explored:
+    """What exploring one task came to, wherever it ran: plain data the coordinator commits."""
+
+    status: str                      # "pass" | "fail"
+    examples: int
+    failure_class: str | None
+    case_text: str                   # the primary finding's case, described
+    findings: list[Shrunk]
+    partial: bool                    # the slot ran out: Hypothesis may not have finished shrinking
+
+    @classmethod
+    def of(cls, result, subject: Subject, *, partial: bool) -> "Explored":
+        return cls(result.status, result.examples, result.failure_class,
+                   result.case.describe() if result.case is not None else "",
+                   [Shrunk(finding_record(subject, f.case, f.verdict), f.dump, f.tier) for f in result.findings],
+                   partial)
+
+
+class Committer:
+    """Commits what a task's exploration saw -- its counts and coverage, its first sighting, its shrunk
+    findings -- to the campaign's store and dump folder, and tells the coordinator.  Runs in the coordinator's
+    process, wherever the exploration ran (a lane's thread here, a Ray actor elsewhere)."""
 
     def __init__(self, lane: Lane, store: Store, task: Task, subject: Subject, work: str):
         self.lane, self.store, self.task, self.subject, self.work = lane, store, task, subject, work
         self.c = lane.c
         self.source = f"campaign:{self.c.id}:task:{task.id}"
+
+    def stats(self, examples: int, skipped: int, seconds: float, coverage: dict) -> None:
+        self.store.add_stats(self.subject.name, examples=examples, skipped=skipped, seconds=seconds,
+                             coverage=coverage)
+
+    def first_sight(self, record: FindingRecord, tier: str, write: "Callable[[str], str]") -> None:
+        """A task's first failing example, before shrinking: committed at once.  ``write(root)`` writes its dump
+        under ``root`` and returns the folder; it runs only where the finding is new."""
+        final = dump_dir_for(self.c.dump_root, self.subject.name, record.signature)
+        with dump_lock(self.c.dump_root):
+            if self.store.finding(record.signature) is None:
+                install_dump(write(os.path.join(self.work, "first")), final)
+                record.dump = final
+            new, count = self.store.record_finding(record, source=self.source)
+        self.c.events.put(LaneEvent("finding", self.lane.index, self.subject.name,
+                                 _short(f"{record.failure_class}: {record.message}")
+                                 + ("" if new else f" (seen {count}x)"),
+                                 new=new, signature=record.signature, tier=tier))
+
+    def shrunk(self, found: Shrunk, *, superseded: str | None, announce: bool, partial: bool) -> str:
+        """Install one shrunk finding of the task; returns its signature.  It supersedes the first sighting it
+        shrank from (``superseded``); ``announce``: tell the coordinator (a finding other than that sighting)."""
+        record = found.record
+        final = dump_dir_for(self.c.dump_root, self.subject.name, record.signature)
+        with dump_lock(self.c.dump_root):
+            state = "partial" if partial else "minimal"
+            wanted = found.dump is not None and self.store.wants(record.signature, record.case_size, state)
+            if wanted:
+                install_dump(found.dump, final)
+                record.dump = final
+            # the shrunk sighting and the withdrawal of the first one commit together: a SIGKILL between
+            # two transactions left the first finding superseded and the shrunk one not yet recorded
+            # (and a better case replaces the stored one in that transaction too)
+            new, _ = self.store.record_finding(record, source=self.source, state=state if wanted else "first_seen",
+                                               replaces=superseded, improve=wanted)
+        if announce:
+            self.c.events.put(LaneEvent("finding", self.lane.index, self.subject.name,
+                                     _short(f"{record.failure_class}: {record.message}"), new=new,
+                                     signature=record.signature, replaces=superseded, tier=found.tier))
+        return record.signature
+
+
+class Recorder:
+    """``on_example`` of one task's exploration, where it runs: counts, coverage (banked in ``sink`` every
+    ``FLUSH_S``), the first failure handed to ``sink`` at once, stop checks.  ``sink`` is the task's
+    :class:`Committer`, or for a lane on a Ray actor whatever carries these calls to it."""
+
+    def __init__(self, stop: threading.Event, sink, task: Task, subject: Subject, work: str,
+                 disabled: frozenset, on_count: "Callable[[], None] | None" = None):
+        self.stop, self.sink, self.task, self.subject, self.work = stop, sink, task, subject, work
+        self.disabled, self.on_count = disabled, on_count
         self.tally = CoverageTally()
         self.examples = 0
         self.last_flush = time.monotonic()
-        self.first: FindingRecord | None = None
+        self.first_signature: str | None = None
 
     def __call__(self, case: Case, verdict: Verdict) -> None:
-        if self.lane.stop_event.is_set():
+        if self.stop.is_set():
             raise Stopped()
         self.examples += 1
-        self.lane.examples += 1
+        if self.on_count is not None:
+            self.on_count()
         self.tally.observe(case, verdict)
-        if verdict.status == "fail" and self.first is None:
+        if verdict.status == "fail" and self.first_signature is None:
             self._first_sight(case, verdict)
         if time.monotonic() - self.last_flush >= FLUSH_S:
             self.flush()
@@ -368,55 +485,17 @@ class Recorder:
     def flush(self) -> None:
         now = time.monotonic()
         examples, skipped, coverage = self.tally.take()
-        self.store.add_stats(self.subject.name, examples=examples, skipped=skipped, seconds=now - self.last_flush,
-                             coverage=coverage)
+        self.sink.stats(examples, skipped, now - self.last_flush, coverage)
         self.last_flush = now
 
-    def _record(self, case: Case, verdict: Verdict) -> FindingRecord:
-        return FindingRecord(verdict.signature(self.subject.name), self.subject.name, verdict.failure_class,
-                             verdict.location, verdict.message, case.to_json(), example_cost(case),
-                             verdict.details, ref(self.subject))
-
     def _first_sight(self, case: Case, verdict: Verdict) -> None:
-        record = self._record(case, verdict)
-        final = dump_dir_for(self.c.dump_root, self.subject.name, record.signature)
-        with dump_lock(self.c.dump_root):
-            if self.store.finding(record.signature) is None:
-                tmp_root = os.path.join(self.work, "first")
-                src = write_dump(tmp_root, self.subject, ref(self.subject), case, verdict, seed=self.task.seed,
-                                 hazards=enabled_hazards(self.subject, self.c.disabled))
-                install_dump(src, final)
-                record.dump = final
-            new, count = self.store.record_finding(record, source=self.source)
-        self.first = record
-        self.c.events.put(LaneEvent("finding", self.lane.index, self.subject.name,
-                                 _short(f"{record.failure_class}: {record.message}")
-                                 + ("" if new else f" (seen {count}x)"),
-                                 new=new, signature=record.signature, tier=tier_of(case, verdict.failure_class)))
+        record = finding_record(self.subject, case, verdict)
+        self.first_signature = record.signature
 
-    def finalize(self, result, *, first: bool = True) -> str:
-        """Install the shrunk case of one finding of the task; returns its signature.  The task's first
-        finding supersedes the first sighting it shrank from (``first``); the others stand beside it."""
-        record = self._record(result.case, result.verdict)
-        superseded = self.first.signature if first and self.first is not None else None
-        final = dump_dir_for(self.c.dump_root, self.subject.name, record.signature)
-        with dump_lock(self.c.dump_root):
-            # the slot ran out (an example answered "budget"): Hypothesis may not have finished shrinking
-            state = "partial" if self.lane.executor.cut_short else "minimal"
-            wanted = result.dump is not None and self.store.wants(record.signature, record.case_size, state)
-            if wanted:
-                install_dump(result.dump, final)
-                record.dump = final
-            # the shrunk sighting and the withdrawal of the first one commit together: a SIGKILL between
-            # two transactions left the first finding superseded and the shrunk one not yet recorded
-            # (and a better case replaces the stored one in that transaction too)
-            new, _ = self.store.record_finding(record, source=self.source, state=state if wanted else "first_seen",
-                                               replaces=superseded, improve=wanted)
-        if not first or self.first is None or self.first.signature != record.signature:
-            self.c.events.put(LaneEvent("finding", self.lane.index, self.subject.name,
-                                     _short(f"{record.failure_class}: {record.message}"), new=new,
-                                     signature=record.signature, replaces=superseded, tier=result.tier))
-        return record.signature
+        def write(root: str) -> str:
+            return write_dump(root, self.subject, ref(self.subject), case, verdict, seed=self.task.seed,
+                              hazards=enabled_hazards(self.subject, self.disabled))
+        self.sink.first_sight(record, tier_of(case, verdict.failure_class), write)
 
 
 def _short(text: str, limit: int = 200) -> str:
