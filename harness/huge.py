@@ -8,11 +8,12 @@ the most dims) is drawn so that input holds about each of :data:`HUGE_SIZES`
 elements, instead of from its declared range (the declared upper bound keeps CPU
 runs small; the kernels must still be right past it), with the other dims at a few
 values each (:data:`OTHER_VALUES`: 1, short and odd, about a thousand, 65,537).
-A 1-D subject's size dim is its one dim.  Outputs as large as the input do not fit
-the oracle's float64 comparison on the host (about 300 GiB per 2^31 elements), so
-in practice huge mode runs the subjects with small outputs: norms, row and column
-sums, GEMMs with a short N, mHC's reductions.  The size dim is a leading dim in the
-bundled 2-D subjects, so a single row past 2^31 elements is not drawn.
+A 1-D subject's size dim is its one dim.  An output past ``oracle_chunks.CHUNKED_FROM``
+elements is judged on the GPU a chunk at a time (:mod:`harness.oracle_chunks`: the
+comparison on the host took about 300 GiB per 2^31 elements), so subjects whose
+outputs are as large as their inputs -- norms, softmax, activations -- run too, as
+far as GPU memory allows.  The size dim is a leading dim in the bundled 2-D
+subjects, so a single row past 2^31 elements is not drawn.
 
 Only on CUDA: an input of 2^31 float32 elements is 8 GiB, with its float64
 reference copy 24 GiB, so the interpreter on CPU is refused with a clear
@@ -22,8 +23,8 @@ elements): a build is a few passes over GPU memory where the float64
 generation on the host took tens of seconds and 16-32 GiB of host memory, and
 the values are the same on every CUDA device.  Each (dtype, size, other dims) draw is kept only when
 :func:`example_bytes`'s estimate of one example fits in free GPU memory
-(``torch.cuda.mem_get_info``) and available host memory (what the oracle,
-which compares on the CPU, needs for the outputs); the pairs left out are
+(``torch.cuda.mem_get_info``) and available host memory (what the oracle needs
+for the outputs it compares on the CPU); the pairs left out are
 listed with the figures, and a subject where none fits is skipped with that
 reason.
 
@@ -173,9 +174,9 @@ def _shape(spec: TensorSpec, dims: dict[str, int]) -> tuple[int, ...]:
     return tuple(d if isinstance(d, int) else dims[d] for d in spec.shape)
 
 
-def output_elements(subject: Subject, dtype: str, dims: dict[str, int]) -> tuple[int, int] | None:
-    """(elements, bytes per element) of the reference's outputs at ``dims``, found on the meta device
-    (no memory is touched); None when the reference cannot run there (then assume the worst)."""
+def output_elements(subject: Subject, dtype: str, dims: dict[str, int]) -> list[tuple[int, int]] | None:
+    """(elements, bytes per element) of each of the reference's tensor outputs at ``dims``, found on the meta
+    device (no memory is touched); None when the reference cannot run there (then assume the worst)."""
     import torch
 
     from .oracle import flatten
@@ -196,10 +197,7 @@ def output_elements(subject: Subject, dtype: str, dims: dict[str, int]) -> tuple
         out = subject.reference(**kwargs)
     except Exception:  # noqa: BLE001 - data-dependent references (and shapes past torch's limits) do not run on meta
         return None
-    tensors = [t for t in flatten(out) if isinstance(t, torch.Tensor)]
-    if not tensors:
-        return 0, 8
-    return sum(t.numel() for t in tensors), max(t.element_size() for t in tensors)
+    return [(t.numel(), t.element_size()) for t in flatten(out) if isinstance(t, torch.Tensor)]
 
 
 def example_bytes(subject: Subject, dtype: str, dims: dict[str, int]) -> tuple[int, int]:
@@ -211,23 +209,27 @@ def example_bytes(subject: Subject, dtype: str, dims: dict[str, int]) -> tuple[i
     it the reference is given, the reference's outputs and as much again for its intermediates, eager's
     outputs) and the candidate calls (the upcast, kept for the spread; eager's and the float64 outputs;
     inputs plus the mutation snapshot and the four bool masks of the mutation check; two calls' outputs
-    and the copy of one).  Host: the oracle compares on the CPU -- its copies of the candidate's, eager's
-    and the float64 outputs and :data:`ORACLE_HOST_TEMPORARIES` float64 temporaries per output element;
-    nothing for the inputs.  Not counted: the spread (``runner._spread``), measured only once a
-    comparison has failed, which adds about five float64 copies of the inputs; where they do not fit the
-    verdict is judged without it.  Outputs are sized on the meta device, or taken as large as the inputs
-    when the reference cannot run there.
+    and the copy of one).  The comparison: an output of more than ``oracle_chunks.CHUNKED_FROM`` elements is
+    judged on the GPU a chunk at a time (:data:`ORACLE_HOST_TEMPORARIES` float64 temporaries per element of
+    one chunk, on the GPU); a smaller one on the host, with its copies of the candidate's, eager's and the
+    float64 outputs and those temporaries per element.  Nothing on the host for the inputs.  Not counted:
+    the spread (``runner._spread``), measured only once a comparison has failed, which adds about five
+    float64 copies of the inputs; where they do not fit the verdict is judged without it.  Outputs are
+    sized on the meta device, or taken as large as the inputs when the reference cannot run there.
     """
+    from .oracle_chunks import CHUNK_ELEMENTS, CHUNKED_FROM
     from .tensors import on_device_workspace_bytes
 
     n = sum(math.prod(_shape(spec, dims)) for spec in subject.tensor_inputs().values() if spec.shape)
     inputs, inputs64, masks = _ITEMSIZE[dtype] * n, 8 * n, 4 * n
     probe = output_elements(subject, dtype, dims)
-    out_n, out_item = probe if probe is not None else (n, _ITEMSIZE[dtype])
-    outputs, outputs64 = out_item * out_n, 8 * out_n
+    each = probe if probe is not None else [(n, _ITEMSIZE[dtype])]
+    outputs, outputs64 = sum(k * item for k, item in each), 8 * sum(k for k, _ in each)
     reference = 2 * inputs64 + 2 * outputs64 + outputs
-    calls = inputs64 + outputs64 + outputs + 2 * inputs + masks + 3 * outputs
-    host = 2 * outputs + outputs64 + ORACLE_HOST_TEMPORARIES * outputs64
+    chunked = any(k > CHUNKED_FROM for k, _ in each)
+    calls = (inputs64 + outputs64 + outputs + 2 * inputs + masks + 3 * outputs
+             + (ORACLE_HOST_TEMPORARIES * 8 * CHUNK_ELEMENTS if chunked else 0))
+    host = sum((2 * item + 8 + ORACLE_HOST_TEMPORARIES * 8) * k for k, item in each if k <= CHUNKED_FROM)
     return max(reference, calls) + on_device_workspace_bytes() + HEADROOM_BYTES, host + HEADROOM_BYTES
 
 

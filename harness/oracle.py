@@ -174,6 +174,13 @@ def _compare_one(i: int, c: Any, e: Any, t: Any, multiplier: float, rtol, atol, 
         rep.failure_class = "dtype"
         rep.message = f"output {i}: dtype {ct.dtype}, reference {et.dtype}"
         return rep
+    if et.dtype.is_floating_point and not et.dtype.is_complex:
+        from . import oracle_chunks
+        if et.numel() > oracle_chunks.CHUNKED_FROM:      # huge: chunk by chunk on its own device, not a CPU copy
+            tt = tt if tt is not None else et
+            spread, noise, may_overflow = (x if isinstance(x, torch.Tensor) and tuple(x.shape) == tuple(tt.shape)
+                                           else None for x in (spread, noise, may_overflow))
+            return oracle_chunks.compare_float(rep, ct, et, tt, multiplier, rtol, atol, spread, noise, may_overflow)
     ct, et = ct.detach().cpu(), et.detach().cpu()
     tt = tt.detach().cpu() if tt is not None else et
     if et.dtype.is_complex:
@@ -288,7 +295,7 @@ def _local_rms(err: torch.Tensor, counted: torch.Tensor) -> torch.Tensor:
     (see the module docstring)."""
     if err.dim() <= 1:
         n = int(counted.sum())
-        rms = torch.sqrt((err * err).sum() / n) if n else torch.zeros((), dtype=err.dtype)
+        rms = torch.sqrt((err * err).sum() / n) if n else torch.zeros((), dtype=err.dtype, device=err.device)
         return rms.expand(err.shape)
     width = err.shape[-1]
     if width >= MIN_RMS_ELEMENTS or err.numel() == 0:
@@ -299,9 +306,9 @@ def _local_rms(err: torch.Tensor, counted: torch.Tensor) -> torch.Tensor:
     rows = squares.numel()
     per_group = -(-MIN_RMS_ELEMENTS // width)
     groups = max(rows // per_group, 1)                        # the last rows join the last whole group
-    which = (torch.arange(rows) // per_group).clamp_max(groups - 1)
-    group_squares = torch.zeros(groups, dtype=err.dtype).index_add_(0, which, squares)
-    group_counts = torch.zeros(groups, dtype=err.dtype).index_add_(0, which, counts).clamp_min(1)
+    which = (torch.arange(rows, device=err.device) // per_group).clamp_max(groups - 1)
+    group_squares = torch.zeros(groups, dtype=err.dtype, device=err.device).index_add_(0, which, squares)
+    group_counts = torch.zeros(groups, dtype=err.dtype, device=err.device).index_add_(0, which, counts).clamp_min(1)
     rms = torch.sqrt(group_squares / group_counts)[which]
     return rms.reshape(err.shape[:-1] + (1,)).expand(err.shape)
 
@@ -345,7 +352,7 @@ def _across_overflow(c64: torch.Tensor, t64: torch.Tensor, allowed: torch.Tensor
     finite elements then -- and an infinite candidate of the truth's sign where the truth lies within
     ``allowed`` below the threshold."""
     if dtype == torch.float64 or not dtype.is_floating_point:
-        return torch.zeros(c64.shape, dtype=torch.bool)
+        return torch.zeros(c64.shape, dtype=torch.bool, device=c64.device)
     threshold = overflow_threshold(dtype)
     exact = torch.isfinite(t64)
     over = exact & (t64.abs() >= threshold) & torch.isfinite(c64) & ((c64 - t64).abs() <= allowed)
@@ -355,7 +362,7 @@ def _across_overflow(c64: torch.Tensor, t64: torch.Tensor, allowed: torch.Tensor
 
 
 def _nonfinite_code(x: torch.Tensor) -> torch.Tensor:
-    code = torch.zeros(x.shape, dtype=torch.int8)
+    code = torch.zeros(x.shape, dtype=torch.int8, device=x.device)
     code[torch.isnan(x)] = 1
     code[x == math.inf] = 2
     code[x == -math.inf] = 3
@@ -409,41 +416,71 @@ def _finish(rep: OutputReport, wrong: torch.Tensor, c64, t64, klass: str, exact:
     return rep
 
 
+@dataclasses.dataclass
+class Spots:
+    """Where the True entries of a mask sit, as :func:`locate` reads them: built from the whole mask
+    (:meth:`of`) or chunk by chunk in flat order (``harness.oracle_chunks``)."""
+
+    shape: tuple
+    count: int = 0                   # True entries
+    first: int = -1                  # their first and last flat index
+    last: int = -1
+    rows: int = 0                    # dim-0 indices holding one (2-D and more)
+    first_rows: list = dataclasses.field(default_factory=list)     # the first four of them
+    cols: torch.Tensor | None = None  # per last-dim index: holds one (2-D and more)
+
+    @classmethod
+    def of(cls, wrong: torch.Tensor) -> "Spots":
+        flat = wrong.flatten().nonzero().flatten()
+        spots = cls(tuple(wrong.shape), flat.numel())
+        if spots.count:
+            spots.first, spots.last = int(flat[0]), int(flat[-1])
+        if wrong.dim() >= 2 and spots.count:
+            rows = wrong.flatten(1).any(1).nonzero().flatten()
+            spots.rows, spots.first_rows = rows.numel(), rows[:4].tolist()
+            spots.cols = wrong.reshape(-1, wrong.shape[-1]).any(0)
+        return spots
+
+    def describe(self) -> tuple[str, str]:
+        """(coarse kind, description) of where the entries sit."""
+        n = math.prod(self.shape)
+        if len(self.shape) == 0 or n == 1:
+            return "scalar", "in the single output element"
+        k, first, last = self.count, self.first, self.last
+        if k == 0:
+            return "none", "nowhere"
+        if k >= 0.9 * n:
+            return "all", f"nearly everywhere ({k} of {n})"
+        if first >= 1 << 20:
+            return "beyond_2^20", f"only past flat element 1,048,576 (from {first} of {n})"
+        if len(self.shape) >= 2:
+            height, width = self.shape[0], self.shape[-1]
+            cols = self.cols.nonzero().flatten()
+            if self.first_rows[0] >= 1 << 20:
+                return "beyond_2^20", f"only rows past 1,048,576 ({self.rows} of {height})"
+            if self.rows <= max(1, height // 4):
+                tail = _tail_block(self.first_rows[0], height)
+                if tail:
+                    return "tail", f"only the tail rows {self.first_rows[0]}..{height - 1} (the rows a mask " \
+                                   f"covers for row block {tail})"
+                return "rows", f"in {self.rows} of {height} rows (first rows {self.first_rows})"
+            if cols.numel() <= max(1, width // 4):
+                return "cols", f"in {cols.numel()} of {width} columns (first {cols[:4].tolist()})"
+            return "scattered", f"scattered ({k} of {n}, in {self.rows} rows and {cols.numel()} columns)"
+        block = _tail_block(first, n)
+        if block:
+            return "tail", f"only the tail block (elements {first}..{n - 1}; the lanes a mask covers " \
+                           f"for block size {block})"
+        if last < n // 2 and first == 0:
+            return "head", f"only the head (elements 0..{last} of {n})"
+        return "scattered", f"scattered ({k} of {n}, elements {first}..{last})"
+
+
 def locate(wrong: torch.Tensor) -> tuple[str, str]:
     """(coarse kind, description) of where the True entries of ``wrong`` sit."""
-    n = wrong.numel()
-    if wrong.dim() == 0 or n == 1:
+    if wrong.dim() == 0 or wrong.numel() == 1:
         return "scalar", "in the single output element"
-    flat = wrong.flatten().nonzero().flatten()
-    k = flat.numel()
-    if k == 0:
-        return "none", "nowhere"
-    if k >= 0.9 * n:
-        return "all", f"nearly everywhere ({k} of {n})"
-    first, last = int(flat[0]), int(flat[-1])
-    if first >= 1 << 20:
-        return "beyond_2^20", f"only past flat element 1,048,576 (from {first} of {n})"
-    if wrong.dim() >= 2:
-        rows = wrong.flatten(1).any(1).nonzero().flatten()
-        cols = wrong.reshape(-1, wrong.shape[-1]).any(0).nonzero().flatten()
-        if int(rows[0]) >= 1 << 20:
-            return "beyond_2^20", f"only rows past 1,048,576 ({rows.numel()} of {wrong.shape[0]})"
-        if rows.numel() <= max(1, wrong.shape[0] // 4):
-            tail = _tail_block(int(rows[0]), wrong.shape[0])
-            if tail:
-                return "tail", f"only the tail rows {int(rows[0])}..{wrong.shape[0] - 1} (the rows a mask " \
-                               f"covers for row block {tail})"
-            return "rows", f"in {rows.numel()} of {wrong.shape[0]} rows (first rows {rows[:4].tolist()})"
-        if cols.numel() <= max(1, wrong.shape[-1] // 4):
-            return "cols", f"in {cols.numel()} of {wrong.shape[-1]} columns (first {cols[:4].tolist()})"
-        return "scattered", f"scattered ({k} of {n}, in {rows.numel()} rows and {cols.numel()} columns)"
-    block = _tail_block(first, n)
-    if block:
-        return "tail", f"only the tail block (elements {first}..{n - 1}; the lanes a mask covers " \
-                       f"for block size {block})"
-    if last < n // 2 and first == 0:
-        return "head", f"only the head (elements 0..{last} of {n})"
-    return "scattered", f"scattered ({k} of {n}, elements {first}..{last})"
+    return Spots.of(wrong).describe()
 
 
 def _tail_block(first: int, n: int) -> int | None:
@@ -461,7 +498,7 @@ def has_new_nan(output: Any, truth: Any) -> bool:
     """Some floating output element is NaN where the truth's is not."""
     for c, t in zip(flatten(output), flatten(truth)):
         if isinstance(c, torch.Tensor) and c.dtype.is_floating_point and isinstance(t, torch.Tensor):
-            if bool((torch.isnan(c.cpu()) & ~torch.isnan(t.cpu())).any()):
+            if bool((torch.isnan(c) & ~torch.isnan(t.to(c.device))).any()):     # where c is: no host copy
                 return True
     return False
 

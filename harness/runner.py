@@ -29,7 +29,7 @@ import torch
 
 from tritondiff.base import device
 
-from . import hunters, rounding
+from . import hunters, oracle_chunks, rounding
 from .api import Subject
 from .case import Case
 from .config import config
@@ -236,6 +236,8 @@ class Reference:
 
 
 def _noise(subject: Subject, case: Case, upcast: dict[str, Any], truth: Any) -> rounding.Noise | None:
+    if any(isinstance(t, torch.Tensor) and t.numel() > oracle_chunks.CHUNKED_FROM for t in flatten(truth)):
+        return None       # its probes copy each output to the host: a huge one is judged without them
     dtypes = [torch_dtype(t.dtype) for t in case.tensors.values()]
     return rounding.measure(subject.reference, upcast, flatten(truth), dtypes, flatten,    # each probe copies
                             native=reference_inputs(subject, case))
@@ -284,7 +286,7 @@ def _spread(subject: Subject, case: Case, upcast: dict[str, Any], truth: Any) ->
                 and isinstance(down, torch.Tensor) and up.shape == t.shape == down.shape):
             out.append(None)
             continue
-        t64, u64, d64 = (v.detach().cpu().double() for v in (t, up, down))
+        t64, u64, d64 = (v.detach().double() for v in (t, up, down))     # on their device: huge ones stay there
         odd, even = (u64 - d64).abs() / 2, (u64 + d64 - 2 * t64).abs() / 2
         linear = even <= _SPREAD_LINEARITY * odd
         out.append(torch.nan_to_num(torch.where(linear, odd, torch.zeros_like(odd)), nan=0.0, posinf=0.0))
