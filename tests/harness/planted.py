@@ -217,3 +217,49 @@ def online_softmax_masked_first_tile(x):
 @subject(**MASKED_SCORES)
 def online_softmax_guarded(x):
     return _online_softmax(x, guarded=True)
+
+
+# ----------------------------------------------------------------------------- 32-bit offsets (huge shapes)
+
+@triton.jit
+def _rms_norm_rows(x_ptr, w_ptr, y_ptr, stride, N, eps, WIDE_OFFSETS: tl.constexpr, BLOCK: tl.constexpr):
+    # One row a program, as row-wise LLM kernels are written; without WIDE_OFFSETS, row * stride is int32
+    # (planted: past 2^31 / stride rows it wraps and reads and writes another row, or outside the tensor)
+    row = tl.program_id(0)
+    if WIDE_OFFSETS:
+        row = row.to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < N
+    x = tl.load(x_ptr + row * stride + cols, mask=mask, other=0.0).to(tl.float32)
+    rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=0) / N + eps)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    tl.store(y_ptr + row * stride + cols, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+def _rms_norm_reference(x, w):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+
+
+def _rms_norm(x, w, wide):
+    x, w = x.contiguous(), w.contiguous()
+    y = torch.empty_like(x)
+    if x.numel():
+        _rms_norm_rows[(x.shape[0],)](x, w, y, x.stride(0), x.shape[1], 1e-6, WIDE_OFFSETS=wide,
+                                      BLOCK=triton.next_power_of_2(x.shape[1]))
+    return y
+
+
+ROWS = dict(reference=_rms_norm_reference, dims={"T": (1, 64), "H": (1, 256)},
+            inputs={"x": tensor(("T", "H"), dtypes=("float32", "float16")), "w": tensor(("H",), dtype_like="x")})
+
+
+@subject(**ROWS)
+def rms_norm_int32_offsets(x, w):
+    """Planted: ``program_id * row_stride`` in int32 (right until the offset passes 2^31: huge shapes only)."""
+    return _rms_norm(x, w, wide=False)
+
+
+@subject(**ROWS)
+def rms_norm_int64_offsets(x, w):
+    """The twin with 64-bit row offsets: must pass at every size."""
+    return _rms_norm(x, w, wide=True)

@@ -370,3 +370,27 @@ def test_display_line_of_a_plan_is_one_line():
     out = io.StringIO()
     huge.plans_for([norm], lambda s: out.write(s + "\n"), measure=lambda: (139 * GIB, 200 * GIB))
     assert out.getvalue().count("\n") == 1 and "139.0 GiB GPU" in out.getvalue()
+
+
+# ---------------------------------------------------------------------------------------------- on a GPU
+
+@pytest.mark.gpu
+@pytest.mark.slow
+@pytest.mark.skipif(huge.device.MODE != "cuda", reason="inputs past 2^31 elements need a CUDA device")
+def test_an_int32_row_offset_is_found_past_2_31_and_its_int64_twin_passes(tmp_path):
+    """A row-wise RMSNorm whose program_id * row_stride is int32 (the historical bug of row-wise LLM kernels):
+    huge mode draws T x H past 2^31 elements, its outputs as large as its inputs judged on the GPU; the wrong rows
+    are past 2^31 / H.  The same kernel with int64 offsets passes."""
+    from tritondiff.harness import explore
+
+    from . import planted
+
+    # the default executor: an isolated worker, so a wrapped offset that faults costs the worker, not the test
+    bug = planted.rms_norm_int32_offsets
+    found = explore(bug, out_dir=str(tmp_path / "bug"), database=False, seed=5, max_examples=3, budget_s=540,
+                    huge=huge.plan_on_device(bug))
+    assert found.status == "fail" and found.failure_class in ("mismatch", "nonfinite", "crash"), found.message
+    twin = planted.rms_norm_int64_offsets
+    fixed = explore(twin, out_dir=str(tmp_path / "twin"), database=False, seed=5, max_examples=2, budget_s=540,
+                    huge=huge.plan_on_device(twin))
+    assert fixed.status == "pass", fixed.message
