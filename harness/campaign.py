@@ -355,7 +355,6 @@ class _Campaign:
         self.explored: Counter = Counter()       # examples per subject in this run
         self.ran: set[str] = set()               # subjects that got a task in this run
         self.ray = ray                           # lanes on a Ray cluster (harness.ray_lanes): GPU share an actor
-        self.lost = 0                            # Ray actors lost (a node or a process died)
         _clean_stale_work(self.dump_root)
 
     def run(self) -> str:
@@ -434,7 +433,6 @@ class _Campaign:
                 self.explored[ev.subject] += ev.examples
                 self.display.line(f"done  L{ev.lane} {ev.subject} {ev.text}")
             elif ev.kind == "lost":
-                self.lost += 1
                 self.display.line(f"lost  L{ev.lane} {ev.subject} {ev.text}")
             else:
                 self.errors.append(f"{ev.subject}: {ev.text}")

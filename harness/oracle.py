@@ -111,7 +111,7 @@ def flatten(value: Any) -> list:
 
 def compare(candidate: Any, eager: Any, truth: Any, *, multiplier: float = 3.0,
             rtol: float | None = None, atol: float | None = None, spread: Any = None,
-            noise: Any = None) -> Comparison:
+            noise: Any = None, large: Any = None) -> Comparison:
     """Judge ``candidate`` against ``truth`` (float64 reference) with ``eager`` as the error yardstick.
 
     ``spread`` (optional, shaped like ``truth``'s outputs): how far the truth moves when the inputs move
@@ -119,6 +119,9 @@ def compare(candidate: Any, eager: Any, truth: Any, *, multiplier: float = 3.0,
     ``noise`` (optional, a :class:`harness.rounding.Noise`): the reference's rounding noise -- a further floor
     for the error level, and where it marks an element as one a legitimate order overflows, an excuse for a
     non-finite candidate there.
+    ``large`` (optional): ``large(report, candidate, eager, truth, multiplier, rtol, atol, spread, noise,
+    may_overflow)`` judges a floating output where it returns a report (``harness.oracle_chunks.compare_large``:
+    the huge ones, chunk by chunk on their own device); the rest are judged here, on CPU copies.
     """
     cands, eagers, truths = flatten(candidate), flatten(eager), flatten(truth)
     spreads = flatten(spread) if spread is not None else [None] * len(truths)
@@ -135,7 +138,7 @@ def compare(candidate: Any, eager: Any, truth: Any, *, multiplier: float = 3.0,
                                         spreads[i] if i < len(spreads) else None,
                                         levels[i] if i < len(levels) else None,
                                         overflows[i] if i < len(overflows) else None,
-                                        discretes[i] if i < len(discretes) else None))
+                                        discretes[i] if i < len(discretes) else None, large))
     bad = [r for r in reports if r.failure_class]
     if not bad:
         return Comparison(True, None, "match", reports)
@@ -152,7 +155,7 @@ def _as_tensor(x: Any) -> torch.Tensor | None:
 
 
 def _compare_one(i: int, c: Any, e: Any, t: Any, multiplier: float, rtol, atol, spread=None, noise=None,
-                 may_overflow=None, discrete=None) -> OutputReport:
+                 may_overflow=None, discrete=None, large=None) -> OutputReport:
     if e is None or c is None:
         rep = OutputReport(i, (), "none", 0)
         if (e is None) != (c is None):
@@ -174,13 +177,13 @@ def _compare_one(i: int, c: Any, e: Any, t: Any, multiplier: float, rtol, atol, 
         rep.failure_class = "dtype"
         rep.message = f"output {i}: dtype {ct.dtype}, reference {et.dtype}"
         return rep
-    if et.dtype.is_floating_point and not et.dtype.is_complex:
-        from . import oracle_chunks
-        if et.numel() > oracle_chunks.CHUNKED_FROM:      # huge: chunk by chunk on its own device, not a CPU copy
-            tt = tt if tt is not None else et
-            spread, noise, may_overflow = (x if isinstance(x, torch.Tensor) and tuple(x.shape) == tuple(tt.shape)
-                                           else None for x in (spread, noise, may_overflow))
-            return oracle_chunks.compare_float(rep, ct, et, tt, multiplier, rtol, atol, spread, noise, may_overflow)
+    if large is not None and et.dtype.is_floating_point and not et.dtype.is_complex:
+        tt = tt if tt is not None else et
+        extra = [x if isinstance(x, torch.Tensor) and tuple(x.shape) == tuple(tt.shape) else None
+                 for x in (spread, noise, may_overflow)]
+        judged = large(rep, ct, et, tt, multiplier, rtol, atol, *extra)
+        if judged is not None:
+            return judged
     ct, et = ct.detach().cpu(), et.detach().cpu()
     tt = tt.detach().cpu() if tt is not None else et
     if et.dtype.is_complex:

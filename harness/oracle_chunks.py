@@ -2,11 +2,12 @@
 
 :func:`harness.oracle.compare` judges an output on CPU copies with about 18 float64 temporaries per element
 (``harness.huge.ORACLE_HOST_TEMPORARIES``): 300 GiB of host memory for 2^31 elements, which ruled every subject
-whose output is as large as its input out of huge mode.  Past :data:`CHUNKED_FROM` elements it calls
-:func:`compare_float` instead, which gives the same verdict -- the same rule, the same allowances, the same
-report, field for field (tests/harness/test_oracle_chunks.py checks it against the whole-tensor comparison) --
-from two passes over the output in chunks of about :data:`CHUNK_ELEMENTS`, on the output's own device (the GPU
-in huge mode), so memory is bounded by a chunk, not the tensor:
+whose output is as large as its input out of huge mode.  The runner passes it :func:`compare_large`, which
+past :data:`CHUNKED_FROM` elements judges with :func:`compare_float` instead: the same verdict -- the same
+rule, the same allowances, the same report, field for field (tests/harness/test_oracle_chunks.py checks it
+against the whole-tensor comparison) -- from two passes over the output in chunks of about
+:data:`CHUNK_ELEMENTS`, on the output's own device (the GPU in huge mode), so memory is bounded by a chunk,
+not the tensor:
 
 1. the output-wide figures: the truth's largest finite magnitude (the ``atol`` scale), eager's largest error,
    the sums of squared errors and the count the tail allowance and a 0-D / 1-D output's RMS take, and what the
@@ -116,6 +117,15 @@ def past_2_31(first: int, shape: tuple) -> str:
     at = _unravel(first, shape)
     side = "past" if first >= 2 ** 31 else "below"
     return f"the first at {list(at)}, flat offset {first:,} ({side} 2^31 = 2,147,483,648)"
+
+
+def compare_large(rep: OutputReport, c: torch.Tensor, e: torch.Tensor, t: torch.Tensor, multiplier: float,
+                  rtol, atol, spread=None, noise=None, may_overflow=None) -> OutputReport | None:
+    """``oracle.compare``'s ``large``: the report of an output past :data:`CHUNKED_FROM` elements, judged here;
+    None for a smaller one (the oracle judges it on the CPU)."""
+    if e.numel() <= CHUNKED_FROM:
+        return None
+    return compare_float(rep, c, e, t, multiplier, rtol, atol, spread, noise, may_overflow)
 
 
 def compare_float(rep: OutputReport, c: torch.Tensor, e: torch.Tensor, t: torch.Tensor, multiplier: float,

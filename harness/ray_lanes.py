@@ -208,7 +208,6 @@ class RayLane(Lane):
         self.gpus = gpus_per_actor
         self.actor: Any = None
         self.node = "?"
-        self.lost = 0                  # actors this lane lost (their node or process died)
 
     def _start_actor(self) -> None:
         """A new actor for this lane, its worker process started; raises GetTimeoutError where no node took it
@@ -227,7 +226,16 @@ class RayLane(Lane):
         self.actor = actor
 
     def _warm(self) -> None:
-        self._start_actor()
+        import ray
+
+        try:
+            self._start_actor()
+        except ray.exceptions.GetTimeoutError:
+            what = "GPU" if self.gpus else "CPU"
+            raise HarnessError(f"no node of the Ray cluster took lane {self.index}'s actor (one {what} "
+                               f"{'share ' if self.gpus and self.gpus < 1 else ''}each) within "
+                               f"{PLACE_TIMEOUT_S:.0f} s: ask for fewer --workers than the cluster has {what}s "
+                               "free") from None
 
     def _close(self) -> None:
         if self.actor is not None:
@@ -280,6 +288,7 @@ class RayLane(Lane):
                     return
                 else:
                     raise HarnessError(f"lane {self.index}'s actor failed: {msg[1]}")
+            raise HarnessError(f"lane {self.index}'s actor ended a task without saying how")
         except ray.exceptions.RayError as e:
             if self.stop_event.is_set():
                 raise Stopped() from None
@@ -290,7 +299,6 @@ class RayLane(Lane):
         takes the lane's place (on a live node)."""
         import ray
 
-        self.lost += 1
         store.add_task_progress(task.id, seconds=time.monotonic() - started, examples=examples)
         self.c.scheduler.requeue(task)
         first = str(error).splitlines()[0] if str(error) else type(error).__name__

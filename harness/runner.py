@@ -305,13 +305,14 @@ def _oracle(subject: Subject, out: Any, ref: Reference) -> Comparison:
     """The comparison of one call's outputs; a pass that needed the spread or the tail allowance is counted
     (``passed_on_spread`` / ``passed_on_tail``: the example's ``allowance`` in :mod:`harness.coverage`)."""
     tol = subject.tolerance
-    cmp = compare(out, ref.eager, ref.truth, multiplier=tol.multiplier, rtol=tol.rtol, atol=tol.atol)
+    large = oracle_chunks.compare_large          # huge outputs: chunk by chunk on their own device
+    cmp = compare(out, ref.eager, ref.truth, multiplier=tol.multiplier, rtol=tol.rtol, atol=tol.atol, large=large)
     if cmp.failure_class in ("mismatch", "nonfinite"):
         # an ill-conditioned element, or one a legitimate order of rounding moves, is not the candidate's fault
         spread, noise = ref.spread(), ref.noise()
         if spread is not None or noise is not None:
             cmp = compare(out, ref.eager, ref.truth, multiplier=tol.multiplier, rtol=tol.rtol, atol=tol.atol,
-                          spread=spread, noise=noise)
+                          spread=spread, noise=noise, large=large)
             if cmp.passed:
                 counters["passed_on_spread"] += 1
     if cmp.passed and any(r.tail_excused for r in cmp.outputs):

@@ -44,11 +44,11 @@ def _case(shape, dtype, plant, seed, offset):
 
 
 def _both(cand, eager, truth, chunk, monkeypatch):
-    whole = compare(cand, eager, truth)
+    whole = compare(cand, eager, truth, large=oracle_chunks.compare_large)      # below CHUNKED_FROM: whole
     monkeypatch.setattr(oracle_chunks, "CHUNKED_FROM", 0)
     monkeypatch.setattr(oracle_chunks, "CHUNK_ELEMENTS", chunk)
     try:
-        chunked = compare(cand, eager, truth)
+        chunked = compare(cand, eager, truth, large=oracle_chunks.compare_large)
     finally:
         monkeypatch.undo()
     return whole, chunked
@@ -105,7 +105,7 @@ def test_on_the_gpu_the_chunks_stay_there(monkeypatch):
     whole = compare(cand, eager, truth)
     monkeypatch.setattr(oracle_chunks, "CHUNKED_FROM", 0)
     monkeypatch.setattr(oracle_chunks, "CHUNK_ELEMENTS", 1000)
-    chunked = compare(cand.cuda(), eager.cuda(), truth.cuda())
+    chunked = compare(cand.cuda(), eager.cuda(), truth.cuda(), large=oracle_chunks.compare_large)
     _same(whole, chunked)
 
 
