@@ -26,6 +26,7 @@ import math
 import os
 import queue
 import shutil
+import socket
 import tarfile
 import threading
 import time
@@ -61,6 +62,7 @@ def connect(address: str) -> bool:
     ray = require_ray()
     if ray.is_initialized():
         return False
+    _reachable(address)
     env = {k: v for k, v in os.environ.items() if k.startswith(FORWARDED_ENV)}
     try:
         ray.init(address=None if address == "local" else address, runtime_env={"env_vars": env},
@@ -70,6 +72,27 @@ def connect(address: str) -> bool:
                          "head's address (host:port, or ray://host:10001), 'auto' on a cluster node, or 'local'"
                          ) from None
     return True
+
+
+#: Seconds a driver waits for a TCP connection to the cluster address it was given.
+CONNECT_TIMEOUT_S = 10.0
+
+
+def _reachable(address: str) -> None:
+    """Raise a UsageError unless something listens at ``address`` (``host:port`` or ``ray://host:port``):
+    Ray itself retries an address nobody answers at for minutes."""
+    if address in ("auto", "local"):
+        return
+    hostport = address.split("://", 1)[-1].rstrip("/")
+    host, sep, port = hostport.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise UsageError(f"--ray {address}: not an address; give host:port (the head's GCS, 6379 by default), "
+                         "ray://host:10001, 'auto' on a cluster node, or 'local'")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as e:
+        raise UsageError(f"--ray {address}: nothing answers there ({e.strerror or e}); is `ray start --head` "
+                         "running on that host, and is the port open?") from None
 
 
 def cluster_lanes(cuda: bool) -> int:

@@ -50,6 +50,18 @@ def test_ray_without_the_extra_is_one_clear_line(planted, monkeypatch, capsys, t
     assert "pip install 'tritondiff[ray]'" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("address, fragment", [("127.0.0.1:1", "nothing answers there"),
+                                               ("ray://127.0.0.1:1", "nothing answers there"),
+                                               ("no-port", "not an address"), ("host:abc", "not an address")])
+def test_an_address_nobody_answers_at_is_one_line_at_once(planted, tmp_path, capsys, address, fragment):
+    """Ray itself retries such an address for minutes: the driver checks it first."""
+    pytest.importorskip("ray")
+    t0 = time.monotonic()
+    assert main(["fuzz", planted, "--ray", address, "--budget", "5", "--store", str(tmp_path / "f.db")]) == 2
+    err = capsys.readouterr().err
+    assert fragment in err and "Traceback" not in err and time.monotonic() - t0 < 30
+
+
 @pytest.mark.parametrize("kwargs, fragment", [
     (dict(ray=""), "give a Ray cluster address"),
     (dict(ray=3), "give a Ray cluster address"),
