@@ -481,8 +481,6 @@ class Spots:
 
 def locate(wrong: torch.Tensor) -> tuple[str, str]:
     """(coarse kind, description) of where the True entries of ``wrong`` sit."""
-    if wrong.dim() == 0 or wrong.numel() == 1:
-        return "scalar", "in the single output element"
     return Spots.of(wrong).describe()
 
 

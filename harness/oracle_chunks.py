@@ -100,8 +100,7 @@ class _Where:
         rep.failure_class = klass
         rep.mismatches = self.spots.count
         rep.first_indices = list(self.indices)
-        rep.location, rep.where = ("scalar", "in the single output element") if math.prod(self.shape) == 1 \
-            else self.spots.describe()
+        rep.location, rep.where = self.spots.describe()
 
 
 def _unravel(flat: int, shape: tuple) -> tuple:

@@ -22,6 +22,7 @@ import os
 import platform
 import sys
 import tempfile
+import time
 from collections import Counter
 
 from tritondiff.base import device
@@ -56,6 +57,19 @@ def measure(targets: list[str], lanes: int, budget_s: float, seed: int, ray: str
             "groups": {g: n / seconds for g, n in groups.items()}, "kinds": kinds}
 
 
+def store_commits_per_s(seconds: float = 3.0) -> float:
+    """How many committed writes a second the findings store takes (a lane's stats flush each)."""
+    from tritondiff.harness.store import Store
+
+    with tempfile.TemporaryDirectory(prefix="fuzz-scaling-store-") as tmp:
+        with Store(os.path.join(tmp, "f.db")) as store:
+            n, t0 = 0, time.perf_counter()
+            while time.perf_counter() - t0 < seconds:
+                store.add_stats("s", examples=10, skipped=0, seconds=2.0, coverage={"shape": {"1": 3}})
+                n += 1
+            return n / (time.perf_counter() - t0)
+
+
 def table(rows: list[dict], gpus: int) -> str:
     base = min(rows, key=lambda r: r["lanes"])
     groups = sorted({g for r in rows for g in r["groups"]})
@@ -83,7 +97,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=2611)
     parser.add_argument("--ray", default=None, metavar="ADDRESS", help="lanes as Ray actors on this cluster")
     parser.add_argument("--out", default=None, help="also write the table to this file")
+    parser.add_argument("--store-rate", action="store_true",
+                        help="only measure the commits a second the findings store takes, and exit")
     args = parser.parse_args(argv)
+    if args.store_rate:
+        print(f"findings store: {store_commits_per_s():.0f} committed stats writes a second "
+              f"({platform.node() or 'this machine'}, {os.cpu_count()} CPUs)")
+        return 0
     lanes = args.lanes or _default_lanes()
     if any(n < 1 for n in lanes):
         parser.error("--lanes: give positive lane counts")

@@ -21,3 +21,16 @@ def test_a_measurement_counts_examples_per_group(tmp_path):
     row = fuzz_scaling.measure(["kernels.nrm2"], 1, 4.0, 7, None)
     assert row["lanes"] == 1 and row["examples"] > 0 and row["rate"] > 0
     assert set(row["groups"]) == {"kernels.*"} and row["kinds"] == []
+
+
+def test_the_store_rate_is_measured():
+    assert fuzz_scaling.store_commits_per_s(0.3) > 100
+
+
+def test_bad_arguments_exit_2_with_one_line(capsys):
+    import pytest
+
+    for args in (["--budget", "0"], ["--lanes", "0"], ["--warmup", "-1"]):
+        with pytest.raises(SystemExit) as e:
+            fuzz_scaling.main(args)
+        assert e.value.code == 2 and "error:" in capsys.readouterr().err
