@@ -74,7 +74,7 @@ class HugePlan:
     subject: str
     dim: str
     # (dtype of the drawn tensors, size of ``dim``, the other dims' values as (name, value) pairs), in
-    # shrinking order
+    # the order drawn (:func:`reach_order`: the likeliest to wrap a 32-bit offset first)
     pairs: tuple[tuple[str, int, tuple[tuple[str, int], ...]], ...]
     left_out: tuple[str, ...]                # one line per pair that does not fit
     free_bytes: int
@@ -270,12 +270,43 @@ def plan(subject: Subject, *, free_bytes: int, host_bytes: int, sizes: tuple[int
                     if smallest is None or (need, need_host) < smallest[:2]:
                         smallest = (need, need_host, dtype, what, dim)
         if pairs:
-            return HugePlan(subject.name, dim, tuple(pairs), tuple(left_out), int(free_bytes), int(host_bytes))
+            ordered = reach_order(pairs, lambda others: _rest(spec, dim, others))
+            return HugePlan(subject.name, dim, ordered, tuple(left_out), int(free_bytes), int(host_bytes))
     need, need_host, dtype, what, dim = smallest
     why = (f"not enough memory for {dim} past 2^31 elements: the smallest example ({dtype}, {what}) needs "
            f"~{_gib(need)} GPU and {_gib(need_host)} host memory, {_gib(free_bytes)} GPU and "
            f"{_gib(host_bytes)} host are free (at most {SAFETY:.0%} of it is used)")
     raise HugeShapesUnavailable(f"{subject.name}: {why}", reason=why)
+
+
+def _rest(spec: TensorSpec, dim: str, others: tuple[tuple[str, int], ...]) -> int:
+    """The product of the sized input's dims other than ``dim`` (a slice of it along ``dim``)."""
+    fixed = dict(others)
+    return math.prod(d if isinstance(d, int) else fixed[d] for d in spec.shape if d != dim)
+
+
+def reach_order(pairs: Iterable[tuple[str, int, tuple[tuple[str, int], ...]]],
+                rest: Callable[[tuple[tuple[str, int], ...]], int]) -> tuple:
+    """``pairs`` in the order huge mode draws them: the first draws are those most likely to expose a
+    32-bit offset, since a huge example costs tens of seconds and a campaign runs few.
+
+    Three tiers: (0) slices past 2^31 -- the last slice along the size dim starts at or past element
+    2^31, so ``program_id * stride`` of a row-wise kernel wraps as well as flat offsets; (1) the total
+    alone passes 2^31 (flat offsets wrap); (2) the boundary sizes (2^31 - 1, 2^31).  Within a tier each
+    (other dims, dtype) combination gets its largest size before any gets its second: the first few
+    draws cover every combination, wider slices first.  ``rest(others)`` is the number of elements of one
+    slice.  Hypothesis draws the first pair first and shrinks toward it."""
+    def tier(p):
+        n, r = p[1], rest(p[2])
+        return 0 if r > 1 and (n - 1) * r >= 2 ** 31 else 1 if n * r > 2 ** 31 else 2
+
+    ranked, seen = [], {}
+    for p in sorted(pairs, key=lambda p: (tier(p), -p[1] * rest(p[2]))):
+        group = (tier(p), p[2], p[0])
+        seen[group] = seen.get(group, -1) + 1
+        ranked.append(((tier(p), seen[group], -rest(p[2]), HUGE_DTYPES.index(p[0]) if p[0] in HUGE_DTYPES
+                        else len(HUGE_DTYPES)), p))
+    return tuple(p for _, p in sorted(ranked, key=lambda kp: kp[0]))
 
 
 def require_cuda(what: str = "huge shapes") -> None:

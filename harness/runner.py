@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import sys
 import time
 import traceback
@@ -34,7 +35,7 @@ from .api import Subject
 from .case import Case
 from .config import config
 from .counters import counters
-from .exc import ReferenceFault
+from .exc import GridLimitExceeded, ReferenceFault
 from .oracle import Comparison, compare, flatten
 from .tensors import materialize, torch_dtype
 from .verdict import CallResult, Verdict, fail, first_label, last_line, second_label
@@ -121,8 +122,9 @@ def call_subject(subject: Subject, case: Case, hazards: frozenset, *, contexts: 
             res.output = _detach((fn or subject.fn)(**kwargs))
             if device.MODE == "cuda":
                 torch.cuda.synchronize()
-        except Exception:  # noqa: BLE001 - any exception of the subject is a finding
+        except Exception as e:  # noqa: BLE001 - any exception of the subject is a finding
             res.error = traceback.format_exc(limit=20)
+            res.beyond = _beyond(e, case)
     res.launches = [launch.to_json() for launch in rec.launches]
     res.tuned = [autotuning.describe(t) for t in watch.tuned]
     res.tuners = list(watch.used)
@@ -211,6 +213,8 @@ def _run_case(subject: Subject, case: Case, hazards: frozenset | None) -> Verdic
     verdict.seconds = time.perf_counter() - start
     if verdict.status == "fail":
         counters["failures"] += 1
+    elif verdict.status == "skip":
+        counters["skipped"] += 1
     return verdict
 
 
@@ -385,8 +389,36 @@ def _broken(res: CallResult, label: str, armed: list) -> Verdict | None:
     early = _first(h.call_finding(res, label) for h in armed)
     if early:
         return early
+    if res.beyond:
+        return Verdict("skip", message=f"{label} does not run at this shape: {res.beyond}",
+                       launches=res.launches)
     if res.error:
         return fail("exception", last_line(res.error), label, res, _exc_type(res.error))
+    return None
+
+
+def _beyond(error: BaseException, case: Case) -> str | None:
+    """Why ``error`` says the call could not run at this shape at all, else None.
+
+    * A :class:`GridLimitExceeded` along grid axis 0 anywhere in its chain: only a launch of more than
+      2^31 - 1 programs exceeds it -- one program per row (or element) of an input past 2^31 rows, which
+      huge mode draws to find wrapped offsets in kernels whose launch reaches that far.  A kernel whose
+      launch does not has a limit, not a wrong answer.  Axes 1 and 2 (65,535) are exceeded at ordinary
+      sizes: a finding.
+    * Out of GPU memory at an example of 2^31 - 1 elements or more: huge mode plans each example to fill
+      most of the GPU beside the harness's own float64 copies, so the candidate's workspace not fitting is
+      the plan's miss, not the kernel's bug.  At ordinary sizes an out-of-memory error is a finding.
+
+    Such an example is skipped (and counted as skipped)."""
+    seen: set[int] = set()
+    huge = any(math.prod(t.shape) >= 2 ** 31 - 1 for t in case.tensors.values())
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, GridLimitExceeded) and error.axis == 0:
+            return str(error)
+        if huge and isinstance(error, torch.OutOfMemoryError):
+            return f"out of GPU memory beside the harness's copies of a huge example: {last_line(str(error))}"
+        error = error.__cause__ or error.__context__
     return None
 
 

@@ -35,6 +35,10 @@ class CallResult:
     launches: list = dataclasses.field(default_factory=list)
     tuned: list = dataclasses.field(default_factory=list)      # autotuners that benchmarked during the call
     tuners: list = dataclasses.field(default_factory=list)     # autotuners called during the call
+    # why the call could not run at this shape at all -- more than 2^31 - 1 programs along grid axis 0, or
+    # out of GPU memory at a huge example: outside what the kernel's launch (or the GPU) reaches, not a
+    # wrong answer; None otherwise
+    beyond: str | None = None
 
 
 def fail(klass: str, message: str, call: str, res: CallResult, location: str = "none", **details) -> Verdict:

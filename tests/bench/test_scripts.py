@@ -23,6 +23,7 @@ def test_a_gpu_benchmark_says_it_needs_a_gpu_and_exits_0(module):
     assert done.returncode == 0 and "no CUDA device here" in done.stdout, done.stdout + done.stderr[-2000:]
 
 
+@pytest.mark.slow  # over 30 s on 2 cores: nightly tier
 def test_the_overhead_benchmark_measures_every_setting(tmp_path):
     out = tmp_path / "overhead.md"
     done = _run("bench.harness_overhead", "--examples", "2", "--repeats", "1", "--subject", "two_kernel_nrm2",

@@ -216,6 +216,7 @@ def _running_in(proc: _Fuzz, store: str, spent_at_least: float):
     return camp if ok else None
 
 
+@pytest.mark.slow  # over 30 s on 2 cores: nightly tier
 def test_sigkill_repeatedly_then_ctrl_c_loses_nothing_and_resumes(planted, tmp_path):
     store = str(tmp_path / "f.db")
     budget = 20

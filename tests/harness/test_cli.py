@@ -52,6 +52,7 @@ def _assert_minimal_mismatch(line, summary):
     assert (x["shape"], x["dtype"], x["values"], x["nonfinite"]) == ([1025], "torch.float32", "normal", ""), why
 
 
+@pytest.mark.slow  # over 30 s on 2 cores: nightly tier
 def test_seed_blockwise_norm_without_a_seed_reports_the_shrunk_mismatch(tmp_path):
     line, summary = _check_blockwise(tmp_path)
     assert isinstance(summary["seed"], int) and f"seed {summary['seed']})" in line   # drawn, kept: --seed replays

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 
 import pytest
@@ -192,10 +193,29 @@ def test_a_reduction_needs_no_host_memory_for_its_inputs():
 
 # ---------------------------------------------------------------------------------------------- plans
 
+def test_the_first_draws_are_those_whose_slices_pass_2_31():
+    """A huge example costs tens of seconds: the first pairs drawn must wrap ``program_id * stride`` of a
+    row-wise kernel (the last row starts past 2^31), each (other dims, dtype) combination once before any
+    repeats; the boundary sizes come last."""
+    plan = _plan(rows, free_gib=1000)
+    first = plan.pairs[0]
+    rest = lambda p: math.prod(v for _, v in p[2])  # noqa: E731
+    assert rest(first) > 1 and (first[1] - 1) * rest(first) >= 2 ** 31, plan.pairs[:3]
+    tiers = [0 if rest(p) > 1 and (p[1] - 1) * rest(p) >= 2 ** 31 else 1 if p[1] * rest(p) > 2 ** 31 else 2
+             for p in plan.pairs]
+    assert tiers == sorted(tiers) and tiers[-1] == 2
+    leading = plan.pairs[:tiers.count(0)]
+    combos = {(dt, o) for dt, _, o in leading}
+    head = leading[:len(combos)]
+    assert {(dt, o) for dt, _, o in head} == combos, head          # every combination before a repeat
+    assert all(n == max(m for dt2, m, o2 in leading if (dt2, o2) == (dt, o)) for dt, n, o in head)
+
+
+
 def test_plenty_of_memory_draws_every_size_in_both_dtypes():
     plan = _plan(norm, free_gib=1000)
     assert plan.dim == "N" and not plan.left_out
-    assert plan.pairs == tuple((dt, n, ()) for dt in F for n in huge.HUGE_SIZES)
+    assert sorted(plan.pairs) == sorted((dt, n, ()) for dt in F for n in huge.HUGE_SIZES)
     assert min(n for _, n, _ in plan.pairs) == 2 ** 31 - 1 and (2 ** 31 + 4097) in {n for _, n, _ in plan.pairs}
     assert "2^31-1, 2^31, 2^31+1, 2^31+4097" in plan.describe()
 

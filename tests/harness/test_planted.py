@@ -18,6 +18,7 @@ def _explore(subj, tmp_path, executor, **kw):
     return explore(subj, out_dir=str(tmp_path), database=False, executor=executor, **kw)
 
 
+@pytest.mark.slow  # over 30 s on 2 cores: nightly tier
 def test_truncated_reduction_past_2_20_is_found_and_shrunk_to_the_limit(tmp_path, in_process):
     res = _explore(planted.truncated_sum, tmp_path, in_process)
     assert res.status == "fail" and res.failure_class == "mismatch"
@@ -95,6 +96,7 @@ def test_correct_kernels_pass_in_every_float_dtype_and_past_millions(subj, tmp_p
     assert any(big), "no example past 2^20 elements was drawn"
 
 
+@pytest.mark.slow  # over 30 s on 2 cores: nightly tier
 def test_online_softmax_nan_on_a_masked_first_tile_is_wrong_and_its_guarded_twin_passes(tmp_path, in_process):
     """A row whose first 64-wide tile is all -inf (left padding): declared as attention scores
     (``values=("normal", "masked")``), the NaN is a `wrong` finding, not an edge one."""

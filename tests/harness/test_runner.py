@@ -1,11 +1,13 @@
 """harness.runner's references: the inputs the reference runs on, and the float64 truth's spread under one-ulp
 input moves (the oracle's floor for eager's error at ill-conditioned elements)."""
 import torch
+import triton
+import triton.language as tl
 
 from tritondiff.harness import subject, tensor
 from tritondiff.harness.case import Case, TensorCase
 from tritondiff.harness.oracle import compare
-from tritondiff.harness.runner import _noise, _spread, _upcast, build_inputs, reference_inputs
+from tritondiff.harness.runner import _noise, _spread, _upcast, build_inputs, reference_inputs, run_case
 
 
 def _case(name, shape, dtype="float32", values="normal", layout="contiguous"):
@@ -193,3 +195,59 @@ def test_the_oracle_counts_the_allowances_a_pass_needed():
     eager = (wide + _heavy_tailed(1, outliers=20)).float()
     assert counted((wide + _heavy_tailed(2, outliers=5)).float(), Reference(eager, wide)) == (True, 0, 1)
     assert counted((wide + 50 * _heavy_tailed(2, outliers=5)).float(), Reference(eager, wide)) == (False, 0, 0)
+
+
+# ---------------------------------------------------------------------------------------------- launch limits
+
+
+@triton.jit
+def _copy_rows(x_ptr, y_ptr, N, ROW_AXIS: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(ROW_AXIS)
+    offs = tl.arange(0, BLOCK)
+    tl.store(y_ptr + row * N + offs, tl.load(x_ptr + row * N + offs, mask=offs < N), mask=offs < N)
+
+
+def _rows_subject(programs, axis):
+    """A row copy whose launch asks for ``programs`` programs along grid ``axis`` (a stand-in for one
+    program per row of an input with that many rows: the limit is checked before the kernel runs)."""
+    @subject(name=f"launch_limit_axis{axis}", reference=lambda x: x.clone(), inputs={"x": tensor(("M", "N"))},
+             dims={"M": (1, 4), "N": (1, 4)})
+    def copy_rows(x):
+        y = torch.empty_like(x)
+        grid = [1, 1, 1]
+        grid[axis] = programs
+        _copy_rows[tuple(grid)](x, y, x.shape[1], ROW_AXIS=axis, BLOCK=4)
+        return y
+    return copy_rows
+
+
+def test_a_launch_past_2_31_programs_is_a_limit_skipped_and_past_65535_on_axis_1_a_finding():
+    """More than 2^31 - 1 programs along axis 0 only happens at inputs past 2^31 rows (huge mode): the kernel
+    does not reach that shape, which is not a wrong answer -- the example is skipped, never a finding.  Past
+    65,535 along axis 1 (a grid over rows at ordinary sizes) the launch fails where eager works: a finding."""
+    case = Case({"M": 3, "N": 4}, {"x": TensorCase((3, 4), "float32", "contiguous", 0, "normal", 7, "")}, {})
+    beyond = run_case(_rows_subject(2 ** 31, 0), case)
+    assert beyond.status == "skip" and "does not run at this shape" in beyond.message, beyond
+    assert "2,147,483,648 programs along axis 0" in beyond.message
+    refused = run_case(_rows_subject(65_536, 1), case)
+    assert refused.status == "fail" and refused.failure_class == "exception", refused
+    assert "65,536 programs along axis 1" in refused.message
+    within = run_case(_rows_subject(3, 0), case)
+    assert within.status == "pass", within.message
+
+
+def test_out_of_memory_is_the_plan_s_miss_at_a_huge_example_and_a_finding_below():
+    """Huge examples fill most of the GPU beside the harness's float64 copies: a candidate that then runs out
+    of memory says the plan missed, not that the kernel is wrong.  At ordinary sizes it is a finding."""
+    from tritondiff.harness.runner import _beyond
+
+    def case(n):
+        return Case({"N": n}, {"x": TensorCase((n,), "float32", "contiguous", 0, "normal", 7, "")}, {})
+
+    try:
+        raise RuntimeError("kernel failed") from torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 8 GiB")
+    except RuntimeError as e:
+        wrapped = e
+    assert "out of GPU memory" in _beyond(wrapped, case(2 ** 31 + 4097))
+    assert _beyond(wrapped, case(4097)) is None
+    assert _beyond(RuntimeError("index out of range"), case(2 ** 31 + 4097)) is None

@@ -261,6 +261,7 @@ def _prefetching_the_current_rows_again(statements, _rotate=statements_module.pr
     return [s.rewritten(re.sub(r"tl\.minimum\((\w+) \+ \d+,", r"tl.minimum(\1 + 0,", s.text)) for s in _rotate(statements)]
 
 
+@pytest.mark.slow  # over 30 s on 2 cores: nightly tier
 def test_the_chunked_mixed_order_subject_catches_rows_loaded_ahead_from_the_wrong_step(tmp_path, in_process):
     """compiler.mixed_order_chunked passes as it is, and fails with the rotated row loop loading the wrong rows
     (every step after the first then works on the rows of the step before)."""
