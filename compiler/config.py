@@ -40,6 +40,20 @@ def _env_opt(name: str) -> Optional[str]:
     return value or None
 
 
+def _env_int(name: str, default: int) -> int:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise ConfigError(f"{name}={value!r}: expected a positive int (unset it for the default, {default})",
+                          knob=name)
+    return number
+
+
 def _env_flag(name: str) -> bool:
     return os.environ.get(name, "0").strip().lower() not in ("", "0", "false", "no")
 
@@ -237,6 +251,10 @@ class CompilerConfig:
     dump_dir: Optional[str] = dataclasses.field(default_factory=lambda: _env_opt("TRITONDIFF_COMPILER_DUMP"))
     # How many recent compilations compiler.dump keeps.
     keep_artifacts: int = 16
+    # Threads that compile a graph's kernels side by side before their first launch (compiler.parallel);
+    # 1 (the default until measured on a GPU): each kernel compiles at its first launch, in the launching
+    # thread.  The interpreter compiles nothing.  TRITONDIFF_COMPILE_WORKERS.
+    compile_workers: int = dataclasses.field(default_factory=lambda: _env_int("TRITONDIFF_COMPILE_WORKERS", 1))
     # Where generated modules are written for Triton to read.  TRITONDIFF_COMPILER_CACHE.
     cache_dir: str = dataclasses.field(default_factory=lambda: _env(
         "TRITONDIFF_COMPILER_CACHE", os.path.join(tempfile.gettempdir(), f"tritondiff-compiler-{os.getuid()}")))
@@ -377,7 +395,7 @@ def _token_of(key: tuple) -> int:
     token = _TOKENS.setdefault(key, len(_TOKENS))
     _KEYS.setdefault(token, key)
     return token
-_NOT_IN_KEY = frozenset({"lean_runtime", "partitioner", "execution", "verify_ir", "dump_dir", "keep_artifacts", "cache_dir",
+_NOT_IN_KEY = frozenset({"compile_workers", "lean_runtime", "partitioner", "execution", "verify_ir", "dump_dir", "keep_artifacts", "cache_dir",
                          "autotune_cache_dir", "autotune_persist", "autotune_cpu_timing", "autotune_recheck"})
 
 

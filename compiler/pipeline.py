@@ -5,6 +5,7 @@ Each step's name is also its key in the dump (``compiler.dump``) and, with
 """
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Sequence
 
 import torch.fx
@@ -28,6 +29,7 @@ def compile_graph(gm: torch.fx.GraphModule, args: Sequence[Any], name: str) -> E
     sched = run("scheduled", schedule, lowered, fuse_templates)  # inline, fuse kernel groups and GEMM epilogues, order
     generated = run("triton", generate, sched, lowered, name)  # Triton source: tiles and reduction strategies
     executable = run("plan", Executable, lowered, sched, generated)  # buffers, launches, extern calls
+    run("compiling", Executable.start_compiling, executable)  # its kernels compiled in worker processes, at once
     return run.finish(executable)
 
 
@@ -44,8 +46,10 @@ class _Steps:
         self.artifacts.record(step, text)
 
     def __call__(self, step: str, fn: Callable, *args: Any) -> Any:
+        start = time.perf_counter()
         try:
             result = fn(*args)
+            counters[f"pipeline_us.{step}"] += int((time.perf_counter() - start) * 1e6)
             self.results[step] = result
             self.artifacts.record(step, _RENDER[step](result))
             if config.verify_ir and step in _VERIFY:
@@ -79,6 +83,8 @@ _RENDER = {
     "scheduled": describe_schedule,
     "triton": lambda generated: generated.source,
     "plan": lambda executable: executable.describe_plan(),
+    "compiling": lambda jobs: (f"{len(jobs.futures)} kernel(s) compiling on {config.compile_workers} threads"
+                               if jobs is not None else "kernels compile at their first launch"),
 }
 _VERIFY = {
     "lowered": lambda s: verify.check_lowered(s.results["lowered"], s.args),

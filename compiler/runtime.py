@@ -30,6 +30,7 @@ from .buffers import allocations_watched as _allocations_watched
 from .config import compile_options, config
 from .counters import counters
 from . import layouts
+from . import parallel as _parallel
 from .eager import evaluate_node, storage_view, write
 from .exc import CompilerError, KernelCompileError
 from .ir import Buffer, ComputedBuffer, ExternKernel, ExternOutput, InputBuffer, Layout, MemoryResolver, StridedView
@@ -206,10 +207,45 @@ class Executable:
         # and the compiled kernels (Triton's hashes) already checked
         self._owned: dict[tuple, Optional[KernelCompileError]] = {}
         self._owned_binaries: set = set()
+        self.jobs: Optional[_parallel.Jobs] = None   # its kernels compiling in worker processes (start_compiling)
 
     def ensure_loaded(self) -> None:
         if self.module is None and self.generated.kernels:
             self.module, self.module_path = load_module(self.generated.source, self.generated.name)
+
+    def start_compiling(self) -> Optional[_parallel.Jobs]:
+        """Hand every kernel this executable may launch -- each group's, each GEMM template's, each autotune
+        candidate's -- to the compile workers (``compiler.parallel``); a launch waits for its own kernel only.
+        None when the pool is off (the interpreter, ``config.compile_workers`` = 1)."""
+        if not _parallel.enabled() or not self.generated.kernels:
+            return None
+        self.ensure_loaded()
+        self.jobs = _parallel.start(self.module, self.compile_jobs())
+        return self.jobs
+
+    def compile_jobs(self) -> list[tuple[tuple, str, tuple[str, ...], tuple, dict]]:
+        """(launch key, kernel, argument dtypes, grid, options) of every kernel it may launch, as
+        ``_launcher`` will launch it: the arguments' dtypes stand in for its tensors."""
+        specs = [spec for group in self.generated.kernels.values() for spec in group]
+        specs += [spec for variants in self.generated.variants.values() for v in variants for spec in v.specs]
+        jobs = []
+        for spec in specs:
+            grid = None if any(g == 0 for g in spec.grid) else tuple(spec.grid)
+            dtypes = [self._arg_dtype(arg) for arg in spec.args]
+            if grid is None or None in dtypes:
+                continue
+            jobs.append((_launcher_key(spec), spec.name, tuple(str(d).removeprefix("torch.") for d in dtypes), grid,
+                         self._launch_options(spec)))
+        return jobs
+
+    def _arg_dtype(self, arg: Any) -> Optional[torch.dtype]:
+        if arg.semaphore or arg.workspace:
+            return arg.dtype or torch.int32
+        buf = self.graph.buffers.get(arg.name)
+        if buf is not None:
+            return buf.layout.dtype
+        const = self._constants.get(arg.name)
+        return const.dtype if isinstance(const, torch.Tensor) else None
 
     # ---- entry point
     def __call__(self, args: Sequence[Any]) -> list:
@@ -483,12 +519,10 @@ class Executable:
         launcher = self._launchers.get(key)
         if launcher is not None:
             return launcher
-        options = dict(compile_options())
+        if self.jobs is not None:
+            self.jobs.wait(key)                  # its kernel in Triton's cache, compiled by a worker
+        options = self._launch_options(spec)
         compiled = _compiled_launches()
-        if compiled:
-            options["num_warps"] = spec.num_warps
-            if spec.meta.get("num_stages"):
-                options["num_stages"] = spec.meta["num_stages"]
         grid = None if any(g == 0 for g in spec.grid) else tuple(spec.grid)
         args = tuple((arg.name, SemaphoreSlot(arg.numel, arg.dtype) if arg.semaphore
                       else Layout.contiguous((max(arg.numel, 1),), arg.dtype) if arg.workspace else None)
@@ -498,6 +532,16 @@ class Executable:
             fn = _launch.Site(fn, grid, **options)
         self._launchers[key] = launcher = (fn, options, grid, args)
         return launcher
+
+    @staticmethod
+    def _launch_options(spec: KernelSpec) -> dict:
+        """Triton's launch options of ``spec``: the compile options, and on a GPU its warps and stages."""
+        options = dict(compile_options())
+        if _compiled_launches():
+            options["num_warps"] = spec.num_warps
+            if spec.meta.get("num_stages"):
+                options["num_stages"] = spec.meta["num_stages"]
+        return options
 
     # ---- extern calls
     def _run_extern(self, kernel: ExternKernel, env: dict) -> None:

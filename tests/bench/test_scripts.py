@@ -17,7 +17,7 @@ def _run(*args, timeout=300):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU exit")
 @pytest.mark.parametrize("module", ["bench.norms", "bench.mhc", "bench.breakdown", "bench.mhc_gridsearch",
-                                    "bench.autograd_host"])
+                                    "bench.autograd_host", "bench.compile_time"])
 def test_a_gpu_benchmark_says_it_needs_a_gpu_and_exits_0(module):
     done = _run(module)
     assert done.returncode == 0 and "no CUDA device here" in done.stdout, done.stdout + done.stderr[-2000:]

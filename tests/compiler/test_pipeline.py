@@ -12,7 +12,7 @@ from tritondiff.compiler.ir import Pointwise
 from tritondiff.compiler.ops import ops
 from tests.compiler.util import check, run_compiled
 
-STEPS = ["graph", "lowered", "scheduled", "triton", "plan"]
+STEPS = ["graph", "lowered", "scheduled", "triton", "plan", "compiling"]
 
 
 def test_pipeline_reads_as_one_function_of_named_steps():
@@ -37,7 +37,7 @@ def test_dump_dir_gets_one_file_per_step(tmp_path):
         check(lambda x: x * 2, torch.randn(9))
     art = compiler.dump.last_artifacts()
     files = sorted(os.listdir(art.directory))
-    assert files == ["01_graph.txt", "02_lowered.txt", "03_scheduled.txt", "04_triton.py", "05_plan.txt"]
+    assert files == ["01_graph.txt", "02_lowered.txt", "03_scheduled.txt", "04_triton.py", "05_plan.txt", "06_compiling.txt"]
     with open(os.path.join(art.directory, "04_triton.py")) as f:
         assert f.read() == art.texts["triton"]
 

@@ -1,0 +1,196 @@
+"""Compile time of the models suite's blocks: cold, and warm from the on-disk caches in a new process.
+
+    python -m bench.compile_time [--only NAME ...] [--modes float32 bfloat16 autocast]
+                                 [--backends inductor tritondiff tritondiff-serial] [--out FILE.md] [--json FILE]
+
+Per block of ``--suite models`` (``bench.compiler``'s workloads: forward and backward at the benchmark sizes)
+and backend, two fresh processes share one set of cache directories made empty for the pair: the first
+compiles cold (Triton's cache, the generated modules, the autotune cache and Inductor's caches all
+empty), the second starts warm from what the first left.  Compile time is a process's first call (compile
+and run, forward and backward) minus its second call, as torch.compile users see it.  ``tritondiff`` runs with
+its defaults (each kernel compiled at its first launch); ``tritondiff-threads`` compiles a graph's kernels on
+up to 16 threads before their first launch (``compiler.parallel``).  Where a tritondiff process's time goes is
+printed too: its pipeline (lowering, scheduling, code generation), Triton's compiles (or loads from its
+cache), and the rest (Dynamo, AOTAutograd, the calls themselves).
+Inductor runs with its defaults (its compile workers, its FX graph and AOTAutograd caches on).  Prints a
+Markdown table: cold and warm seconds per backend, warm / cold, and tritondiff's cold against Inductor's.
+On a machine without a CUDA GPU it says so and exits 0.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Optional, Sequence
+
+BACKENDS = ("inductor", "tritondiff", "tritondiff-threads")
+MODES = ("float32", "bfloat16", "autocast")
+
+
+def _cache_env(root: str, backend: str) -> dict[str, str]:
+    env = {"TRITON_CACHE_DIR": os.path.join(root, "triton"),
+           "TRITONDIFF_COMPILER_CACHE": os.path.join(root, "generated"),
+           "TRITONDIFF_AUTOTUNE_CACHE": os.path.join(root, "autotune"),
+           "TORCHINDUCTOR_CACHE_DIR": os.path.join(root, "inductor")}
+    if backend == "tritondiff-threads":
+        env["TRITONDIFF_COMPILE_WORKERS"] = str(max(2, min(16, os.cpu_count() or 2)))
+    return env
+
+
+def one(name: str, backend: str) -> dict:
+    """In a child process: the first and second call of workload ``name`` under ``backend``, seconds."""
+    import torch
+    import triton.compiler
+
+    from bench import compiler as bench_compiler
+
+    spans = []
+    real = triton.compiler.compile
+
+    def timed(*args, **kwargs):          # every JIT function binds triton.compiler.compile at its first call
+        start = time.perf_counter()
+        try:
+            return real(*args, **kwargs)
+        finally:
+            spans.append(time.perf_counter() - start)
+    triton.compiler.compile = timed
+
+    work = next(w for w in bench_compiler.model_workloads() if w.name == name)
+    wrap = bench_compiler._backends(["inductor", "tritondiff"])["inductor" if backend == "inductor" else "tritondiff"]
+    torch.manual_seed(0)
+    inputs = work.make()
+    fn = bench_compiler.build(work, wrap)
+    times = []
+    for _ in range(2):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        fn(*inputs)
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    out = {"first_s": times[0], "second_s": times[1], "compile_s": times[0] - times[1]}
+    out["triton_compiles"], out["triton_s"] = len(spans), sum(spans)
+    if backend != "inductor":
+        from tritondiff import compiler
+
+        out["workers"] = compiler.config.compile_workers
+        out["kernels_submitted"] = compiler.counters["parallel_compile.submitted"]
+        out["graphs"] = compiler.counters["graphs_compiled"]
+        out["pipeline_s"] = sum(v for k, v in compiler.counters.items() if k.startswith("pipeline_us.")) / 1e6
+    return out
+
+
+def _child(name: str, backend: str, root: str, timeout_s: float) -> dict:
+    env = {**os.environ, **_cache_env(root, backend)}
+    try:
+        done = subprocess.run([sys.executable, "-m", "bench.compile_time", "--one", name, "--backend", backend],
+                              env=env, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return {"error": f"over {timeout_s:.0f} s"}
+    found = [ln for ln in done.stdout.splitlines() if ln.startswith("RESULT ")]
+    if done.returncode or not found:
+        tail = (done.stderr.strip() or done.stdout.strip() or "no output").splitlines()[-1]
+        return {"error": f"exit {done.returncode}: {tail[:160]}"}
+    return json.loads(found[0][len("RESULT "):])
+
+
+def measure(name: str, backends: Sequence[str], timeout_s: float) -> dict:
+    row = {"workload": name}
+    for backend in backends:
+        with tempfile.TemporaryDirectory(prefix="tritondiff-compile-time-") as root:
+            cold = _child(name, backend, root, timeout_s)
+            warm = _child(name, backend, root, timeout_s) if "error" not in cold else {"error": "cold failed"}
+        row[backend] = {"cold": cold, "warm": warm}
+    return row
+
+
+def _s(r: dict) -> str:
+    return f"{r['compile_s']:.1f}" if "compile_s" in r else f"error ({r.get('error', '?')})"
+
+
+def breakdown(rows: list[dict], backends: Sequence[str]) -> str:
+    """Where each tritondiff process's compile time went: its pipeline, Triton's compiles (summed over
+    threads: with compile threads they overlap), and the rest."""
+    lines = ["| block | backend | run | compile s | pipeline s | Triton compiles | Triton s | rest s |",
+             "|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        for backend in backends:
+            for run in ("cold", "warm"):
+                r = row.get(backend, {}).get(run, {})
+                if "compile_s" not in r or "pipeline_s" not in r:
+                    continue
+                rest = r["compile_s"] - r["pipeline_s"] - (r["triton_s"] if r.get("workers", 1) == 1 else 0)
+                lines.append(f"| {row['workload']} | {backend} | {run} | {r['compile_s']:.1f} | {r['pipeline_s']:.2f} "
+                             f"| {r['triton_compiles']} | {r['triton_s']:.1f} | {rest:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+def table(rows: list[dict], backends: Sequence[str]) -> str:
+    head = "| block | " + " | ".join(f"{b} cold s | {b} warm s" for b in backends)
+    head += " | tritondiff cold / Inductor cold | tritondiff warm / its cold |"
+    lines = [head, "|---|" + "---|---|" * len(backends) + "---|---|"]
+    for row in rows:
+        cells = [f"{_s(row[b]['cold'])} | {_s(row[b]['warm'])}" for b in backends]
+        ours, ind = row.get("tritondiff", {}), row.get("inductor", {})
+        vs = warm_ratio = "-"
+        if "compile_s" in ours.get("cold", {}) and "compile_s" in ind.get("cold", {}):
+            vs = f"{ours['cold']['compile_s'] / ind['cold']['compile_s']:.2f}"
+        if "compile_s" in ours.get("cold", {}) and "compile_s" in ours.get("warm", {}):
+            warm_ratio = f"{ours['warm']['compile_s'] / ours['cold']['compile_s']:.2f}"
+        lines.append(f"| {row['workload']} | " + " | ".join(cells) + f" | {vs} | {warm_ratio} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.compile_time", description=__doc__.split("\n")[0])
+    parser.add_argument("--only", nargs="*", help="blocks whose workload name contains one of these")
+    parser.add_argument("--modes", nargs="*", default=list(MODES), choices=MODES)
+    parser.add_argument("--backends", nargs="*", default=list(BACKENDS), choices=BACKENDS)
+    parser.add_argument("--timeout-s", type=float, default=300.0, help="per process")
+    parser.add_argument("--out", help="write the Markdown table here")
+    parser.add_argument("--json", help="write the raw figures here")
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    parser.add_argument("--backend", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    import torch
+
+    if not torch.cuda.is_available():
+        print("bench.compile_time: no CUDA device here; compile time is measured on a GPU")
+        return 0
+    if args.one:
+        print("RESULT " + json.dumps(one(args.one, args.backend)), flush=True)
+        return 0
+    from bench import compiler as bench_compiler
+
+    names = [w.name for w in bench_compiler.model_workloads()
+             if w.name.rsplit(" ", 1)[-1] in args.modes and (not args.only or any(o in w.name for o in args.only))]
+    if not names:
+        parser.error("no models-suite workload matches --only / --modes")
+    import triton
+
+    rows = []
+    for name in names:
+        rows.append(measure(name, args.backends, args.timeout_s))
+        print(json.dumps(rows[-1]), flush=True)
+    header = (f"Compile time, models suite: {torch.cuda.get_device_name()}, {os.cpu_count()} CPU cores, torch "
+              f"{torch.__version__}, triton {triton.__version__}, Python {platform.python_version()}, "
+              f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d}; `python -m bench.compile_time "
+              f"{' '.join(argv if argv is not None else sys.argv[1:])}`\n\n")
+    text = header + table(rows, args.backends) + "\n" + breakdown(rows, args.backends)
+    print(text)
+    if args.out:
+        with open(args.out, "w") as fh:
+            fh.write(text)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(rows, fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
