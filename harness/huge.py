@@ -200,7 +200,8 @@ def output_elements(subject: Subject, dtype: str, dims: dict[str, int]) -> list[
     return [(t.numel(), t.element_size()) for t in flatten(out) if isinstance(t, torch.Tensor)]
 
 
-def example_bytes(subject: Subject, dtype: str, dims: dict[str, int]) -> tuple[int, int]:
+def example_bytes(subject: Subject, dtype: str, dims: dict[str, int], *,
+                  reference_per_element: float | None = None) -> tuple[int, int]:
     """(GPU bytes, host bytes) one example of ``subject`` at ``dims`` in ``dtype`` may need at its peak.
 
     The inputs are generated on the GPU (:mod:`harness.tensors`: in their dtype, a chunk at a time; the
@@ -216,6 +217,9 @@ def example_bytes(subject: Subject, dtype: str, dims: dict[str, int]) -> tuple[i
     the spread (``runner._spread``), measured only once a comparison has failed, which adds about five
     float64 copies of the inputs; where they do not fit the verdict is judged without it.  Outputs are
     sized on the meta device, or taken as large as the inputs when the reference cannot run there.
+    ``reference_per_element``: the reference phase's bytes per input element as measured on the GPU at a
+    small size (:func:`measure_reference`), which replaces its estimate: a backward reference's float64
+    autograd keeps intermediates the estimate does not count (layer norm's backward peaked 30% over it).
     """
     from .oracle_chunks import CHUNK_ELEMENTS, CHUNKED_FROM
     from .tensors import on_device_workspace_bytes
@@ -225,7 +229,8 @@ def example_bytes(subject: Subject, dtype: str, dims: dict[str, int]) -> tuple[i
     probe = output_elements(subject, dtype, dims)
     each = probe if probe is not None else [(n, _ITEMSIZE[dtype])]
     outputs, outputs64 = sum(k * item for k, item in each), 8 * sum(k for k, _ in each)
-    reference = 2 * inputs64 + 2 * outputs64 + outputs
+    reference = (2 * inputs64 + 2 * outputs64 + outputs if reference_per_element is None
+                 else int(reference_per_element * n))
     chunked = any(k > CHUNKED_FROM for k, _ in each)
     calls = (inputs64 + outputs64 + outputs + 2 * inputs + masks + 3 * outputs
              + (ORACLE_HOST_TEMPORARIES * 8 * CHUNK_ELEMENTS if chunked else 0))
@@ -233,12 +238,15 @@ def example_bytes(subject: Subject, dtype: str, dims: dict[str, int]) -> tuple[i
     return max(reference, calls) + on_device_workspace_bytes() + HEADROOM_BYTES, host + HEADROOM_BYTES
 
 
-def plan(subject: Subject, *, free_bytes: int, host_bytes: int, sizes: tuple[int, ...] = HUGE_SIZES) -> HugePlan:
+def plan(subject: Subject, *, free_bytes: int, host_bytes: int, sizes: tuple[int, ...] = HUGE_SIZES,
+         calibrate: Callable[[str, str, tuple[tuple[str, int], ...]], float | None] | None = None) -> HugePlan:
     """The (dtype, size, other dims) draws of ``subject`` that fit the given free GPU and host memory.
 
     ``sizes`` are element counts of the input a plan sizes (:func:`candidates`, the first one with a draw
     that fits); the size dim is chosen to reach each one with the other dims at each of
-    :func:`other_values`.  Pure logic (no device is touched): :func:`plan_on_device` measures the memory.  Raises :class:`~harness.exc.HugeShapesUnavailable` (``reason``) when the
+    :func:`other_values`.  Pure logic (no device is touched): :func:`plan_on_device` measures the memory,
+    and passes ``calibrate(dtype, size dim, other dims)``, the reference phase's measured bytes per input
+    element (None: estimate it).  Raises :class:`~harness.exc.HugeShapesUnavailable` (``reason``) when the
     subject has no size dim, allows no huge dtype, or nothing fits.
     """
     found = candidates(subject)
@@ -254,12 +262,14 @@ def plan(subject: Subject, *, free_bytes: int, host_bytes: int, sizes: tuple[int
         pairs, left_out, seen = [], [], set()
         for dtype in dtypes:
             for others in other_values(subject, dim):
+                per_element = calibrate(dtype, dim, others) if calibrate is not None else None
                 for target in sizes:
                     n = size_for(subject, spec, dim, target, others)
                     if (dtype, n, others) in seen:
                         continue                 # two targets on one size (the other dims' product rounds up)
                     seen.add((dtype, n, others))
-                    need, need_host = example_bytes(subject, dtype, {**dict(others), dim: n})
+                    need, need_host = example_bytes(subject, dtype, {**dict(others), dim: n},
+                                                    reference_per_element=per_element)
                     if need <= SAFETY * free_bytes and need_host <= SAFETY * host_bytes:
                         pairs.append((dtype, n, others))
                         continue
@@ -340,9 +350,55 @@ def host_available() -> int:
 
 
 def plan_on_device(subject: Subject) -> HugePlan:
-    """:func:`plan` with the memory measured now (CUDA only)."""
+    """:func:`plan` with the memory measured now and each reference phase measured at a small size (CUDA
+    only)."""
     free, host = free_memory()
-    return plan(subject, free_bytes=free, host_bytes=host)
+    return plan(subject, free_bytes=free, host_bytes=host,
+                calibrate=lambda dt, dim, others: measure_reference(subject, dt, dim, others))
+
+
+#: Elements of the sized input when :func:`measure_reference` runs the reference: large enough that fixed
+#: allocations (workspaces, 0-d outputs) are a small part of the peak, small enough to take milliseconds.
+CALIBRATION_ELEMENTS = 2 ** 22
+
+
+def measure_reference(subject: Subject, dtype: str, dim: str, others: tuple[tuple[str, int], ...]) -> float | None:
+    """The GPU bytes per input element of the runner's reference phase (eager in ``dtype``, then the float64
+    truth on a copy of the upcast inputs), measured at :data:`CALIBRATION_ELEMENTS` with the other dims at
+    ``others``: memory grows with the size dim alike there and past 2^31.  None where it cannot be measured
+    (no CUDA, no draw at that size, the reference raises): the estimate stands."""
+    if device.MODE != "cuda":
+        return None
+    import torch
+    from hypothesis import HealthCheck, find, settings
+
+    from .runner import _detach, _upcast, reference_inputs
+    from .strategies import cases
+
+    spec = next((sp for sp, d in candidates(subject) if d == dim), None)
+    if spec is None:
+        return None
+    n = size_for(subject, spec, dim, CALIBRATION_ELEMENTS, others)
+    small = HugePlan(subject.name, dim, ((dtype, n, others),), (), 0, 0)
+    try:
+        case = find(cases(subject, huge=small), lambda c: True,
+                    settings=settings(database=None, max_examples=5, suppress_health_check=list(HealthCheck)))
+        elements = sum(t.numel for t in case.tensors.values())
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        eager = _detach(subject.reference(**reference_inputs(subject, case)))
+        upcast = _upcast(reference_inputs(subject, case), subject)
+        truth = _detach(subject.reference(**{k: _detach(v) for k, v in upcast.items()}))
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated() - base
+        del eager, upcast, truth
+    except Exception:  # noqa: BLE001 - no draw there, or the reference raises at that size: estimate instead
+        return None
+    finally:
+        torch.cuda.empty_cache()
+    return peak / max(elements, 1)
 
 
 def check_lanes(workers: int | None) -> None:
@@ -360,12 +416,15 @@ def plans_for(subjects: Iterable[Subject], say: Callable[[str], None], *, strict
               measure: Callable[[], tuple[int, int]] | None = None) -> dict[str, HugePlan]:
     """Plans of the ``subjects`` that can run huge shapes here, by name; ``say`` gets a line per subject
     (its plan, or why it is skipped).  ``strict``: none can -> UsageError listing the reasons.
-    ``measure`` returns (free GPU bytes, host bytes) -- :func:`free_memory` by default."""
+    ``measure`` returns (free GPU bytes, host bytes) -- :func:`free_memory` by default, and then each
+    subject's reference phase is measured too (:func:`measure_reference`)."""
     free, host = (measure or free_memory)()
     plans, skipped = {}, []
     for subj in subjects:
+        calibrate = None if measure is not None else (
+            lambda dt, dim, others, subj=subj: measure_reference(subj, dt, dim, others))
         try:
-            plans[subj.name] = plan(subj, free_bytes=free, host_bytes=host)
+            plans[subj.name] = plan(subj, free_bytes=free, host_bytes=host, calibrate=calibrate)
             say(f"huge  {plans[subj.name].describe()}")
         except HugeShapesUnavailable as e:
             skipped.append(f"{subj.name} ({e.reason})")

@@ -41,7 +41,9 @@ def one(name: str) -> dict:
     single = huge.HugePlan(plan.subject, plan.dim, (first,), (), plan.free_bytes, plan.host_bytes)
     case = find(cases(subject, huge=single), lambda c: True, settings=settings(database=None, max_examples=1))
     dtype, size, others = first
-    estimate, estimate_host = huge.example_bytes(subject, dtype, {**dict(others), plan.dim: size})
+    estimate, estimate_host = huge.example_bytes(subject, dtype, {**dict(others), plan.dim: size},
+                                                 reference_per_element=huge.measure_reference(subject, dtype,
+                                                                                              plan.dim, others))
     runs = []
     for _ in range(2):
         torch.cuda.empty_cache()

@@ -414,3 +414,36 @@ def test_an_int32_row_offset_is_found_past_2_31_and_its_int64_twin_passes(tmp_pa
     fixed = explore(twin, out_dir=str(tmp_path / "twin"), database=False, seed=5, max_examples=2, budget_s=540,
                     huge=huge.plan_on_device(twin))
     assert fixed.status == "pass", fixed.message
+
+
+def test_a_measured_reference_phase_replaces_its_estimate():
+    """The reference phase's bytes per input element, measured on the GPU at a small size, size the plan
+    instead of the estimate: measured larger, the largest pairs no longer fit and say so; measured smaller, the
+    largest fits where the estimate left it out.  Measured once per (dtype, other dims)."""
+    calls = []
+
+    def measured(per_element):
+        def calibrate(dtype, dim, others):
+            calls.append((dtype, dim, others))
+            return per_element
+        return calibrate
+
+    free = 150 * GIB
+    estimated = huge.plan(rows, free_bytes=free, host_bytes=1024 * GIB)
+    heavy = huge.plan(rows, free_bytes=free, host_bytes=1024 * GIB, calibrate=measured(60.0))
+    assert len(calls) == len(set(calls)) and {dim for _, dim, _ in calls} == {"M"}, calls
+    light = huge.plan(rows, free_bytes=free, host_bytes=1024 * GIB, calibrate=measured(1.0))
+    biggest = lambda p: max(n * math.prod(v for _, v in o) for _, n, o in p.pairs)  # noqa: E731
+    assert biggest(heavy) < biggest(estimated) <= biggest(light), (heavy.left_out, estimated.left_out)
+    assert len(light.left_out) < len(estimated.left_out) < len(heavy.left_out)
+    dims = {"M": 2 ** 31, "N": 1}
+    assert huge.example_bytes(rows, "float32", dims, reference_per_element=60.0)[0] >= 60 * 2 ** 31
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(huge.device.MODE != "cuda", reason="measured on a CUDA device")
+def test_the_measured_reference_phase_holds_the_float64_inputs_and_their_copy():
+    from . import planted
+
+    per_element = huge.measure_reference(planted.rms_norm_int64_offsets, "float32", "T", (("H", 256),))
+    assert per_element is not None and per_element >= 2 * 8      # float64 upcast and its copy at least
