@@ -5,6 +5,7 @@ Each step's name is also its key in the dump (``compiler.dump``) and, with
 """
 from __future__ import annotations
 
+import collections
 import time
 from typing import Any, Callable, Sequence
 
@@ -33,6 +34,11 @@ def compile_graph(gm: torch.fx.GraphModule, args: Sequence[Any], name: str) -> E
     return run.finish(executable)
 
 
+#: Seconds spent in each step, over every graph this process compiled (a timing, so not among the debug counters,
+#: which say what a graph did): ``bench.compile_time`` reads it.
+STEP_SECONDS: collections.Counter = collections.Counter()
+
+
 class _Steps:
     """Runs one named step: the call, its artifact, the IR check when enabled, errors recorded."""
 
@@ -49,7 +55,7 @@ class _Steps:
         start = time.perf_counter()
         try:
             result = fn(*args)
-            counters[f"pipeline_us.{step}"] += int((time.perf_counter() - start) * 1e6)
+            STEP_SECONDS[step] += time.perf_counter() - start
             self.results[step] = result
             self.artifacts.record(step, _RENDER[step](result))
             if config.verify_ir and step in _VERIFY:

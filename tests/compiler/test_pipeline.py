@@ -24,9 +24,12 @@ def test_pipeline_reads_as_one_function_of_named_steps():
 
 def test_last_artifacts_hold_every_step_and_the_counters():
     x = torch.randn(9, 41)
+    before = dict(pipeline.STEP_SECONDS)
     check(lambda x: x.softmax(-1), x)
     art = compiler.dump.last_artifacts()
     assert list(art.texts) == STEPS
+    assert all(pipeline.STEP_SECONDS[s] > before.get(s, 0.0) for s in STEPS[1:])     # each step's time kept
+    assert not any(k.startswith("pipeline") for k in art.counters)                  # apart from the counts
     assert "aten.amax" in art.texts["graph"] and "@triton.jit" in art.texts["triton"]
     assert art.counters["reduction_strategy.persistent"] == 2  # softmax's max and sum, one kernel
     assert "compiled graph" in art.summary()
