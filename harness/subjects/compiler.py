@@ -20,7 +20,7 @@ from tritondiff.harness import subject, tensor
 from tritondiff.harness.oracle import flatten
 from tritondiff.harness.oracle import bitwise_diff
 
-from tritondiff.harness import graph_fuzz as fuzz, triage
+from tritondiff.harness import graph_fuzz as fuzz, oracle_chunks, triage
 from tritondiff.compiler import workloads
 from tritondiff.compiler.backend import compile_fresh
 from tritondiff.compiler.config import config
@@ -115,7 +115,14 @@ def _state_zeroed(which: str, since: int) -> None:
 
 def _triage(got: Any, run: Callable[[], Any], reference: Callable, args: tuple, knobs: dict, before: int,
             exact: Callable | None = None) -> None:
-    """Judge ``got`` against ``reference(*args)``; if wrong, record lowering / fusion / codegen."""
+    """Judge ``got`` against ``reference(*args)``; if wrong, record lowering / fusion / codegen.
+
+    Not for inputs of more than ``oracle_chunks.CHUNKED_FROM`` elements (huge examples): its references hold
+    float64 copies of the inputs beside the runner's own, which a huge plan does not count (a compiled softmax
+    past 2^31 elements ran the host out of memory here).  The runner judges such an example all the same; a
+    wrong one then has no stage recorded."""
+    if sum(a.numel() for a in args if isinstance(a, torch.Tensor)) > oracle_chunks.CHUNKED_FROM:
+        return
     eager, truth = triage.references(reference, args, exact)
     with config.patch(**knobs):
         triage.diagnose(got, run, lambda out: triage.judge(out, eager, truth), triage.compiled_since(before))

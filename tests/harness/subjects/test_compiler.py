@@ -430,3 +430,23 @@ def test_the_model_fuzz_subject_runs_a_routed_embedding_and_shows_a_planted_bug_
     with _triton_neg_emits_its_operand():
         planted = graph_fuzz_model(Program(((6, 9),), program.steps + (Step("neg", (3,)),), (4,)).to_json(), x)
     assert not torch.allclose(planted[0], -want[0])
+
+
+def test_triage_is_left_to_the_runner_past_the_chunked_size():
+    """A compiled subject's own triage holds float64 copies of its inputs beside the runner's: past
+    oracle_chunks.CHUNKED_FROM elements (huge examples, whose plan does not count them) it runs no reference;
+    below, it does."""
+    from tritondiff.harness import oracle_chunks
+    from tritondiff.harness.subjects.compiler import _triage
+
+    called = []
+
+    def reference(x):
+        called.append(x.numel())
+        return x * 2
+
+    small = torch.ones(8)
+    _triage(small * 2, lambda: small * 2, reference, (small,), {}, compiler.counters["graphs_compiled"])
+    huge = torch.ones(1).expand(oracle_chunks.CHUNKED_FROM + 1)           # that many elements, one in memory
+    _triage(huge * 2, lambda: huge * 2, reference, (huge,), {}, compiler.counters["graphs_compiled"])
+    assert called == [8, 8], called                                       # eager and float64 for the small one
