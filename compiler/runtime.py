@@ -207,7 +207,7 @@ class Executable:
         # and the compiled kernels (Triton's hashes) already checked
         self._owned: dict[tuple, Optional[KernelCompileError]] = {}
         self._owned_binaries: set = set()
-        self.jobs: Optional[_parallel.Jobs] = None   # its kernels compiling in worker processes (start_compiling)
+        self.jobs: Optional[_parallel.Jobs] = None   # its kernels compiling on threads (start_compiling)
 
     def ensure_loaded(self) -> None:
         if self.module is None and self.generated.kernels:
@@ -215,7 +215,7 @@ class Executable:
 
     def start_compiling(self) -> Optional[_parallel.Jobs]:
         """Hand every kernel this executable may launch -- each group's, each GEMM template's, each autotune
-        candidate's -- to the compile workers (``compiler.parallel``); a launch waits for its own kernel only.
+        candidate's -- to the compile threads (``compiler.parallel``); a launch waits for its own kernel only.
         None when the pool is off (the interpreter, ``config.compile_workers`` = 1)."""
         if not _parallel.enabled() or not self.generated.kernels:
             return None
@@ -520,7 +520,7 @@ class Executable:
         if launcher is not None:
             return launcher
         if self.jobs is not None:
-            self.jobs.wait(key)                  # its kernel in Triton's cache, compiled by a worker
+            self.jobs.wait(key)                  # its kernel compiled by a compile thread, in the JIT cache
         options = self._launch_options(spec)
         compiled = _compiled_launches()
         grid = None if any(g == 0 for g in spec.grid) else tuple(spec.grid)

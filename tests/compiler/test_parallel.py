@@ -1,4 +1,4 @@
-"""compiler.parallel: a graph's kernels handed to compile workers before their first launch."""
+"""compiler.parallel: a graph's kernels handed to compile threads before their first launch."""
 import concurrent.futures
 import os
 
@@ -20,7 +20,7 @@ def _block(x, w, b):
 
 
 def test_the_jobs_cover_every_launch_with_its_grid_and_argument_dtypes(monkeypatch):
-    """A worker compiles the kernel the launch will find in Triton's cache only if it compiles the same
+    """A compile thread compiles the kernel the launch will find in the JIT's cache only if it compiles the same
     specialisation: the same kernel at the same grid, warps and stages, with arguments of the same dtypes.
     Every launch of a forward and backward graph (reductions, workspaces, mixed dtypes) must be one of the
     jobs, as the launch recorder saw it."""
@@ -80,9 +80,9 @@ def _cached_kernels(cache_dir) -> set[str]:
 
 @pytest.mark.gpu
 @pytest.mark.skipif(device.MODE != "cuda", reason="kernels compile on a GPU only")
-def test_the_launching_process_finds_every_kernel_compiled_by_the_workers(tmp_path, monkeypatch):
-    """Cold Triton cache, four workers: once a graph's jobs are done, its launches compile nothing in this
-    process -- between one graph's jobs finishing and the next graph's (or the end), Triton's cache gains no
+def test_the_launches_find_every_kernel_the_compile_threads_compiled(tmp_path, monkeypatch):
+    """Cold Triton cache, four compile threads: once a graph's jobs are done, its launches compile nothing
+    themselves -- between one graph's jobs finishing and the next graph's (or the end), Triton's cache gains no
     kernel.  A stand-in specialisation that missed the launch's would add one."""
     cache = tmp_path / "triton"
     monkeypatch.setenv("TRITON_CACHE_DIR", str(cache))
