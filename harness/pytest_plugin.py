@@ -53,7 +53,7 @@ class Profile:
 
 
 PROFILES = {
-    "ci": Profile("ci", budget_s=9.0, max_examples=25, max_example_bytes=8 * 2 ** 20),
+    "ci": Profile("ci", budget_s=8.0, max_examples=25, max_example_bytes=8 * 2 ** 20),
     "nightly": Profile("nightly", budget_s=600.0, max_examples=2000, max_example_bytes=512 * 2 ** 20),
     "gpu_huge": Profile("gpu_huge", budget_s=240.0, max_examples=4, max_example_bytes=512 * 2 ** 20, huge=True),
 }

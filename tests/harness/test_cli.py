@@ -176,6 +176,7 @@ def drops_nan(x):
 '''
 
 
+@pytest.mark.slow  # over 20 s on 2 cores: nightly tier
 def test_an_edge_finding_warns_and_fails_only_when_strict(tmp_path):
     """NaN dropped is found only with non-finite inputs: exit 0 with a warning line and its dump, exit 1
     under --strict or strict = true in the project's [tool.tritondiff]; the search's other options apply."""

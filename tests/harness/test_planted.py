@@ -33,6 +33,7 @@ def test_power_of_two_only_kernel_fails_on_small_odd_size(tmp_path, in_process):
     assert n & (n - 1) != 0 and n <= 5
 
 
+@pytest.mark.slow  # over 20 s on 2 cores: nightly tier
 def test_fp16_accumulation_over_long_axis(tmp_path, in_process):
     # A statistical bug: fp16 lane sums drift only on long axes of zero-mean values.  Shrinking a
     # multi-million-element case runs for whatever the wall budget leaves (the smallest failing case so
