@@ -42,8 +42,8 @@ from tritondiff.base import device
 from .api import Constant, DimValue, Subject, TensorSpec
 from .exc import HugeShapesUnavailable, UsageError
 
-#: Sizes drawn for the one dim, in shrinking order: both sides of 2^31, a partial block past it,
-#: a whole 2^20 block past it, and past 2^32 (where an unsigned 32-bit offset wraps too).
+#: Element counts a plan sizes the input to (drawn in :func:`reach_order`'s order): both sides of 2^31, a
+#: partial block past it, a whole 2^20 block past it, and past 2^32 (where an unsigned 32-bit offset wraps too).
 HUGE_SIZES = (2 ** 31 - 1, 2 ** 31, 2 ** 31 + 1, 2 ** 31 + 4097, 2 ** 31 + 2 ** 20 + 1, 2 ** 32 + 17)
 #: Dtypes drawn in huge mode (where the subject allows them).
 HUGE_DTYPES = ("float32", "float16")
