@@ -1,7 +1,7 @@
 """Compile time of the models suite's blocks: cold, and warm from the on-disk caches in a new process.
 
-    python -m bench.compile_time [--only NAME ...] [--modes float32 bfloat16 autocast]
-                                 [--backends inductor tritondiff tritondiff-serial] [--out FILE.md] [--json FILE]
+    python -m bench.compile_time [--only BLOCK ...] [--modes float32 bfloat16 autocast]
+                                 [--backends inductor tritondiff tritondiff-threads] [--out FILE.md] [--json FILE]
 
 Per block of ``--suite models`` (``bench.compiler``'s workloads: forward and backward at the benchmark sizes)
 and backend, two fresh processes share one set of cache directories made empty for the pair: the first
@@ -38,8 +38,9 @@ def _cache_env(root: str, backend: str) -> dict[str, str]:
            "TRITONDIFF_COMPILER_CACHE": os.path.join(root, "generated"),
            "TRITONDIFF_AUTOTUNE_CACHE": os.path.join(root, "autotune"),
            "TORCHINDUCTOR_CACHE_DIR": os.path.join(root, "inductor")}
-    if backend == "tritondiff-threads":
-        env["TRITONDIFF_COMPILE_WORKERS"] = str(max(2, min(16, os.cpu_count() or 2)))
+    if backend.startswith("tritondiff"):        # the defaults' row compiles at first launch, whatever the caller set
+        threads = max(2, min(16, os.cpu_count() or 2))
+        env["TRITONDIFF_COMPILE_WORKERS"] = str(threads) if backend == "tritondiff-threads" else "1"
     return env
 
 
@@ -80,6 +81,7 @@ def one(name: str, backend: str) -> dict:
 
         out["workers"] = compiler.config.compile_workers
         out["kernels_submitted"] = compiler.counters["parallel_compile.submitted"]
+        out["waited_s"] = compiler.counters["parallel_compile.waited_us"] / 1e6
         out["graphs"] = compiler.counters["graphs_compiled"]
         from tritondiff.compiler import pipeline
 
@@ -118,17 +120,19 @@ def _s(r: dict) -> str:
 def breakdown(rows: list[dict], backends: Sequence[str]) -> str:
     """Where each tritondiff process's compile time went: its pipeline, Triton's compiles (summed over
     threads: with compile threads they overlap), and the rest."""
-    lines = ["| block | backend | run | compile s | pipeline s | Triton compiles | Triton s | rest s |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| block | backend | run | compile s | pipeline s | Triton compiles | Triton s | launches waited s "
+             "| rest s |", "|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         for backend in backends:
             for run in ("cold", "warm"):
                 r = row.get(backend, {}).get(run, {})
                 if "compile_s" not in r or "pipeline_s" not in r:
                     continue
-                rest = r["compile_s"] - r["pipeline_s"] - (r["triton_s"] if r.get("workers", 1) == 1 else 0)
+                threads = r.get("workers", 1) > 1      # compiles overlap there: what launches waited for counts
+                rest = r["compile_s"] - r["pipeline_s"] - (r.get("waited_s", 0.0) if threads else r["triton_s"])
                 lines.append(f"| {row['workload']} | {backend} | {run} | {r['compile_s']:.1f} | {r['pipeline_s']:.2f} "
-                             f"| {r['triton_compiles']} | {r['triton_s']:.1f} | {rest:.1f} |")
+                             f"| {r['triton_compiles']} | {r['triton_s']:.1f} | {r.get('waited_s', 0.0):.1f} "
+                             f"| {rest:.1f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -150,7 +154,7 @@ def table(rows: list[dict], backends: Sequence[str]) -> str:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.compile_time", description=__doc__.split("\n")[0])
-    parser.add_argument("--only", nargs="*", help="blocks whose workload name contains one of these")
+    parser.add_argument("--only", nargs="*", help="these blocks only (compiler.models names: nanogpt_block, ...)")
     parser.add_argument("--modes", nargs="*", default=list(MODES), choices=MODES)
     parser.add_argument("--backends", nargs="*", default=list(BACKENDS), choices=BACKENDS)
     parser.add_argument("--timeout-s", type=float, default=300.0, help="per process")
@@ -170,7 +174,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from bench import compiler as bench_compiler
 
     names = [w.name for w in bench_compiler.model_workloads()
-             if w.name.rsplit(" ", 1)[-1] in args.modes and (not args.only or any(o in w.name for o in args.only))]
+             if w.name.rsplit(" ", 1)[-1] in args.modes and (not args.only or w.name.split(" ", 1)[0] in args.only)]
     if not names:
         parser.error("no models-suite workload matches --only / --modes")
     import triton

@@ -68,11 +68,20 @@ def start(module: types.ModuleType, launches: Iterable[tuple[tuple, str, tuple[s
     when the pool is off.  ``argument dtypes`` are torch dtype names (``"float32"``), one per argument."""
     if not enabled():
         return None
+    import torch
+
     pool = _pool()
+    device = torch.cuda.current_device()
     futures = {}
     for key, kernel, dtypes, grid, options in launches:
         if key not in futures:
-            futures[key] = pool.submit(_compile, module, kernel, tuple(dtypes), tuple(grid), dict(options))
+            # the JIT function's per-device caches are made here, on the launching thread: made lazily by two
+            # jobs at once (autotune variants share a function), one compiled kernel would land in a cache
+            # nobody reads and its launch would compile it again
+            caches = getattr(getattr(module, kernel), "device_caches", None)
+            if caches is not None:
+                _ = caches[device]                # a defaultdict: made by this lookup
+            futures[key] = pool.submit(_compile, module, kernel, tuple(dtypes), tuple(grid), dict(options), device)
             counters["parallel_compile.submitted"] += 1
     return Jobs(futures)
 
@@ -98,10 +107,13 @@ def _pool() -> concurrent.futures.ThreadPoolExecutor:
         return _POOL
 
 
-def _compile(module: types.ModuleType, kernel: str, dtypes: tuple[str, ...], grid: tuple, options: dict) -> float:
-    """Compile ``kernel`` of ``module`` for arguments of ``dtypes`` into its JIT cache; its seconds."""
+def _compile(module: types.ModuleType, kernel: str, dtypes: tuple[str, ...], grid: tuple, options: dict,
+             device: int) -> float:
+    """Compile ``kernel`` of ``module`` for arguments of ``dtypes`` into its JIT cache for ``device`` (the
+    launching thread's: a thread's current CUDA device is its own); its seconds."""
     import torch
 
+    torch.cuda.set_device(device)
     start = time.perf_counter()
     getattr(module, kernel).warmup(*[getattr(torch, d) for d in dtypes], grid=grid, **options)
     return time.perf_counter() - start

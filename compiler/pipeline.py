@@ -30,7 +30,7 @@ def compile_graph(gm: torch.fx.GraphModule, args: Sequence[Any], name: str) -> E
     sched = run("scheduled", schedule, lowered, fuse_templates)  # inline, fuse kernel groups and GEMM epilogues, order
     generated = run("triton", generate, sched, lowered, name)  # Triton source: tiles and reduction strategies
     executable = run("plan", Executable, lowered, sched, generated)  # buffers, launches, extern calls
-    run("compiling", Executable.start_compiling, executable)  # its kernels compiled in worker processes, at once
+    run("compiling", Executable.start_compiling, executable)  # its kernels compiled on threads, at once
     return run.finish(executable)
 
 

@@ -266,7 +266,8 @@ def explore(subject: Subject, *, budget_s: float | None = None, max_examples: in
             state.failures = Failures(state.failures._verdicts)      # a failing case runs once per exploration
             probe = _probe(state, executor, subject_ref, hazards, deadline, budget_s, on_example)
             test = _hypothesis_test(subject, probe, max_examples=max_examples, seed=seed + search, out_dir=out_dir,
-                                    database=database, huge=huge, normal=normal, reuse=search == 0)
+                                    database=database, huge=huge.led_by(seed + search) if huge else None,
+                                    normal=normal, reuse=search == 0)
             try:
                 _search(test, state.failures)
             except Unsatisfiable:

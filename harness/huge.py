@@ -35,6 +35,7 @@ How it is reached: ``tritondiff fuzz --huge``, the pytest profile
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any, Callable, Iterable
 
@@ -73,12 +74,21 @@ class HugePlan:
 
     subject: str
     dim: str
-    # (dtype of the drawn tensors, size of ``dim``, the other dims' values as (name, value) pairs), in
-    # the order drawn (:func:`reach_order`: the likeliest to wrap a 32-bit offset first)
+    # (dtype of the drawn tensors, size of ``dim``, the other dims' values as (name, value) pairs), the
+    # likeliest to wrap a 32-bit offset first (:func:`reach_order`)
     pairs: tuple[tuple[str, int, tuple[tuple[str, int], ...]], ...]
     left_out: tuple[str, ...]                # one line per pair that does not fit
     free_bytes: int
     host_bytes: int
+    lead: int = 1                            # how many leading pairs are of the likeliest tier
+
+    def led_by(self, k: int) -> "HugePlan":
+        """The plan with the ``k``-th pair of its leading tier (mod its size) first, the rest in order: a
+        search draws the first pair first, so searches with other seeds (a campaign's shards, its nights)
+        start from other pairs of that tier instead of repeating one example."""
+        i = k % max(self.lead, 1)
+        pairs = (self.pairs[i],) + self.pairs[:i] + self.pairs[i + 1:]
+        return dataclasses.replace(self, pairs=pairs)
 
     def describe(self) -> str:
         sizes = sorted({n for _, n, _ in self.pairs})
@@ -218,8 +228,11 @@ def example_bytes(subject: Subject, dtype: str, dims: dict[str, int], *,
     float64 copies of the inputs; where they do not fit the verdict is judged without it.  Outputs are
     sized on the meta device, or taken as large as the inputs when the reference cannot run there.
     ``reference_per_element``: the reference phase's bytes per input element as measured on the GPU at a
-    small size (:func:`measure_reference`), which replaces its estimate: a backward reference's float64
-    autograd keeps intermediates the estimate does not count (layer norm's backward peaked 30% over it).
+    small size (:func:`measure_reference`), which raises its estimate where it is larger: a backward
+    reference's float64 autograd keeps intermediates the estimate does not count (layer norm's backward
+    peaked 30% over it).  It never lowers it: scaling a small run by all input elements underestimates a
+    reference whose memory grows with the sized input alone, and running out of memory at a huge example
+    is a skip (``runner._beyond``), which would hide an optimistic plan.
     """
     from .oracle_chunks import CHUNK_ELEMENTS, CHUNKED_FROM
     from .tensors import on_device_workspace_bytes
@@ -229,8 +242,9 @@ def example_bytes(subject: Subject, dtype: str, dims: dict[str, int], *,
     probe = output_elements(subject, dtype, dims)
     each = probe if probe is not None else [(n, _ITEMSIZE[dtype])]
     outputs, outputs64 = sum(k * item for k, item in each), 8 * sum(k for k, _ in each)
-    reference = (2 * inputs64 + 2 * outputs64 + outputs if reference_per_element is None
-                 else int(reference_per_element * n))
+    reference = 2 * inputs64 + 2 * outputs64 + outputs
+    if reference_per_element is not None:          # measured: it raises the estimate, never lowers it
+        reference = max(reference, int(reference_per_element * n))
     chunked = any(k > CHUNKED_FROM for k, _ in each)
     calls = (inputs64 + outputs64 + outputs + 2 * inputs + masks + 3 * outputs
              + (ORACLE_HOST_TEMPORARIES * 8 * CHUNK_ELEMENTS if chunked else 0))
@@ -280,8 +294,10 @@ def plan(subject: Subject, *, free_bytes: int, host_bytes: int, sizes: tuple[int
                     if smallest is None or (need, need_host) < smallest[:2]:
                         smallest = (need, need_host, dtype, what, dim)
         if pairs:
-            ordered = reach_order(pairs, lambda others: _rest(spec, dim, others))
-            return HugePlan(subject.name, dim, ordered, tuple(left_out), int(free_bytes), int(host_bytes))
+            rest = functools.partial(_rest, spec, dim)
+            ordered = reach_order(pairs, rest)
+            lead = sum(1 for p in ordered if _tier(p, rest) == _tier(ordered[0], rest))
+            return HugePlan(subject.name, dim, ordered, tuple(left_out), int(free_bytes), int(host_bytes), lead)
     need, need_host, dtype, what, dim = smallest
     why = (f"not enough memory for {dim} past 2^31 elements: the smallest example ({dtype}, {what}) needs "
            f"~{_gib(need)} GPU and {_gib(need_host)} host memory, {_gib(free_bytes)} GPU and "
@@ -295,26 +311,28 @@ def _rest(spec: TensorSpec, dim: str, others: tuple[tuple[str, int], ...]) -> in
     return math.prod(d if isinstance(d, int) else fixed[d] for d in spec.shape if d != dim)
 
 
+def _tier(p: tuple, rest: Callable[[tuple[tuple[str, int], ...]], int]) -> int:
+    n, r = p[1], rest(p[2])
+    return 0 if r > 1 and (n - 1) * r >= 2 ** 31 else 1 if n * r > 2 ** 31 else 2
+
+
 def reach_order(pairs: Iterable[tuple[str, int, tuple[tuple[str, int], ...]]],
                 rest: Callable[[tuple[tuple[str, int], ...]], int]) -> tuple:
-    """``pairs`` in the order huge mode draws them: the first draws are those most likely to expose a
-    32-bit offset, since a huge example costs tens of seconds and a campaign runs few.
+    """``pairs``, those most likely to expose a 32-bit offset first: a huge example costs tens of seconds
+    and a campaign runs few.  A search's first draw is the first pair (Hypothesis's simplest choice; it
+    also shrinks toward it), its later draws pick pairs at random; :meth:`HugePlan.led_by` varies the
+    first pair between searches.
 
     Three tiers: (0) slices past 2^31 -- the last slice along the size dim starts at or past element
     2^31, so ``program_id * stride`` of a row-wise kernel wraps as well as flat offsets; (1) the total
     alone passes 2^31 (flat offsets wrap); (2) the boundary sizes (2^31 - 1, 2^31).  Within a tier each
-    (other dims, dtype) combination gets its largest size before any gets its second: the first few
-    draws cover every combination, wider slices first.  ``rest(others)`` is the number of elements of one
-    slice.  Hypothesis draws the first pair first and shrinks toward it."""
-    def tier(p):
-        n, r = p[1], rest(p[2])
-        return 0 if r > 1 and (n - 1) * r >= 2 ** 31 else 1 if n * r > 2 ** 31 else 2
-
+    (other dims, dtype) combination comes with its largest size before any comes with its second, wider
+    slices first.  ``rest(others)`` is the number of elements of one slice."""
     ranked, seen = [], {}
-    for p in sorted(pairs, key=lambda p: (tier(p), -p[1] * rest(p[2]))):
-        group = (tier(p), p[2], p[0])
+    for p in sorted(pairs, key=lambda p: (_tier(p, rest), -p[1] * rest(p[2]))):
+        group = (_tier(p, rest), p[2], p[0])
         seen[group] = seen.get(group, -1) + 1
-        ranked.append(((tier(p), seen[group], -rest(p[2]), HUGE_DTYPES.index(p[0]) if p[0] in HUGE_DTYPES
+        ranked.append(((_tier(p, rest), seen[group], -rest(p[2]), HUGE_DTYPES.index(p[0]) if p[0] in HUGE_DTYPES
                         else len(HUGE_DTYPES)), p))
     return tuple(p for _, p in sorted(ranked, key=lambda kp: kp[0]))
 
@@ -380,6 +398,7 @@ def measure_reference(subject: Subject, dtype: str, dim: str, others: tuple[tupl
         return None
     n = size_for(subject, spec, dim, CALIBRATION_ELEMENTS, others)
     small = HugePlan(subject.name, dim, ((dtype, n, others),), (), 0, 0)
+    held: dict[str, Any] = {}                      # what the reference phase keeps alive, as the runner's does
     try:
         case = find(cases(subject, huge=small), lambda c: True,
                     settings=settings(database=None, max_examples=5, suppress_health_check=list(HealthCheck)))
@@ -388,15 +407,15 @@ def measure_reference(subject: Subject, dtype: str, dim: str, others: tuple[tupl
         torch.cuda.empty_cache()
         base = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
-        eager = _detach(subject.reference(**reference_inputs(subject, case)))
-        upcast = _upcast(reference_inputs(subject, case), subject)
-        truth = _detach(subject.reference(**{k: _detach(v) for k, v in upcast.items()}))
+        held["eager"] = _detach(subject.reference(**reference_inputs(subject, case)))
+        held["upcast"] = _upcast(reference_inputs(subject, case), subject)
+        held["truth"] = _detach(subject.reference(**{k: _detach(v) for k, v in held["upcast"].items()}))
         torch.cuda.synchronize()
         peak = torch.cuda.max_memory_allocated() - base
-        del eager, upcast, truth
     except Exception:  # noqa: BLE001 - no draw there, or the reference raises at that size: estimate instead
         return None
     finally:
+        held.clear()                               # released before the cache is emptied, on either path
         torch.cuda.empty_cache()
     return peak / max(elements, 1)
 

@@ -398,27 +398,31 @@ def _broken(res: CallResult, label: str, armed: list) -> Verdict | None:
 
 
 def _beyond(error: BaseException, case: Case) -> str | None:
-    """Why ``error`` says the call could not run at this shape at all, else None.
+    """Why ``error`` says the call could not run at this shape at all, else None.  Only at a huge example
+    (an input of 2^31 - 1 elements or more); at ordinary sizes both are findings.
 
-    * A :class:`GridLimitExceeded` along grid axis 0 anywhere in its chain: only a launch of more than
-      2^31 - 1 programs exceeds it -- one program per row (or element) of an input past 2^31 rows, which
-      huge mode draws to find wrapped offsets in kernels whose launch reaches that far.  A kernel whose
-      launch does not has a limit, not a wrong answer.  Axes 1 and 2 (65,535) are exceeded at ordinary
-      sizes: a finding.
-    * Out of GPU memory at an example of 2^31 - 1 elements or more: huge mode plans each example to fill
-      most of the GPU beside the harness's own float64 copies, so the candidate's workspace not fitting is
-      the plan's miss, not the kernel's bug.  At ordinary sizes an out-of-memory error is a finding.
+    * A :class:`GridLimitExceeded` along grid axis 0 with at most one program per element of the largest
+      input: one program per row (or element) of an input past 2^31 rows, which huge mode draws to find
+      wrapped offsets in kernels whose launch reaches that far.  A kernel whose launch does not has a
+      limit, not a wrong answer.  More programs than elements is a wrong grid (``n * BLOCK`` for
+      ``cdiv(n, BLOCK)``); axes 1 and 2 (65,535) are exceeded at ordinary sizes: findings.
+    * Out of GPU memory: huge mode plans each example to fill most of the GPU beside the harness's own
+      float64 copies, so the candidate's workspace not fitting is the plan's miss, not the kernel's bug.
 
-    Such an example is skipped (and counted as skipped)."""
+    The error's chain is followed through explicit causes, and through the context only where it is not
+    suppressed: an error raised ``from None`` (the compiler's own grid refusal, which is a compiler bug)
+    is judged by itself.  Such an example is skipped (and counted as skipped)."""
+    largest = max((math.prod(t.shape) for t in case.tensors.values()), default=0)
+    if largest < 2 ** 31 - 1:
+        return None
     seen: set[int] = set()
-    huge = any(math.prod(t.shape) >= 2 ** 31 - 1 for t in case.tensors.values())
     while error is not None and id(error) not in seen:
         seen.add(id(error))
-        if isinstance(error, GridLimitExceeded) and error.axis == 0:
+        if isinstance(error, GridLimitExceeded) and error.axis == 0 and error.grid[0] <= largest:
             return str(error)
-        if huge and isinstance(error, torch.OutOfMemoryError):
+        if isinstance(error, torch.OutOfMemoryError):
             return f"out of GPU memory beside the harness's copies of a huge example: {last_line(str(error))}"
-        error = error.__cause__ or error.__context__
+        error = error.__cause__ or (None if error.__suppress_context__ else error.__context__)
     return None
 
 

@@ -194,9 +194,9 @@ def test_a_reduction_needs_no_host_memory_for_its_inputs():
 # ---------------------------------------------------------------------------------------------- plans
 
 def test_the_first_draws_are_those_whose_slices_pass_2_31():
-    """A huge example costs tens of seconds: the first pairs drawn must wrap ``program_id * stride`` of a
-    row-wise kernel (the last row starts past 2^31), each (other dims, dtype) combination once before any
-    repeats; the boundary sizes come last."""
+    """A huge example costs tens of seconds: the pairs a search draws first must wrap ``program_id * stride``
+    of a row-wise kernel (the last row starts past 2^31), each (other dims, dtype) combination once before
+    any repeats; the boundary sizes come last."""
     plan = _plan(rows, free_gib=1000)
     first = plan.pairs[0]
     rest = lambda p: math.prod(v for _, v in p[2])  # noqa: E731
@@ -209,6 +209,11 @@ def test_the_first_draws_are_those_whose_slices_pass_2_31():
     head = leading[:len(combos)]
     assert {(dt, o) for dt, _, o in head} == combos, head          # every combination before a repeat
     assert all(n == max(m for dt2, m, o2 in leading if (dt2, o2) == (dt, o)) for dt, n, o in head)
+    # a search draws the first pair first: searches with other seeds start from other pairs of that tier
+    assert plan.lead == tiers.count(0)
+    firsts = {plan.led_by(k).pairs[0] for k in range(plan.lead)}
+    assert firsts == set(leading) and plan.led_by(0) == plan
+    assert all(sorted(plan.led_by(k).pairs) == sorted(plan.pairs) for k in range(2 * plan.lead))
 
 
 
@@ -416,10 +421,11 @@ def test_an_int32_row_offset_is_found_past_2_31_and_its_int64_twin_passes(tmp_pa
     assert fixed.status == "pass", fixed.message
 
 
-def test_a_measured_reference_phase_replaces_its_estimate():
-    """The reference phase's bytes per input element, measured on the GPU at a small size, size the plan
-    instead of the estimate: measured larger, the largest pairs no longer fit and say so; measured smaller, the
-    largest fits where the estimate left it out.  Measured once per (dtype, other dims)."""
+def test_a_measured_reference_phase_raises_its_estimate_and_never_lowers_it():
+    """The reference phase's bytes per input element, measured on the GPU at a small size: measured larger than
+    the estimate, it sizes the plan and the largest pairs no longer fit, saying so; measured smaller, the
+    estimate stands (scaling a small run can underestimate, and an example that runs out of memory is only
+    skipped).  Measured once per (dtype, other dims)."""
     calls = []
 
     def measured(per_element):
@@ -434,10 +440,12 @@ def test_a_measured_reference_phase_replaces_its_estimate():
     assert len(calls) == len(set(calls)) and {dim for _, dim, _ in calls} == {"M"}, calls
     light = huge.plan(rows, free_bytes=free, host_bytes=1024 * GIB, calibrate=measured(1.0))
     biggest = lambda p: max(n * math.prod(v for _, v in o) for _, n, o in p.pairs)  # noqa: E731
-    assert biggest(heavy) < biggest(estimated) <= biggest(light), (heavy.left_out, estimated.left_out)
-    assert len(light.left_out) < len(estimated.left_out) < len(heavy.left_out)
+    assert biggest(heavy) < biggest(estimated) == biggest(light), (heavy.left_out, estimated.left_out)
+    assert light.pairs == estimated.pairs and len(estimated.left_out) < len(heavy.left_out)
     dims = {"M": 2 ** 31, "N": 1}
     assert huge.example_bytes(rows, "float32", dims, reference_per_element=60.0)[0] >= 60 * 2 ** 31
+    assert huge.example_bytes(rows, "float32", dims, reference_per_element=0.5) == huge.example_bytes(rows, "float32",
+                                                                                                       dims)
 
 
 @pytest.mark.gpu

@@ -221,19 +221,42 @@ def _rows_subject(programs, axis):
     return copy_rows
 
 
-def test_a_launch_past_2_31_programs_is_a_limit_skipped_and_past_65535_on_axis_1_a_finding():
-    """More than 2^31 - 1 programs along axis 0 only happens at inputs past 2^31 rows (huge mode): the kernel
-    does not reach that shape, which is not a wrong answer -- the example is skipped, never a finding.  Past
-    65,535 along axis 1 (a grid over rows at ordinary sizes) the launch fails where eager works: a finding."""
+def test_a_launch_past_cuda_s_grid_limits_at_ordinary_sizes_is_a_finding():
+    """At ordinary sizes a launch CUDA refuses fails where eager works: past 2^31 - 1 programs along axis 0
+    (a wrong grid, n * BLOCK for cdiv(n, BLOCK)) or past 65,535 along axis 1 (a grid over rows)."""
     case = Case({"M": 3, "N": 4}, {"x": TensorCase((3, 4), "float32", "contiguous", 0, "normal", 7, "")}, {})
-    beyond = run_case(_rows_subject(2 ** 31, 0), case)
-    assert beyond.status == "skip" and "does not run at this shape" in beyond.message, beyond
-    assert "2,147,483,648 programs along axis 0" in beyond.message
-    refused = run_case(_rows_subject(65_536, 1), case)
-    assert refused.status == "fail" and refused.failure_class == "exception", refused
-    assert "65,536 programs along axis 1" in refused.message
+    for programs, axis in ((2 ** 31, 0), (65_536, 1)):
+        refused = run_case(_rows_subject(programs, axis), case)
+        assert refused.status == "fail" and refused.failure_class == "exception", refused
+        assert f"{programs:,} programs along axis {axis}" in refused.message
     within = run_case(_rows_subject(3, 0), case)
     assert within.status == "pass", within.message
+
+
+def test_a_huge_example_past_grid_axis_0_with_a_program_per_row_is_skipped():
+    """One program per row of an input past 2^31 rows is more than grid axis 0 takes: the kernel's launch does
+    not reach that shape, which is not a wrong answer -- skipped.  More programs than the input has elements is
+    a wrong grid, and the compiler's own refusal (raised from None) is the compiler's bug: findings."""
+    from tritondiff.base.exc import GridLimitExceeded
+    from tritondiff.harness.runner import _beyond
+
+    rows = 2 ** 31 + 4097
+    huge = Case({"M": rows, "N": 1}, {"x": TensorCase((rows, 1), "float32", "contiguous", 0, "normal", 7, "")}, {})
+    per_row = GridLimitExceeded("rows", (rows,), 0, 2 ** 31 - 1)
+    assert "programs along axis 0" in _beyond(per_row, huge)
+    assert _beyond(GridLimitExceeded("rows", (rows * 1024,), 0, 2 ** 31 - 1), huge) is None
+    try:
+        try:
+            raise per_row
+        except GridLimitExceeded:
+            raise RuntimeError("GridTooLarge: the compiler planned a grid CUDA refuses") from None
+    except RuntimeError as e:
+        refused = e
+    assert _beyond(refused, huge) is None
+    try:
+        raise RuntimeError("launch failed") from per_row
+    except RuntimeError as e:
+        assert _beyond(e, huge) is not None                      # an explicit cause is followed
 
 
 def test_out_of_memory_is_the_plan_s_miss_at_a_huge_example_and_a_finding_below():
