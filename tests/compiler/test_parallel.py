@@ -27,8 +27,10 @@ def test_the_jobs_cover_every_launch_with_its_grid_and_argument_dtypes(monkeypat
     submitted = []
     monkeypatch.setattr(parallel, "enabled", lambda: True)
     monkeypatch.setattr(parallel, "start", lambda module, launches: submitted.extend(launches) or None)
-    x = torch.randn(37, 96, dtype=torch.float16, requires_grad=True)
-    w, b = torch.randn(96, requires_grad=True), torch.randn(96, requires_grad=True)
+    dev = device.torch_device()                    # CUDA tensors on a GPU: CPU ones would not reach its kernels
+    x = torch.randn(37, 96, dtype=torch.float16, device=dev, requires_grad=True)
+    w = torch.randn(96, device=dev, requires_grad=True)
+    b = torch.randn(96, device=dev, requires_grad=True)
     torch._dynamo.reset()
     fn = compiler.compile(_block)
     with record_launches() as rec:
