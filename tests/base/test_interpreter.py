@@ -210,3 +210,47 @@ def test_a_bf16_sum_adds_values_not_bit_patterns():
     _bf16_dot_kernel[(1,)](a, b, d, 215, B=256)
     want = (a * b).float().sum()                      # bf16 products, a float32 sum
     torch.testing.assert_close(d.float()[0], want.bfloat16().float(), rtol=2 ** -7, atol=0)
+
+
+@triton.jit
+def _cast_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    tl.store(y_ptr + offs, x.to(y_ptr.dtype.element_ty), mask=offs < n)
+
+
+def _cast(x, dtype):
+    y = torch.empty(x.shape, dtype=dtype)
+    _cast_kernel[(1,)](x, y, x.numel(), BLOCK=triton.next_power_of_2(max(x.numel(), 1)))
+    return y
+
+
+@pytest.mark.parametrize("source", [torch.float32, torch.float64, torch.float16, torch.int32, torch.int64])
+def test_conversions_to_bf16_round_to_nearest_even_as_a_gpu_does(source):
+    """The interpreter truncated float32 to bf16 and turned float64, float16 and integers into garbage
+    (their values read as bit patterns); a GPU rounds each value to nearest even once, as torch does.
+    Halfway cases, values just past them, the largest finite values, subnormals, infinities and NaN."""
+    g = torch.Generator().manual_seed(0)
+    if source.is_floating_point:
+        # float32-exact values: torch rounds float64 through float32, which is exact there (past them it
+        # rounds twice, where a GPU rounds once: checked below)
+        base = torch.randn(2000, generator=g) * torch.logspace(-30, 30, 2000)
+        ties = torch.tensor([1 + 2 ** -8, 1 + 3 * 2 ** -8, -(1 + 2 ** -8), 3.3895e38, 1e-40, float("inf"),
+                             -float("inf"), float("nan"), 0.0, -0.0])
+        x = torch.cat([base, ties]).to(source)
+    else:
+        x = torch.cat([torch.randint(-2 ** 30, 2 ** 30, (2000,), generator=g), torch.tensor([257, 259, -257, 0])])
+        x = x.to(source)
+    got, want = _cast(x, torch.bfloat16), x.to(torch.bfloat16)
+    same = (got.view(torch.int16) == want.view(torch.int16)) | (got.isnan() & want.isnan())
+    assert bool(same.all()), (x[~same][:5], got[~same][:5], want[~same][:5])
+    if source == torch.float64:     # just past a halfway case: rounded once, up (float32 first would make a tie)
+        past = torch.tensor([1 + 2 ** -8 + 2 ** -30, -(1 + 2 ** -8 + 2 ** -30)], dtype=torch.float64)
+        assert _cast(past, torch.bfloat16).tolist() == [1 + 2 ** -7, -(1 + 2 ** -7)]
+
+
+@pytest.mark.parametrize("target", [torch.float64, torch.float16, torch.int32])
+def test_conversions_from_bf16_start_from_its_value(target):
+    """bf16 to float64, float16 and integers read the bf16 value, not its bit pattern as a number."""
+    x = torch.tensor([1.5, -2.25, 3.0e4, -7.0, 0.0, 100.5], dtype=torch.bfloat16)
+    assert torch.equal(_cast(x, target), x.to(target))

@@ -9,7 +9,13 @@ CPU only, and the harness would report the interpreter's bug as the kernel's.  H
 operation with a bf16 operand computes on the operands' float32 values and rounds its result to
 bf16 (nearest even), which is what a GPU's bf16 operation returns: the exact result rounded once
 (an fp32 sum rounded again to bf16 can differ by one bf16 ulp in rare halfway cases).  Selections
-(``tl.where``), loads, stores, casts and bit operations keep working on the patterns, as before.
+(``tl.where``), loads, stores and bit operations keep working on the patterns, as before.  Casts: the
+interpreter truncates float32 to bf16 where a GPU rounds to nearest even (``x.to(tl.bfloat16)``: half the
+values one ulp off, and statistics computed from them biased), and it converts float64, float16 (through a
+truncating float32 step) and integers to bf16, and bf16 to integers and float64, by reinterpreting the
+patterns as numbers (garbage).  Here every conversion to bf16 rounds the value to nearest even (float64
+through a round-to-odd float32, so the result is rounded once), and every conversion from bf16 starts from
+its float32 value.
 
 Warnings.  A launch runs with numpy's floating-point warnings off, as a GPU overflows silently.
 
@@ -129,11 +135,64 @@ def install() -> None:
     for name, result_arg in (("binary_op", 0), ("unary_op", 0), ("create_fma", 2), ("create_dot", 2)):
         setattr(builder, name, in_float32(getattr(builder, name), result_arg))
     builder.ternary_op = ternary_op
+    _install_bf16_casts(interp, np, tl, is_bf16, widen)
     _install_float_scalars(interp, np, tl)
     _install_libdevice(tl)
     _install_tree_sum(interp, np, is_bf16, widen, narrow)
     _install_silent_arithmetic(interp, np)
     _INSTALLED = True
+
+
+def bf16_patterns(data, np):
+    """bf16 bit patterns (uint16) of the values ``data`` (any float or integer array), rounded to nearest even
+    once: float64 goes through float32 rounded to odd (truncated, its last bit set when inexact), which
+    keeps the second rounding exact; integers through float64."""
+    data = np.asarray(data)
+    with np.errstate(all="ignore"):
+        if data.dtype.kind in "iub":
+            data = data.astype(np.float64)
+        if data.dtype == np.float64:
+            near = data.astype(np.float32)
+            over = np.abs(near.astype(np.float64)) > np.abs(data)            # rounded away from zero
+            toward = np.where(over, np.nextafter(near, np.float32(0)), near)
+            inexact = (toward.astype(np.float64) != data) & np.isfinite(data)
+            bits = toward.view(np.uint32) | inexact.astype(np.uint32)
+            data = bits.view(np.float32)
+        data = data.astype(np.float32)
+        bits = data.view(np.uint32)
+        rounded = ((bits + (((bits >> 16) & 1) + 0x7FFF)) >> 16).astype(np.uint16)
+        return np.where(np.isnan(data), np.uint16(0x7FC0), rounded).astype(np.uint16)
+
+
+def _install_bf16_casts(interp, np, tl, is_bf16, widen) -> None:
+    """Conversions to bf16 round the value to nearest even (:func:`bf16_patterns`), as a GPU's do;
+    conversions from bf16 to anything but float32 start from its float32 value."""
+    builder = interp.InterpreterBuilder
+    original = builder.cast_impl
+    bf16 = tl.bfloat16
+
+    @functools.wraps(original)
+    def cast_impl(self, src, dst_type):
+        src_type, dst = src.dtype.scalar, dst_type.scalar
+        if dst == bf16 and src_type != bf16 and (src_type.is_int() or (src_type.is_floating()
+                                                                      and src_type.primitive_bitwidth >= 16)):
+            return interp.TensorHandle(bf16_patterns(src.data, np), bf16)       # fp8 sources keep Triton's
+        if is_bf16(src) and dst != bf16 and dst != tl.float32:
+            return original(self, widen(src), dst_type)
+        return original(self, src, dst_type)
+    builder.cast_impl = cast_impl           # the interpreter's create_fp_trunc, create_si_to_fp, ... call it
+
+    to_fp = builder.create_fp_to_fp
+
+    @functools.wraps(to_fp)
+    def create_fp_to_fp(self, src, dst_type, rounding_mode):
+        # float64 -> bf16 comes here with round-to-nearest-even, which Triton's interpreter rounds half away
+        # from zero; round-toward-zero and the fp8 conversions keep its own
+        rtne = rounding_mode is None or rounding_mode == interp._ir.ROUNDING_MODE.RTNE
+        if dst_type.scalar == bf16 and rtne and src.dtype.scalar.primitive_bitwidth >= 16:
+            return cast_impl(self, src, dst_type)
+        return to_fp(self, src, dst_type, rounding_mode)
+    builder.create_fp_to_fp = create_fp_to_fp
 
 
 def _install_float_scalars(interp, np, tl) -> None:
