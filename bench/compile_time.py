@@ -7,12 +7,13 @@ Per block of ``--suite models`` (``bench.compiler``'s workloads: forward and bac
 and backend, two fresh processes share one set of cache directories made empty for the pair: the first
 compiles cold (Triton's cache, the generated modules, the autotune cache and Inductor's caches all
 empty), the second starts warm from what the first left.  Compile time is a process's first call (compile
-and run, forward and backward) minus its second call, as torch.compile users see it.  ``tritondiff`` runs with
-its defaults (each kernel compiled at its first launch); ``tritondiff-threads`` compiles a graph's kernels on
-up to 16 threads before their first launch (``compiler.parallel``).  Where a tritondiff process's time goes is
+and run, forward and backward) minus its second call, as torch.compile users see it.  ``tritondiff`` runs on
+one compile thread (each kernel compiled at its first launch); ``tritondiff-threads`` with its defaults, a
+graph's kernels compiled on up to 16 threads before their first launch (``compiler.parallel``).  Where a tritondiff process's time goes is
 printed too: its pipeline (lowering, scheduling, code generation), Triton's compiles (or loads from its
 cache), and the rest (Dynamo, AOTAutograd, the calls themselves).
-Inductor runs with its defaults (its compile workers, its FX graph and AOTAutograd caches on).  Prints a
+Every process runs with Python's bytecode cache on and the project's bytecode written first, as an installed
+package has it.  Inductor runs with its defaults (its compile workers, its FX graph and AOTAutograd caches on).  Prints a
 Markdown table: cold and warm seconds per backend, warm / cold, and tritondiff's cold against Inductor's.
 On a machine without a CUDA GPU it says so and exits 0.
 """
@@ -27,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 BACKENDS = ("inductor", "tritondiff", "tritondiff-threads")
 MODES = ("float32", "bfloat16", "autocast")
@@ -38,14 +39,32 @@ def _cache_env(root: str, backend: str) -> dict[str, str]:
            "TRITONDIFF_COMPILER_CACHE": os.path.join(root, "generated"),
            "TRITONDIFF_AUTOTUNE_CACHE": os.path.join(root, "autotune"),
            "TORCHINDUCTOR_CACHE_DIR": os.path.join(root, "inductor")}
-    if backend.startswith("tritondiff"):        # the defaults' row compiles at first launch, whatever the caller set
+    if backend.startswith("tritondiff"):        # one row on one thread, one on the default's, whatever the caller set
         threads = max(2, min(16, os.cpu_count() or 2))
         env["TRITONDIFF_COMPILE_WORKERS"] = str(threads) if backend == "tritondiff-threads" else "1"
     return env
 
 
-def one(name: str, backend: str) -> dict:
-    """In a child process: the first and second call of workload ``name`` under ``backend``, seconds."""
+def _profiled(fn: Callable[[], object], path: str) -> None:
+    """Run ``fn`` under cProfile and write its heaviest functions (cumulative, then own time) to ``path``."""
+    import cProfile
+    import io
+    import pstats
+
+    prof = cProfile.Profile()
+    prof.runcall(fn)
+    text = io.StringIO()
+    stats = pstats.Stats(prof, stream=text)
+    stats.sort_stats("cumulative").print_stats(60)
+    stats.sort_stats("tottime").print_stats(30)
+    with open(path, "w") as fh:
+        fh.write(text.getvalue())
+
+
+def one(name: str, backend: str, profile_to: Optional[str] = None) -> dict:
+    """In a child process: the first and second call of workload ``name`` under ``backend``, seconds; with
+    ``profile_to``, the first call runs under cProfile (its time then includes the profiler's) and the file
+    gets where it went."""
     import torch
     import triton.compiler
 
@@ -68,10 +87,13 @@ def one(name: str, backend: str) -> dict:
     inputs = work.make()
     fn = bench_compiler.build(work, wrap)
     times = []
-    for _ in range(2):
+    for call in range(2):
         torch.cuda.synchronize()
         start = time.perf_counter()
-        fn(*inputs)
+        if call == 0 and profile_to:
+            _profiled(lambda: fn(*inputs), profile_to)
+        else:
+            fn(*inputs)
         torch.cuda.synchronize()
         times.append(time.perf_counter() - start)
     out = {"first_s": times[0], "second_s": times[1], "compile_s": times[0] - times[1]}
@@ -89,10 +111,28 @@ def one(name: str, backend: str) -> dict:
     return out
 
 
-def _child(name: str, backend: str, root: str, timeout_s: float) -> dict:
-    env = {**os.environ, **_cache_env(root, backend)}
+def _with_bytecode(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with Python's bytecode cache on: an environment that turns it off (PYTHONDONTWRITEBYTECODE, as
+    some containers do) makes every process compile the project's modules from source, seconds a start that
+    no installed package pays (pip writes the bytecode at install)."""
+    return {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
+def prime_bytecode() -> None:
+    """Write the bytecode of the project's packages, as ``pip install`` does, before any process is timed."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    dirs = [os.path.join(root, d) for d in ("compiler", "harness", "kernels", "tritondiff", "bench")
+            if os.path.isdir(os.path.join(root, d))]
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *dirs], env=_with_bytecode(dict(os.environ)),
+                   capture_output=True, check=False)
+
+
+def _child(name: str, backend: str, root: str, timeout_s: float, profile_to: Optional[str] = None) -> dict:
+    env = _with_bytecode({**os.environ, **_cache_env(root, backend)})
+    extra = ["--profile-to", profile_to] if profile_to else []
     try:
-        done = subprocess.run([sys.executable, "-m", "bench.compile_time", "--one", name, "--backend", backend],
+        done = subprocess.run([sys.executable, "-m", "bench.compile_time", "--one", name, "--backend", backend,
+                               *extra],
                               env=env, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         return {"error": f"over {timeout_s:.0f} s"}
@@ -103,12 +143,19 @@ def _child(name: str, backend: str, root: str, timeout_s: float) -> dict:
     return json.loads(found[0][len("RESULT "):])
 
 
-def measure(name: str, backends: Sequence[str], timeout_s: float) -> dict:
+def measure(name: str, backends: Sequence[str], timeout_s: float, profile_dir: Optional[str] = None) -> dict:
     row = {"workload": name}
     for backend in backends:
+        def profile(run: str) -> Optional[str]:
+            if not profile_dir:
+                return None
+            os.makedirs(profile_dir, exist_ok=True)
+            stem = "".join(c if c.isalnum() else "_" for c in f"{name}-{backend}-{run}")
+            return os.path.join(profile_dir, stem + ".txt")
         with tempfile.TemporaryDirectory(prefix="tritondiff-compile-time-") as root:
-            cold = _child(name, backend, root, timeout_s)
-            warm = _child(name, backend, root, timeout_s) if "error" not in cold else {"error": "cold failed"}
+            cold = _child(name, backend, root, timeout_s, profile("cold"))
+            warm = (_child(name, backend, root, timeout_s, profile("warm")) if "error" not in cold
+                    else {"error": "cold failed"})
         row[backend] = {"cold": cold, "warm": warm}
     return row
 
@@ -160,7 +207,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--timeout-s", type=float, default=300.0, help="per process")
     parser.add_argument("--out", help="write the Markdown table here")
     parser.add_argument("--json", help="write the raw figures here")
+    parser.add_argument("--profile-dir", help="profile each process's first call (cProfile; it slows the call) "
+                        "and write where its time went here, a file per block, backend and run")
     parser.add_argument("--one", help=argparse.SUPPRESS)
+    parser.add_argument("--profile-to", help=argparse.SUPPRESS)
     parser.add_argument("--backend", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     import torch
@@ -169,7 +219,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("bench.compile_time: no CUDA device here; compile time is measured on a GPU")
         return 0
     if args.one:
-        print("RESULT " + json.dumps(one(args.one, args.backend)), flush=True)
+        print("RESULT " + json.dumps(one(args.one, args.backend, args.profile_to)), flush=True)
         return 0
     from bench import compiler as bench_compiler
 
@@ -179,9 +229,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error("no models-suite workload matches --only / --modes")
     import triton
 
+    prime_bytecode()
     rows = []
     for name in names:
-        rows.append(measure(name, args.backends, args.timeout_s))
+        rows.append(measure(name, args.backends, args.timeout_s, args.profile_dir))
         print(json.dumps(rows[-1]), flush=True)
     header = (f"Compile time, models suite: {torch.cuda.get_device_name()}, {os.cpu_count()} CPU cores, torch "
               f"{torch.__version__}, triton {triton.__version__}, Python {platform.python_version()}, "
