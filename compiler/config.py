@@ -62,6 +62,10 @@ def _by_mode(interpreter: int, gpu: int) -> int:
     return interpreter if _INTERP else gpu
 
 
+#: compile threads by default: one per host core, at most 16 (measured in bench.compile_time).
+DEFAULT_COMPILE_WORKERS = max(1, min(16, os.cpu_count() or 1))
+
+
 @dataclasses.dataclass
 class CompilerConfig:
     # --- reductions -------------------------------------------------------------------------
@@ -251,10 +255,12 @@ class CompilerConfig:
     dump_dir: Optional[str] = dataclasses.field(default_factory=lambda: _env_opt("TRITONDIFF_COMPILER_DUMP"))
     # How many recent compilations compiler.dump keeps.
     keep_artifacts: int = 16
-    # Threads that compile a graph's kernels side by side before their first launch (compiler.parallel);
-    # 1 (the default until measured on a GPU): each kernel compiles at its first launch, in the launching
+    # Threads that compile a graph's kernels side by side before their first launch (compiler.parallel): one
+    # per host core up to 16 (a nanoGPT block's cold compile on an H200 host of 16 cores: 7.8 s at 1, 5.4 s
+    # at 16; reports/performance-log.md).  1: each kernel compiles at its first launch, in the launching
     # thread.  The interpreter compiles nothing.  TRITONDIFF_COMPILE_WORKERS.
-    compile_workers: int = dataclasses.field(default_factory=lambda: _env_int("TRITONDIFF_COMPILE_WORKERS", 1))
+    compile_workers: int = dataclasses.field(default_factory=lambda: _env_int("TRITONDIFF_COMPILE_WORKERS",
+                                                                              DEFAULT_COMPILE_WORKERS))
     # Where generated modules are written for Triton to read.  TRITONDIFF_COMPILER_CACHE.
     cache_dir: str = dataclasses.field(default_factory=lambda: _env(
         "TRITONDIFF_COMPILER_CACHE", os.path.join(tempfile.gettempdir(), f"tritondiff-compiler-{os.getuid()}")))

@@ -29,8 +29,8 @@ def test_the_jobs_cover_every_launch_with_its_grid_and_argument_dtypes(monkeypat
     monkeypatch.setattr(parallel, "start", lambda module, launches: submitted.extend(launches) or None)
     dev = device.torch_device()                    # CUDA tensors on a GPU: CPU ones would not reach its kernels
     x = torch.randn(37, 96, dtype=torch.float16, device=dev, requires_grad=True)
-    w = torch.randn(96, device=dev, requires_grad=True)
-    b = torch.randn(96, device=dev, requires_grad=True)
+    w = torch.randn(96, dtype=torch.float16, device=dev, requires_grad=True)   # a GPU's layer norm takes one dtype
+    b = torch.randn(96, dtype=torch.float16, device=dev, requires_grad=True)
     torch._dynamo.reset()
     fn = compiler.compile(_block)
     with record_launches() as rec:
@@ -74,6 +74,11 @@ def test_a_bad_worker_count_in_the_environment_names_the_variable(monkeypatch, v
     assert CompilerConfig().compile_workers == 3
 
 
+def test_the_default_is_a_thread_per_host_core_up_to_16(monkeypatch):
+    monkeypatch.delenv("TRITONDIFF_COMPILE_WORKERS", raising=False)
+    assert CompilerConfig().compile_workers == max(1, min(16, os.cpu_count() or 1))
+
+
 def _cached_kernels(cache_dir, names: set[str]) -> set[str]:
     """The entries of Triton's cache directory holding a compiled binary of one of the kernels ``names``
     (not the hand-written kernels an extern call may launch)."""
@@ -94,8 +99,8 @@ def test_the_launches_find_every_kernel_the_compile_threads_compiled(tmp_path, m
     monkeypatch.setenv("TRITON_CACHE_DIR", str(cache))
     dev = device.torch_device()
     x = torch.randn(37, 96, device=dev, dtype=torch.float16, requires_grad=True)
-    w = torch.randn(96, device=dev, requires_grad=True)
-    b = torch.randn(96, device=dev, requires_grad=True)
+    w = torch.randn(96, device=dev, dtype=torch.float16, requires_grad=True)
+    b = torch.randn(96, device=dev, dtype=torch.float16, requires_grad=True)
     snapshots, names = [], set()
     real_start = parallel.start
 
