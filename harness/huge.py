@@ -390,7 +390,7 @@ def measure_reference(subject: Subject, dtype: str, dim: str, others: tuple[tupl
     import torch
     from hypothesis import HealthCheck, find, settings
 
-    from .runner import _detach, _upcast, reference_inputs
+    from .runner import eager_reference, float64_reference
     from .strategies import cases
 
     spec = next((sp for sp, d in candidates(subject) if d == dim), None)
@@ -407,9 +407,8 @@ def measure_reference(subject: Subject, dtype: str, dim: str, others: tuple[tupl
         torch.cuda.empty_cache()
         base = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
-        held["eager"] = _detach(subject.reference(**reference_inputs(subject, case)))
-        held["upcast"] = _upcast(reference_inputs(subject, case), subject)
-        held["truth"] = _detach(subject.reference(**{k: _detach(v) for k, v in held["upcast"].items()}))
+        held["eager"] = eager_reference(subject, case)
+        held["upcast"], held["truth"] = float64_reference(subject, case)
         torch.cuda.synchronize()
         peak = torch.cuda.max_memory_allocated() - base
     except Exception:  # noqa: BLE001 - no draw there, or the reference raises at that size: estimate instead

@@ -69,7 +69,7 @@ def replay_dump(path: str, *, isolate: bool = True) -> int:
 def _print_worst_elements(path: str) -> None:
     """The worst elements of the case's outputs: index, candidate, eager, float64 truth, inputs there
     (:func:`harness.standalone.worst_elements`), from one more in-process run of the subject and its reference."""
-    from .runner import _detach, _upcast, build_inputs, reference_inputs
+    from .runner import _detach, build_inputs, eager_reference, float64_reference
     from .standalone import worst_elements
 
     summary, case = load_dump(path)
@@ -77,9 +77,9 @@ def _print_worst_elements(path: str) -> None:
     inputs = build_inputs(subj, case, guard=False)
     try:
         candidate = _detach(subj.fn(**inputs))
-        eager = _detach(subj.reference(**reference_inputs(subj, case)))
+        eager = eager_reference(subj, case)
         try:
-            truth = subj.reference(**_upcast(reference_inputs(subj, case), subj))
+            _, truth = float64_reference(subj, case)
         except Exception:  # noqa: BLE001 - no float64 path: eager is the best arbiter
             truth = eager
     except Exception as e:  # noqa: BLE001 - the verdict above stands; the table is a help

@@ -186,12 +186,24 @@ def compiler_artifacts() -> list[dict]:
     return out[::-1]
 
 
+def eager_reference(subject: Subject, case: Case) -> Any:
+    """The reference run as the case's dtypes have it: what the candidate is judged beside."""
+    return _detach(subject.reference(**reference_inputs(subject, case)))
+
+
+def float64_reference(subject: Subject, case: Case) -> tuple[dict[str, Any], Any]:
+    """The upcast inputs and the reference run on a copy of them (a reference may mutate its inputs): the
+    float64 truth."""
+    upcast = _upcast(reference_inputs(subject, case), subject)
+    return upcast, _detach(subject.reference(**{k: _detach(v) for k, v in upcast.items()}))
+
+
 def _run_case(subject: Subject, case: Case, hazards: frozenset | None) -> Verdict:
     start = time.perf_counter()
     hazards = enabled_hazards(subject) if hazards is None else hazards
     counters["examples"] += 1
     try:
-        eager = _detach(subject.reference(**reference_inputs(subject, case)))
+        eager = eager_reference(subject, case)
         if device.MODE == "cuda":
             torch.cuda.synchronize()         # a fault of eager's own kernels surfaces here, not in the candidate's
     except Exception as e:  # noqa: BLE001 - outside the subject's domain
@@ -200,8 +212,7 @@ def _run_case(subject: Subject, case: Case, hazards: frozenset | None) -> Verdic
         return Verdict("skip", message=f"reference raised {type(e).__name__}: {e}",
                        seconds=time.perf_counter() - start)
     try:
-        upcast = _upcast(reference_inputs(subject, case), subject)
-        truth = _detach(subject.reference(**{k: _detach(v) for k, v in upcast.items()}))   # a copy: may mutate
+        upcast, truth = float64_reference(subject, case)
         if device.MODE == "cuda":
             torch.cuda.synchronize()
     except Exception as e:  # noqa: BLE001 - reference has no float64 path: eager is the best arbiter
