@@ -33,8 +33,14 @@ from .counters import counters
 
 
 def enabled() -> bool:
-    """Kernels are compiled (a GPU, not the interpreter) and more than one thread is asked for."""
-    return config.compile_workers > 1 and not _device.is_interpreter()
+    """Kernels are compiled (a GPU, not the interpreter) and more than one thread is asked for.  A CUDA device
+    must be present: the jobs compile for the launching thread's current one (code generated for a GPU target
+    on a machine without one, to read its source, compiles nothing)."""
+    if config.compile_workers <= 1 or _device.is_interpreter():
+        return False
+    import torch
+
+    return torch.cuda.is_available()
 
 
 class Jobs:
