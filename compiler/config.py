@@ -227,6 +227,12 @@ class CompilerConfig:
     fuse_attention: bool = dataclasses.field(default_factory=lambda: _env_flag(
         "TRITONDIFF_COMPILER_FUSE_ATTENTION") if "TRITONDIFF_COMPILER_FUSE_ATTENTION" in os.environ else True)
 
+    # Convolutions' activations laid out channels-last inside a graph (compiler.lowerings.convolution): "auto"
+    # (where the kernels run on CUDA: cuDNN transposes NCHW data around each call), "on", "off".
+    # TRITONDIFF_COMPILER_CONV_CHANNELS_LAST.
+    conv_channels_last: str = dataclasses.field(default_factory=lambda: _env(
+        "TRITONDIFF_COMPILER_CONV_CHANNELS_LAST", "auto"))
+
     # --- matmul templates and autotuning (compiler.templates, compiler.autotune) --------------
     # mm / addmm / bmm past matmul_small_k_max: "template", "extern" (ATen), "autotune", or "auto" (ATen on CUDA
     # unless the template reads an operand narrow).  TRITONDIFF_COMPILER_MATMUL.
@@ -411,6 +417,7 @@ _CHOICES = {
     "pointwise_tiling": ("auto", "1d", "2d", "unrolled"),
     "execution": ("triton", "ir", "ir_unfused"),
     "matmul": ("auto", "template", "extern", "autotune"),
+    "conv_channels_last": ("auto", "on", "off"),
     "partitioner": ("min_cut", "default"),
     "mixed_order_prefetch": ("wide", "all", "off"),
     "split_last_program_sync": ("tagged", "fence"),

@@ -41,6 +41,7 @@ import torch
 import torch.fx
 
 from .counters import counters
+from .lowering import SAVED_FROM
 from .partition import partition
 
 log = logging.getLogger(__name__)
@@ -203,6 +204,7 @@ def _plan(joint: torch.fx.GraphModule, wants_grad: list[bool], example_inputs: l
     if tangents != len(tangent_outputs):
         return _refused(f"{len(tangent_outputs)} outputs require grad but the backward graph has {tangents} tangents")
     counters["lean_runtime.training"] += 1
+    fw.meta[SAVED_FROM] = num_outputs          # the saved values keep the layouts the compiler gives them
     return Plan(compile_graph(fw, "forward"), compile_graph(bw, "backward"), num_outputs,
                 tuple(i for i, w in enumerate(wants_grad) if not w), tuple(backward_inputs))
 

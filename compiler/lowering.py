@@ -254,21 +254,24 @@ class GraphLowering:
         self.single_output = not isinstance(fx_args, (tuple, list))
         if self.single_output:
             fx_args, values = [fx_args], [values]
+        saved_from = self.gm.meta.get(SAVED_FROM, len(fx_args))
         specs = []
-        for fx_arg, value in zip(fx_args, values):
+        for i, (fx_arg, value) in enumerate(zip(fx_args, values)):
             meta = fx_arg.meta.get("val") if isinstance(fx_arg, torch.fx.Node) else None
             passthrough = isinstance(fx_arg, torch.fx.Node) and fx_arg.op == "placeholder"
-            specs.append(self._output(value, meta, passthrough))
+            specs.append(self._output(value, meta, passthrough, saved=i >= saved_from))
         return specs
 
-    def _output(self, value: Any, meta: Any, passthrough: bool) -> OutputSpec:
+    def _output(self, value: Any, meta: Any, passthrough: bool, saved: bool = False) -> OutputSpec:
         if not isinstance(value, IRNode):
             return OutputSpec("value", value=value)
         if passthrough and isinstance(value, InputBuffer) and value.position is not None:
             return OutputSpec("input", name=value.name, position=value.position)
-        if isinstance(value, ExternOutput):
-            return OutputSpec("buffer", name=value.name)
+        if saved and (isinstance(value, ExternOutput) or isinstance(value, ComputedBuffer) and value.fixed_layout):
+            return OutputSpec("buffer", name=value.name)   # a layout the compiler chose; the backward reads it so
         want = self._meta_layout(meta, value)
+        if isinstance(value, ExternOutput) and (meta is None or _same_strides(value.layout, want)):
+            return OutputSpec("buffer", name=value.name)   # else (a layout the compiler chose): copied below
         if isinstance(value, View):     # a view of a computed buffer with the graph's strides: no copy
             strided = value.as_strided_view()
             if strided is not None and isinstance(strided.buffer, (ComputedBuffer, ExternOutput)) and \
@@ -291,6 +294,11 @@ class GraphLowering:
 
 
 # ------------------------------------------------------------------------------ helpers
+
+def _same_strides(a: Layout, b: Layout) -> bool:
+    """Whether ``a`` and ``b`` place every element alike (a dim of size 1 may take any stride)."""
+    return a.size == b.size and all(x == y or n == 1 for n, x, y in zip(a.size, a.stride, b.stride))
+
 
 def _map_args(a: Any, env: dict) -> Any:
     if isinstance(a, torch.fx.Node):
@@ -339,10 +347,17 @@ def _sym_query(target: Any, args: tuple) -> int:
     raise Unsupported(f"{name} of a view")
 
 
+#: ``GraphModule.meta`` key: the graph's outputs from this index on are values saved for its backward graph, which
+#: only that graph reads, compiled for the strides they come with (``compiler.lean``): such an output keeps the
+#: layout the compiler chose for it (a convolution's channels-last activation) where a user-visible output gets
+#: the traced graph's strides.
+SAVED_FROM = "tritondiff.saved_outputs_from"
+
+
 def lower_graph(gm: torch.fx.GraphModule, args: Sequence[Any], name: str) -> LoweredGraph:
     """Lower ``gm`` for the concrete ``args`` (tensors and ints, as the graph will be called)."""
     return GraphLowering(gm, args, name).run()
 
 
-__all__ = ["register_lowering", "lowerings", "lower_graph", "LoweredGraph", "OutputSpec", "GraphLowering",
+__all__ = ["SAVED_FROM", "register_lowering", "lowerings", "lower_graph", "LoweredGraph", "OutputSpec", "GraphLowering",
            "View", "fill_template"]
