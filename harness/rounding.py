@@ -23,6 +23,8 @@ float32 machine, each time with other random rounding directions (Monte Carlo ar
 * a result eager stores in float16 or bfloat16 (found by running the reference on the inputs as eager got
   them, :func:`stored_dtypes`) also moves by one roundoff of that dtype at its own magnitude: the store any
   implementation may make -- never its accumulation, which a narrow partial sum would exceed;
+* a Python float operand (a coefficient, an epsilon, a temperature) is rounded to float32, as a kernel holds
+  it: a constant's rounding shifts every element alike, which random directions do not model;
 * values below float32's smallest normal are flushed to zero in half the probes (devices flush subnormals);
 * values past float32's overflow threshold are infinite in every probe, and an accumulation (or addition)
   whose magnitude passes it is infinite in the other half: another order of the same sum overflows.  Only
@@ -40,6 +42,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import struct
 from typing import Any, Callable
 
 import torch
@@ -260,6 +263,8 @@ class RoundingProbe(_Decomposed):
     def op(self, func, args: tuple, kwargs: dict) -> Any:
         name = _name(func)
         accumulation = name in ACCUMULATIONS
+        if self.roundoff > UNIT_ROUNDOFF[torch.float64]:
+            args, kwargs = tuple(map(_float32_scalar, args)), {k: _float32_scalar(v) for k, v in kwargs.items()}
         if not _rounded(func):
             return func(*args, **kwargs)
         store = 0.0
@@ -311,6 +316,18 @@ class RoundingProbe(_Decomposed):
         if mutable:
             return out.copy_(new)          # the op wrote into its argument: so does its rounding
         return new
+
+
+def _float32_scalar(value: Any) -> Any:
+    """A Python float operand as a float32 machine holds it: Triton passes a float argument as float32 and
+    eager computes a float32 op with its scalar cast to float32, so a constant the reference forms in double
+    (``1 - beta``) is off by up to half a float32 ulp in every kernel -- in every element alike, a bias
+    the random directions above do not model (a mixture ``beta p + (1 - beta) q`` whose coefficients sum to
+    1 - 2^-26 shifts a divergence that cancels to 0 by one ulp of its terms).  Values past float32's range
+    stay as they are."""
+    if type(value) is float and math.isfinite(value) and abs(value) <= torch.finfo(torch.float32).max:
+        return struct.unpack("f", struct.pack("f", value))[0]
+    return value
 
 
 class StepProbe(TorchDispatchMode):

@@ -197,3 +197,33 @@ def test_an_output_that_cancels_to_zero_does_not_make_the_reference_unfaithful()
     truth = [t.detach() for t in grads(x, b)]
     assert float(truth[1].abs().max()) < 1e-12                  # the cancelling output
     assert rounding._faithful(grads, {"x": x, "b": b}, truth, flatten)
+
+
+def _jsd(student_logp, teacher_logp, beta=0.1):
+    """Liger's generalised Jensen-Shannon divergence of log-probabilities, batchmean; the mixture formed with
+    Python-float coefficients."""
+    p, q = teacher_logp.exp(), student_logp.exp()
+    log_m = torch.log(beta * p + (1 - beta) * q)
+    return (beta * p * (teacher_logp - log_m) + (1 - beta) * q * (student_logp - log_m)).sum() / p.shape[0]
+
+
+def test_a_constant_rounded_to_float32_is_excused_where_the_result_cancels_and_a_wrong_constant_is_not():
+    """Student == teacher: the divergence is 0, but a kernel holds beta and 1 - beta as float32 constants, and
+    fp32(0.1) + fp32(0.9) = 1 - 2^-25.6: where p = 1 the mixture's log is -2.2e-8, not 0, in every such
+    element alike -- a bias, not noise, of about one ulp of the terms' sum.  Eager lands on 0 (its float32
+    mixture rounds back to 1)."""
+    g = torch.Generator().manual_seed(0)
+    ints = -torch.randint(1, 9, (12, 2332), generator=g).double()
+    logp = torch.where(torch.rand(12, 2332, generator=g) < 0.5, torch.zeros_like(ints), ints)
+
+    def kernel(student_logp, teacher_logp, coef=(0.1, 0.9)):
+        b, c = (float(torch.tensor(v, dtype=torch.float32)) for v in coef)      # the constants as float32
+        x, y = student_logp.double(), teacher_logp.double()                      # products kept exact (FMA)
+        p, q = y.exp(), x.exp()
+        log_m = torch.log(b * p + c * q)
+        return ((b * p * (y - log_m) + c * q * (x - log_m)).sum() / p.shape[0]).float()
+
+    plain, judged, _ = _judge(_jsd, kernel, student_logp=logp, teacher_logp=logp.clone())
+    assert not plain.passed and judged.passed, (plain.message, judged.message)
+    wrong = lambda student_logp, teacher_logp: kernel(student_logp, teacher_logp, coef=(0.1, 0.9001))
+    assert not _judge(_jsd, wrong, student_logp=logp, teacher_logp=logp.clone())[1].passed
