@@ -221,10 +221,13 @@ def _compare_float(rep: OutputReport, c: torch.Tensor, e: torch.Tensor, t: torch
     c64, e64 = c.double(), e.double()
     # Non-finite pattern: NaN, +inf and -inf must match float64 rounded to the dtype, or eager's own
     # pattern.  Where the truth is finite and eager is not (an intermediate overflowed), any non-finite
-    # candidate is excused: another order of the same sums overflows differently.  Where the truth is
-    # non-finite, a candidate of another kind (NaN for -inf, +inf for -inf) is wrong.
+    # candidate is excused: another order of the same sums overflows differently.  So where the float64
+    # truth is finite but past the dtype's range (it rounds to inf) and eager's kind is another (a sum of
+    # near-max terms at 3.6e38, NaN in eager's order): eager shows the kind is the order's.  Where the
+    # truth is non-finite, a candidate of another kind (NaN for -inf, +inf for -inf) is wrong.
     nf_c, nf_t, nf_e = _nonfinite_code(c64), _nonfinite_code(rounded), _nonfinite_code(e64)
-    nf_wrong = (nf_c != nf_t) & (nf_c != nf_e) & ~((nf_c != 0) & (nf_e != 0) & (nf_t == 0))
+    order_made = (nf_e != 0) & torch.isfinite(t64) & ((nf_t == 0) | (nf_e != nf_t))
+    nf_wrong = (nf_c != nf_t) & (nf_c != nf_e) & ~((nf_c != 0) & order_made)
     if may_overflow is not None:       # a legitimate order of the same sums overflows here
         nf_wrong &= ~((nf_c != 0) & (nf_t == 0) & may_overflow)
     finite = torch.isfinite(c64) & torch.isfinite(t64)

@@ -81,6 +81,17 @@ def test_any_overflow_is_excused_where_eager_overflows_a_finite_truth():
     assert compare(torch.tensor([float("nan")]), eager, truth).passed
 
 
+def test_an_overflowing_kind_is_excused_where_eager_shows_it_is_the_orders_and_not_where_eager_agrees():
+    """A float64 truth of 3.6e38 rounds to +inf in float32.  Eager's order of the near-max products gave NaN,
+    a GPU's sequential order -inf: the kind depends on the order, so -inf passes.  Where eager gave +inf
+    (its order agrees with the rounded truth), a -inf is a sign error."""
+    truth = torch.tensor([3.58e38, 5.0], dtype=torch.float64)
+    candidate = torch.tensor([float("-inf"), 5.0])
+    assert compare(candidate, torch.tensor([float("nan"), 5.0]), truth).passed
+    res = compare(candidate, torch.tensor([float("inf"), 5.0]), truth)
+    assert not res.passed and res.failure_class == "nonfinite"
+
+
 def test_rounding_across_the_overflow_threshold_is_not_a_nonfinite_mismatch():
     """fp16 overflows past 65520 (65504 plus half its ulp).  A truth of 65520.9 rounds to inf, as eager did; a
     candidate that computed 65519 stores 65504, 2.6e-4 off -- the compiler's layer-norm dx."""
