@@ -254,3 +254,25 @@ def test_conversions_from_bf16_start_from_its_value(target):
     """bf16 to float64, float16 and integers read the bf16 value, not its bit pattern as a number."""
     x = torch.tensor([1.5, -2.25, 3.0e4, -7.0, 0.0, 100.5], dtype=torch.bfloat16)
     assert torch.equal(_cast(x, target), x.to(target))
+
+
+@triton.jit
+def _atomic_rows_kernel(x_ptr, out_ptr, old_ptr, n, BLOCK: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    old = tl.atomic_add(out_ptr + i % 2, tl.load(x_ptr + i, mask=i < n), mask=i < n)
+    tl.store(old_ptr + i, old, mask=i < n)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_a_half_precision_atomic_add_rounds_each_sum_once_and_overflows_to_inf(dtype):
+    """Each lane in turn: old value returned, the sum rounded once to the cell's dtype, past its range inf
+    (Triton's own interpreter raised OverflowError for float16 and refused bfloat16 cells)."""
+    from tritondiff.base import interpreter
+    interpreter.install()
+    big = torch.finfo(dtype).max
+    x = torch.tensor([big, 1.5, big, 7.0], dtype=dtype)
+    out = torch.tensor([0.25, 2.0], dtype=dtype)
+    old = torch.zeros(4, dtype=dtype)
+    _atomic_rows_kernel[(1,)](x, out, old, 3, BLOCK=4)
+    assert out[0].item() == float("inf") and out[1].item() == 3.5
+    assert old.tolist() == [0.25, 2.0, (torch.tensor(0.25, dtype=dtype) + x[0]).item(), 0.0]

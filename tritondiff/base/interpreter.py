@@ -140,6 +140,7 @@ def install() -> None:
     _install_libdevice(tl)
     _install_tree_sum(interp, np, is_bf16, widen, narrow)
     _install_silent_arithmetic(interp, np)
+    _install_half_atomic_add(interp, np, tl)
     _INSTALLED = True
 
 
@@ -193,6 +194,47 @@ def _install_bf16_casts(interp, np, tl, is_bf16, widen) -> None:
             return cast_impl(self, src, dst_type)
         return to_fp(self, src, dst_type, rounding_mode)
     builder.create_fp_to_fp = create_fp_to_fp
+
+
+def _install_half_atomic_add(interp, np, tl) -> None:
+    """``tl.atomic_add`` on float16 and bfloat16, as a GPU does it: each lane in turn reads its cell, adds in
+    full precision and rounds once to the cell's dtype, an overflow giving inf.  Triton's interpreter raises
+    OverflowError on a float16 sum past 65504 and refuses bfloat16 cells ("Unsupported data type"), so a
+    kernel accumulating gradients in half precision failed with an exception no GPU raises."""
+    import ctypes
+
+    builder = interp.InterpreterBuilder
+    original = builder.create_atomic_rmw
+    fadd = interp._ir.ATOMIC_OP.FADD
+
+    def value(bits, kind):
+        if kind == tl.bfloat16:
+            return float((np.asarray(bits, dtype=np.uint32) << 16).view(np.float32))
+        return float(np.asarray(bits, dtype=np.uint16).view(np.float16))
+
+    def pattern(total, kind):
+        if kind == tl.bfloat16:
+            return int(bf16_patterns(np.float64(total), np))
+        with np.errstate(all="ignore"):
+            return int(np.float16(total).view(np.uint16))
+
+    @functools.wraps(original)
+    def create_atomic_rmw(self, rmwOp, ptr, val, mask, sem, scope):
+        kind = val.dtype.scalar
+        if rmwOp != fadd or kind not in (tl.float16, tl.bfloat16):
+            return original(self, rmwOp, ptr, val, mask, sem, scope)
+        shape = np.shape(val.data)
+        addresses = np.broadcast_to(np.asarray(ptr.data), shape).ravel()
+        lanes = np.broadcast_to(np.asarray(mask.data, dtype=bool), shape).ravel()
+        adds = np.ascontiguousarray(val.data).view(np.uint16).ravel()
+        old = np.zeros(adds.shape, dtype=np.uint16)
+        for i in np.flatnonzero(lanes):
+            cell = ctypes.c_uint16.from_address(int(addresses[i]))
+            old[i] = cell.value
+            cell.value = pattern(value(cell.value, kind) + value(adds[i], kind), kind)   # exact in float64
+        data = old.reshape(shape)
+        return interp.TensorHandle(data.view(np.float16) if kind == tl.float16 else data, kind)
+    builder.create_atomic_rmw = create_atomic_rmw
 
 
 def _install_float_scalars(interp, np, tl) -> None:
