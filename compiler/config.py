@@ -228,10 +228,12 @@ class CompilerConfig:
         "TRITONDIFF_COMPILER_FUSE_ATTENTION") if "TRITONDIFF_COMPILER_FUSE_ATTENTION" in os.environ else True)
 
     # Convolutions' activations laid out channels-last inside a graph (compiler.lowerings.convolution): "auto"
-    # (where the kernels run on CUDA: cuDNN transposes NCHW data around each call), "on", "off".
+    # (where the kernels run on CUDA), "on", "off".  Off by default: on an H200 it took a ResNet block's
+    # fwd+bwd from 0.78 to 1.52 ms of GPU time in float32 (0.44 to 1.24 in bfloat16), a UNet block's from 0.31
+    # to 0.34; which generated kernels lost is not yet broken down (reports/performance-log.md).
     # TRITONDIFF_COMPILER_CONV_CHANNELS_LAST.
     conv_channels_last: str = dataclasses.field(default_factory=lambda: _env(
-        "TRITONDIFF_COMPILER_CONV_CHANNELS_LAST", "auto"))
+        "TRITONDIFF_COMPILER_CONV_CHANNELS_LAST", "off"))
 
     # --- matmul templates and autotuning (compiler.templates, compiler.autotune) --------------
     # mm / addmm / bmm past matmul_small_k_max: "template", "extern" (ATen), "autotune", or "auto" (ATen on CUDA

@@ -1,16 +1,18 @@
 """Convolutions: ATen calls (cuDNN on CUDA) whose activations the compiler lays out channels-last.
 
-cuDNN's convolutions run on NHWC data; handed NCHW tensors, each call transposes its input, its output and,
-in the backward, the incoming gradient around the convolution -- a ResNet block's forward and backward
-launched 18 such copies more than Inductor's code (which lays conv activations out channels-last).  Here a
-convolution's input (and its backward's incoming gradient) that the graph computes is written channels-last
-by the kernel that computes it, and the call's 4-D outputs are planned channels-last, as ATen returns them
-for such inputs (should a call return another layout, the runtime copies its result into the planned one).  Graph inputs and
-ATen outputs keep their strides (cuDNN transposes those as before), and every graph output gets the strides
-the traced graph gives it (``lowering.GraphLowering._output`` copies where they differ), so only layouts
-inside the graph change.
+cuDNN's fast convolutions run on NHWC data; handed NCHW tensors, a call may transpose around itself (a UNet
+block's forward and backward launched 31 library kernels on an H200 to Inductor's 13, whose code lays conv
+activations out channels-last).  Optionally, a convolution's input (and its backward's incoming gradient)
+that the graph computes is written channels-last by the kernel that computes it, and the call's 4-D outputs
+are planned channels-last, as ATen returns them for such inputs (should a call return another layout, the
+runtime copies its result into the planned one).  Graph inputs and ATen outputs keep their strides, and
+every user-visible graph output gets the strides the traced graph gives it (``lowering.GraphLowering._output``
+copies where they differ; values saved for the backward keep theirs, ``lowering.SAVED_FROM``), so only
+layouts inside the graph change.
 
-``config.conv_channels_last``: "auto" (on where the kernels run on CUDA), "on", "off".
+``config.conv_channels_last``: "auto" (on where the kernels run on CUDA), "on", "off" (the default: on an H200
+the ResNet and UNet blocks took more GPU time with it, which kernels lost not yet broken down;
+reports/performance-log.md).
 """
 from __future__ import annotations
 

@@ -80,9 +80,14 @@ def test_off_and_non_4d_convolutions_keep_the_traced_layout():
 def test_auto_moves_layouts_only_where_the_kernels_run_on_cuda():
     x, w = torch.randn(1, 2, 4, 4), torch.randn(2, 2, 1, 1)
     before = compiler.counters["conv.channels_last_inputs"]
-    run_compiled(lambda x, w: F.conv2d(x.relu(), w), x.to(device.torch_device()), w.to(device.torch_device()))
+    with compiler.config.patch(conv_channels_last="auto"):
+        run_compiled(lambda x, w: F.conv2d(x.relu(), w), x.to(device.torch_device()), w.to(device.torch_device()))
     moved = compiler.counters["conv.channels_last_inputs"] - before
     assert (moved > 0) == (device.torch_device().type == "cuda")
+
+
+def test_the_default_keeps_the_traced_layout():
+    assert compiler.config.conv_channels_last == "off"          # measured slower on an H200 (config.py)
 
 
 def test_a_bad_setting_names_the_knob():
