@@ -228,8 +228,10 @@ def _compare_float(rep: OutputReport, c: torch.Tensor, e: torch.Tensor, t: torch
     nf_c, nf_t, nf_e = _nonfinite_code(c64), _nonfinite_code(rounded), _nonfinite_code(e64)
     order_made = (nf_e != 0) & torch.isfinite(t64) & ((nf_t == 0) | (nf_e != nf_t))
     nf_wrong = (nf_c != nf_t) & (nf_c != nf_e) & ~((nf_c != 0) & order_made)
-    if may_overflow is not None:       # a legitimate order of the same sums overflows here
-        nf_wrong &= ~((nf_c != 0) & (nf_t == 0) & may_overflow)
+    if may_overflow is not None:       # a legitimate order of the same sums overflows here: any non-finite
+        # candidate where the truth rounds to a finite value; where it rounds to inf (finite in float64, past
+        # the dtype's range), a NaN -- partials that overflowed both ways -- but not the other infinity
+        nf_wrong &= ~((nf_c != 0) & may_overflow & ((nf_t == 0) | ((nf_c == 1) & torch.isfinite(t64))))
     finite = torch.isfinite(c64) & torch.isfinite(t64)
     d_rtol, d_atol = DEFAULT_FLOORS.get(dtype, (1e-5, 1e-5))
     rtol = d_rtol if rtol is None else rtol

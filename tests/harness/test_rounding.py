@@ -227,3 +227,18 @@ def test_a_constant_rounded_to_float32_is_excused_where_the_result_cancels_and_a
     assert not plain.passed and judged.passed, (plain.message, judged.message)
     wrong = lambda student_logp, teacher_logp: kernel(student_logp, teacher_logp, coef=(0.1, 0.9001))
     assert not _judge(_jsd, wrong, student_logp=logp, teacher_logp=logp.clone())[1].passed
+
+
+def test_a_nan_from_partials_overflowing_both_ways_is_excused_past_the_range_and_the_other_infinity_is_not():
+    """Products max, max, -max, -max, max, max: the float64 sum 2 max is finite but past float32's range (it
+    rounds to +inf, eager's sequential order gives +inf); summed pairwise, inf + -inf is NaN -- another order
+    of the same sum.  A -inf there is a sign error no order of these products reaches."""
+    big = torch.finfo(torch.float32).max
+    a = torch.ones(1, 6, dtype=torch.float64)
+    b = torch.tensor([[big], [big], [-big], [-big], [big], [big]], dtype=torch.float64)
+    pairwise = lambda a, b: torch.full((1, 1), float("nan"))
+    plain, judged, noise = _judge(lambda a, b: a @ b, pairwise, a=a, b=b)
+    assert bool(noise.may_overflow[0].all())
+    assert not plain.passed and judged.passed, (plain.message, judged.message)
+    wrong = lambda a, b: torch.full((1, 1), float("-inf"))
+    assert not _judge(lambda a, b: a @ b, wrong, a=a, b=b)[1].passed
