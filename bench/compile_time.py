@@ -9,11 +9,11 @@ compiles cold (Triton's cache, the generated modules, the autotune cache and Ind
 empty), the second starts warm from what the first left.  Compile time is a process's first call (compile
 and run, forward and backward) minus its second call, as torch.compile users see it.  ``tritondiff`` runs on
 one compile thread (each kernel compiled at its first launch); ``tritondiff-threads`` with its defaults, a
-graph's kernels compiled on up to 16 threads before their first launch (``compiler.parallel``).  Where a tritondiff process's time goes is
-printed too: its pipeline (lowering, scheduling, code generation), Triton's compiles (or loads from its
-cache), and the rest (Dynamo, AOTAutograd, the calls themselves).
-Every process runs with Python's bytecode cache on and the project's bytecode written first, as an installed
-package has it.  Inductor runs with its defaults (its compile workers, its FX graph and AOTAutograd caches on).  Prints a
+graph's kernels compiled on up to 16 threads before their first launch (``compiler.parallel``).  Where a
+tritondiff process's time goes is printed too: its pipeline (lowering, scheduling, code generation), Triton's
+compiles (or loads from its cache), and the rest (Dynamo, AOTAutograd, the calls themselves).  Every process
+runs with Python's bytecode cache on and the project's bytecode written first, as an installed package has
+it.  Inductor runs with its defaults (its compile workers, its FX graph and AOTAutograd caches on).  Prints a
 Markdown table: cold and warm seconds per backend, warm / cold, and tritondiff's cold against Inductor's.
 On a machine without a CUDA GPU it says so and exits 0.
 """
