@@ -54,11 +54,16 @@ class Stopped(BaseException):
 
 
 def lane_env(index: int, workers: int) -> dict[str, str]:
+    share = str(max(1, (os.cpu_count() or 1) // workers))       # the host's cores, split between the lanes
     if device.MODE == "cuda":
-        # CUDA's own variable: lanes split the GPUs this process may use, one each.
+        # CUDA's own variable: lanes split the GPUs this process may use, one each.  The compiler's compile
+        # threads (one per core by default) split the cores, unless the user chose their number.
         ids = _visible_gpus()
-        return {"CUDA_VISIBLE_DEVICES": ids[index % len(ids)]} if ids else {}
-    return {"OMP_NUM_THREADS": str(max(1, (os.cpu_count() or 1) // workers))}
+        env = {"CUDA_VISIBLE_DEVICES": ids[index % len(ids)]} if ids else {}
+        if "TRITONDIFF_COMPILE_WORKERS" not in os.environ:
+            env["TRITONDIFF_COMPILE_WORKERS"] = share
+        return env
+    return {"OMP_NUM_THREADS": share}
 
 
 def hang_limit_s(example_timeout_s: float | None, workers: int) -> float:

@@ -22,6 +22,10 @@ def test_lanes_sharing_a_gpu_get_that_many_times_the_hang_limit(monkeypatch):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     assert [lanes.lanes_per_gpu(w) for w in (1, 2, 3, 14)] == [1, 1, 2, 7]
+    monkeypatch.delenv("TRITONDIFF_COMPILE_WORKERS", raising=False)
+    monkeypatch.setattr(lanes.os, "cpu_count", lambda: 32)
+    assert lanes.lane_env(3, 14) == {"CUDA_VISIBLE_DEVICES": "1", "TRITONDIFF_COMPILE_WORKERS": "2"}
+    monkeypatch.setenv("TRITONDIFF_COMPILE_WORKERS", "6")                  # the user's choice stands
     assert lanes.lane_env(3, 14) == {"CUDA_VISIBLE_DEVICES": "1"}
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "5")
     assert lanes.lanes_per_gpu(14) == 14
