@@ -10,8 +10,9 @@ empty), the second starts warm from what the first left.  Compile time is a proc
 and run, forward and backward) minus its second call, as torch.compile users see it.  ``tritondiff`` runs on
 one compile thread (each kernel compiled at its first launch); ``tritondiff-threads`` with its defaults, a
 graph's kernels compiled on up to 16 threads before their first launch (``compiler.parallel``).  Where a
-tritondiff process's time goes is printed too: its pipeline (lowering, scheduling, code generation), Triton's
-compiles (or loads from its cache), and the rest (Dynamo, AOTAutograd, the calls themselves).  Every process
+tritondiff process's time goes is printed too: the lean runtime's AOTAutograd trace and partition, its
+pipeline (lowering, scheduling, code generation), Triton's compiles (or loads from its cache), and the rest
+(Dynamo, the runtime's set-up, the calls themselves).  Every process
 runs with Python's bytecode cache on and the project's bytecode written first, as an installed package has
 it.  Inductor runs with its defaults (its compile workers, its FX graph and AOTAutograd caches on).  Prints a
 Markdown table: cold and warm seconds per backend, warm / cold, and tritondiff's cold against Inductor's.
@@ -108,6 +109,9 @@ def one(name: str, backend: str, profile_to: Optional[str] = None) -> dict:
         from tritondiff.compiler import pipeline
 
         out["pipeline_s"] = sum(pipeline.STEP_SECONDS.values())
+        from tritondiff.compiler import lean
+
+        out["trace_s"] = sum(lean.TRACE_SECONDS.values())
     return out
 
 
@@ -167,8 +171,8 @@ def _s(r: dict) -> str:
 def breakdown(rows: list[dict], backends: Sequence[str]) -> str:
     """Where each tritondiff process's compile time went: its pipeline, Triton's compiles (summed over
     threads: with compile threads they overlap), and the rest."""
-    lines = ["| block | backend | run | compile s | pipeline s | Triton compiles | Triton s | launches waited s "
-             "| rest s |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| block | backend | run | compile s | AOT trace s | pipeline s | Triton compiles | Triton s "
+             "| launches waited s | rest s |", "|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         for backend in backends:
             for run in ("cold", "warm"):
@@ -176,8 +180,10 @@ def breakdown(rows: list[dict], backends: Sequence[str]) -> str:
                 if "compile_s" not in r or "pipeline_s" not in r:
                     continue
                 threads = r.get("workers", 1) > 1      # compiles overlap there: what launches waited for counts
-                rest = r["compile_s"] - r["pipeline_s"] - (r.get("waited_s", 0.0) if threads else r["triton_s"])
-                lines.append(f"| {row['workload']} | {backend} | {run} | {r['compile_s']:.1f} | {r['pipeline_s']:.2f} "
+                trace = r.get("trace_s", 0.0)
+                rest = r["compile_s"] - trace - r["pipeline_s"] - (r.get("waited_s", 0.0) if threads else r["triton_s"])
+                lines.append(f"| {row['workload']} | {backend} | {run} | {r['compile_s']:.1f} | {trace:.2f} "
+                             f"| {r['pipeline_s']:.2f} "
                              f"| {r['triton_compiles']} | {r['triton_s']:.1f} | {r.get('waited_s', 0.0):.1f} "
                              f"| {rest:.1f} |")
     return "\n".join(lines) + "\n"

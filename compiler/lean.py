@@ -33,8 +33,10 @@ inside the graph, Python scalars read from tensors or passed as unspecialised fl
 """
 from __future__ import annotations
 
+import collections
 import dataclasses
 import logging
+import time
 from typing import Any, Callable, Optional, Sequence
 
 import torch
@@ -45,6 +47,10 @@ from .lowering import SAVED_FROM
 from .partition import partition
 
 log = logging.getLogger(__name__)
+
+#: Seconds this process spent tracing graphs into joint ATen graphs (AOTAutograd's export) and partitioning them,
+#: before the compiler's pipeline (``pipeline.STEP_SECONDS``): a timing ``bench.compile_time`` reads.
+TRACE_SECONDS: collections.Counter = collections.Counter()
 
 
 @dataclasses.dataclass
@@ -131,9 +137,11 @@ def runner(gm: torch.fx.GraphModule, example_inputs: list, compile_graph: Compil
               or _why_not_exact_backward(gm, example_inputs, training))
     if reason is None:
         try:
+            start = time.perf_counter()
             graph = aot_export_joint_simple(gm, tuple(example_inputs), trace_joint=training,
                                             decompositions=decompositions)
             wants_grad = _outputs_requiring_grad(gm, example_inputs) if training else None
+            TRACE_SECONDS["trace"] += time.perf_counter() - start
         except Exception as e:        # mutation, aliasing, pytrees, ...: AOTAutograd's own path handles it
             reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
     if reason is None:
@@ -186,7 +194,9 @@ def _plan(joint: torch.fx.GraphModule, wants_grad: list[bool], example_inputs: l
           compile_graph: CompileGraph) -> Optional[Plan]:
     """Partition the joint graph; which backward input is which saved value or tangent."""
     num_outputs = len(wants_grad)
+    start = time.perf_counter()
     fw, bw = partition(joint, list(example_inputs), num_fwd_outputs=num_outputs)
+    TRACE_SECONDS["partition"] += time.perf_counter() - start
     fw_out = list(fw.graph.find_nodes(op="output"))[0].args[0]
     saved_index = {n.name: i for i, n in enumerate(fw_out[num_outputs:])}
     tangent_outputs = [i for i, w in enumerate(wants_grad) if w]

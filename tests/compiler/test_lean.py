@@ -294,3 +294,13 @@ def test_a_low_precision_training_graph_takes_the_backward_eager_takes(dtype):
     assert compiler.counters["lean_runtime.refused"] == 1 and not compiler.counters["lean_runtime.training"]
     assert (got != want).float().mean() < 0.01                # one rounding apart at most, rarely
     torch.testing.assert_close(got, want)
+
+
+def test_the_trace_and_partition_of_a_training_graph_are_timed():
+    """bench.compile_time splits a compile into these and the pipeline's steps."""
+    from tritondiff.compiler import lean
+    before = dict(lean.TRACE_SECONDS)
+    x = torch.randn(8, 5, requires_grad=True)
+    compile_fresh(lambda t: (t.sin() * 2).sum())(x).backward()
+    for key in ("trace", "partition"):
+        assert lean.TRACE_SECONDS[key] > before.get(key, 0.0), key
