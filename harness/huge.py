@@ -13,7 +13,10 @@ elements is judged on the GPU a chunk at a time (:mod:`harness.oracle_chunks`: t
 comparison on the host took about 300 GiB per 2^31 elements), so subjects whose
 outputs are as large as their inputs -- norms, softmax, activations -- run too, as
 far as GPU memory allows.  The size dim is a leading dim in the bundled 2-D
-subjects, so a single row past 2^31 elements is not drawn.
+subjects, so a single row past 2^31 elements is not drawn.  The float64 truth of a reference that separates
+along the size dim (row-wise outputs, sums over the rows: measured, :func:`truth_split_of`) is computed a
+slice at a time (:mod:`harness.reference_chunks`), so a backward's float64 autograd state is one slice's, not
+the tensor's.
 
 Only on CUDA: an input of 2^31 float32 elements is 8 GiB, with its float64
 reference copy 24 GiB, so the interpreter on CPU is refused with a clear
@@ -211,7 +214,7 @@ def output_elements(subject: Subject, dtype: str, dims: dict[str, int]) -> list[
 
 
 def example_bytes(subject: Subject, dtype: str, dims: dict[str, int], *,
-                  reference_per_element: float | None = None) -> tuple[int, int]:
+                  measured: "ReferenceCost | None" = None) -> tuple[int, int]:
     """(GPU bytes, host bytes) one example of ``subject`` at ``dims`` in ``dtype`` may need at its peak.
 
     The inputs are generated on the GPU (:mod:`harness.tensors`: in their dtype, a chunk at a time; the
@@ -227,14 +230,18 @@ def example_bytes(subject: Subject, dtype: str, dims: dict[str, int], *,
     the spread (``runner._spread``), measured only once a comparison has failed, which adds about five
     float64 copies of the inputs; where they do not fit the verdict is judged without it.  Outputs are
     sized on the meta device, or taken as large as the inputs when the reference cannot run there.
-    ``reference_per_element``: the reference phase's bytes per input element as measured on the GPU at a
-    small size (:func:`measure_reference`), which raises its estimate where it is larger: a backward
-    reference's float64 autograd keeps intermediates the estimate does not count (layer norm's backward
-    peaked 30% over it).  It never lowers it: scaling a small run by all input elements underestimates a
-    reference whose memory grows with the sized input alone, and running out of memory at a huge example
-    is a skip (``runner._beyond``), which would hide an optimistic plan.
+    ``measured``: the reference phase as measured on the GPU at a small size (:func:`measure_reference`),
+    whose bytes per input element raise the estimate where they are larger: a backward reference's float64
+    autograd keeps intermediates the estimate does not count (layer norm's backward peaked 30% over it).
+    They never lower it: scaling a small run by all input elements underestimates a reference whose memory
+    grows with the sized input alone, and running out of memory at a huge example is a skip
+    (``runner._beyond``), which would hide an optimistic plan.  Where the measurement found the truth
+    separable along the size dim (``measured.chunked``, :mod:`harness.reference_chunks`), the float64 phase
+    holds eager's outputs, the native inputs, the truth's outputs and one slice's reference (the measured
+    figure times a slice's elements), and no float64 copy of the inputs is kept for the calls.
     """
-    from .oracle_chunks import CHUNK_ELEMENTS, CHUNKED_FROM
+    from .oracle_chunks import CHUNK_ELEMENTS as COMPARE_CHUNK, CHUNKED_FROM
+    from .reference_chunks import CHUNK_ELEMENTS
     from .tensors import on_device_workspace_bytes
 
     n = sum(math.prod(_shape(spec, dims)) for spec in subject.tensor_inputs().values() if spec.shape)
@@ -243,24 +250,32 @@ def example_bytes(subject: Subject, dtype: str, dims: dict[str, int], *,
     each = probe if probe is not None else [(n, _ITEMSIZE[dtype])]
     outputs, outputs64 = sum(k * item for k, item in each), 8 * sum(k for k, _ in each)
     reference = 2 * inputs64 + 2 * outputs64 + outputs
-    if reference_per_element is not None:          # measured: it raises the estimate, never lowers it
-        reference = max(reference, int(reference_per_element * n))
-    chunked = any(k > CHUNKED_FROM for k, _ in each)
-    calls = (inputs64 + outputs64 + outputs + 2 * inputs + masks + 3 * outputs
-             + (ORACLE_HOST_TEMPORARIES * 8 * CHUNK_ELEMENTS if chunked else 0))
+    chunked = measured is not None and measured.chunked
+    if chunked:                                    # eager whole; then the truth a slice at a time
+        sized = max(math.prod(_shape(spec, dims)) for spec in subject.tensor_inputs().values() if spec.shape)
+        part = min(1.0, CHUNK_ELEMENTS / max(sized, 1)) if sized else 1.0
+        one_slice = max(measured.per_element * n, 2 * inputs64 + 2 * outputs64 + outputs) * part
+        reference = max(measured.eager_per_element * n, 2 * inputs + 2 * outputs,
+                        outputs + inputs + outputs64 + int(one_slice))
+    elif measured is not None:                     # measured: it raises the estimate, never lowers it
+        reference = max(reference, int(measured.per_element * n))
+    compared_on_gpu = any(k > CHUNKED_FROM for k, _ in each)
+    calls = ((0 if chunked else inputs64) + outputs64 + outputs + 2 * inputs + masks + 3 * outputs
+             + (ORACLE_HOST_TEMPORARIES * 8 * COMPARE_CHUNK if compared_on_gpu else 0))
     host = sum((2 * item + 8 + ORACLE_HOST_TEMPORARIES * 8) * k for k, item in each if k <= CHUNKED_FROM)
     return max(reference, calls) + on_device_workspace_bytes() + HEADROOM_BYTES, host + HEADROOM_BYTES
 
 
 def plan(subject: Subject, *, free_bytes: int, host_bytes: int, sizes: tuple[int, ...] = HUGE_SIZES,
-         calibrate: Callable[[str, str, tuple[tuple[str, int], ...]], float | None] | None = None) -> HugePlan:
+         calibrate: Callable[[str, str, tuple[tuple[str, int], ...]], "ReferenceCost | None"] | None = None
+         ) -> HugePlan:
     """The (dtype, size, other dims) draws of ``subject`` that fit the given free GPU and host memory.
 
     ``sizes`` are element counts of the input a plan sizes (:func:`candidates`, the first one with a draw
     that fits); the size dim is chosen to reach each one with the other dims at each of
     :func:`other_values`.  Pure logic (no device is touched): :func:`plan_on_device` measures the memory,
-    and passes ``calibrate(dtype, size dim, other dims)``, the reference phase's measured bytes per input
-    element (None: estimate it).  Raises :class:`~harness.exc.HugeShapesUnavailable` (``reason``) when the
+    and passes ``calibrate(dtype, size dim, other dims)``, the reference phase as measured
+    (:class:`ReferenceCost`; None: estimate it).  Raises :class:`~harness.exc.HugeShapesUnavailable` (``reason``) when the
     subject has no size dim, allows no huge dtype, or nothing fits.
     """
     found = candidates(subject)
@@ -276,14 +291,14 @@ def plan(subject: Subject, *, free_bytes: int, host_bytes: int, sizes: tuple[int
         pairs, left_out, seen = [], [], set()
         for dtype in dtypes:
             for others in other_values(subject, dim):
-                per_element = calibrate(dtype, dim, others) if calibrate is not None else None
+                measured = calibrate(dtype, dim, others) if calibrate is not None else None
                 for target in sizes:
                     n = size_for(subject, spec, dim, target, others)
                     if (dtype, n, others) in seen:
                         continue                 # two targets on one size (the other dims' product rounds up)
                     seen.add((dtype, n, others))
                     need, need_host = example_bytes(subject, dtype, {**dict(others), dim: n},
-                                                    reference_per_element=per_element)
+                                                    measured=measured)
                     if need <= SAFETY * free_bytes and need_host <= SAFETY * host_bytes:
                         pairs.append((dtype, n, others))
                         continue
@@ -380,43 +395,115 @@ def plan_on_device(subject: Subject) -> HugePlan:
 CALIBRATION_ELEMENTS = 2 ** 22
 
 
-def measure_reference(subject: Subject, dtype: str, dim: str, others: tuple[tuple[str, int], ...]) -> float | None:
-    """The GPU bytes per input element of the runner's reference phase (eager in ``dtype``, then the float64
-    truth on a copy of the upcast inputs), measured at :data:`CALIBRATION_ELEMENTS` with the other dims at
-    ``others``: memory grows with the size dim alike there and past 2^31.  None where it cannot be measured
-    (no CUDA, no draw at that size, the reference raises): the estimate stands."""
+@dataclasses.dataclass(frozen=True)
+class ReferenceCost:
+    """The runner's reference phase for one (dtype, size dim, other dims) of a subject, measured on the GPU at
+    :data:`CALIBRATION_ELEMENTS` (:func:`measure_reference`): bytes per element of the inputs at its peak."""
+
+    per_element: float                 # eager, then the float64 truth run whole
+    eager_per_element: float = 0.0     # eager's run alone
+    chunked: bool = False              # the truth separates along the size dim (harness.reference_chunks)
+
+
+def measure_reference(subject: Subject, dtype: str, dim: str, others: tuple[tuple[str, int], ...]
+                      ) -> ReferenceCost | None:
+    """The GPU memory of the runner's reference phase (eager in ``dtype``, then the float64 truth on a copy of
+    the upcast inputs), measured at :data:`CALIBRATION_ELEMENTS` with the other dims at ``others``: memory grows
+    with the size dim alike there and past 2^31; and whether a huge example's truth is computed in slices
+    (:func:`truth_split`).  None where it cannot be measured (no CUDA, no draw at that size, the reference
+    raises): the estimate stands."""
     if device.MODE != "cuda":
         return None
     import torch
-    from hypothesis import HealthCheck, find, settings
 
     from .runner import eager_reference, float64_reference
-    from .strategies import cases
 
-    spec = next((sp for sp, d in candidates(subject) if d == dim), None)
-    if spec is None:
+    case = _small_case(subject, dtype, dim, others, CALIBRATION_ELEMENTS)
+    if case is None:
         return None
-    n = size_for(subject, spec, dim, CALIBRATION_ELEMENTS, others)
-    small = HugePlan(subject.name, dim, ((dtype, n, others),), (), 0, 0)
     held: dict[str, Any] = {}                      # what the reference phase keeps alive, as the runner's does
     try:
-        case = find(cases(subject, huge=small), lambda c: True,
-                    settings=settings(database=None, max_examples=5, suppress_health_check=list(HealthCheck)))
         elements = sum(t.numel for t in case.tensors.values())
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
         base = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
         held["eager"] = eager_reference(subject, case)
+        torch.cuda.synchronize()
+        eager_peak = torch.cuda.max_memory_allocated() - base
         held["upcast"], held["truth"] = float64_reference(subject, case)
         torch.cuda.synchronize()
         peak = torch.cuda.max_memory_allocated() - base
-    except Exception:  # noqa: BLE001 - no draw there, or the reference raises at that size: estimate instead
+    except Exception:  # noqa: BLE001 - the reference raises at that size: estimate instead
         return None
     finally:
         held.clear()                               # released before the cache is emptied, on either path
         torch.cuda.empty_cache()
-    return peak / max(elements, 1)
+    chunked = truth_split_of(subject, dtype, dim, others) is not None
+    return ReferenceCost(peak / max(elements, 1), eager_peak / max(elements, 1), chunked)
+
+
+def _small_case(subject: Subject, dtype: str, dim: str, others: tuple[tuple[str, int], ...], elements: int,
+                at_least: int = 1) -> Any:
+    """A case of ``subject`` drawn as huge mode draws, its sized input at about ``elements`` elements (its size
+    dim at least ``at_least``); None where there is no such draw."""
+    from hypothesis import HealthCheck, find, settings
+
+    from .strategies import cases
+
+    spec = next((sp for sp, d in candidates(subject) if d == dim), None)
+    if spec is None:
+        return None
+    n = max(size_for(subject, spec, dim, elements, others), at_least)
+    small = HugePlan(subject.name, dim, ((dtype, n, others),), (), 0, 0)
+    try:
+        return find(cases(subject, huge=small), lambda c: True,
+                    settings=settings(database=None, max_examples=5, suppress_health_check=list(HealthCheck)))
+    except Exception:  # noqa: BLE001 - no draw at that size (a where= filter, a dim's bound)
+        return None
+
+
+#: Elements of the sized input of the draw on which :func:`truth_split_of` checks a reference's separation.
+SPLIT_CHECK_ELEMENTS = 2 ** 16
+_SPLITS: dict[tuple, Any] = {}
+
+
+def truth_split_of(subject: Subject, dtype: str, dim: str, others: tuple[tuple[str, int], ...]) -> Any:
+    """The :class:`~harness.reference_chunks.Split` of ``subject``'s float64 truth along ``dim`` at ``dtype``
+    and ``others``, found on a draw of about :data:`SPLIT_CHECK_ELEMENTS` elements (once per process and key),
+    or None where it does not separate (then the truth runs whole)."""
+    from . import reference_chunks
+    from .runner import float64_truth_of, reference_inputs
+
+    key = (subject.name, id(subject.reference), dtype, dim, others)
+    if key not in _SPLITS:
+        found = None
+        if reference_chunks.separable_inputs(subject, dim):
+            case = _small_case(subject, dtype, dim, others, SPLIT_CHECK_ELEMENTS, at_least=3)
+            if case is not None:
+                try:
+                    found = reference_chunks.find_split(subject, reference_inputs(subject, case), dim,
+                                                        case.dims[dim], functools.partial(float64_truth_of, subject))
+                except Exception:  # noqa: BLE001 - the reference raises on a slice or in float64: run it whole
+                    found = None
+        _SPLITS[key] = found
+    return _SPLITS[key]
+
+
+def truth_split(subject: Subject, case: Any) -> Any:
+    """The split of ``case``'s float64 truth (:func:`truth_split_of`) where its sized input holds
+    ``reference_chunks.CHUNKED_FROM`` elements or more (a huge draw), else None."""
+    from .reference_chunks import CHUNKED_FROM
+
+    names = {id(spec): name for name, spec in subject.tensor_inputs().items()}
+    for spec, dim in candidates(subject):
+        if dim not in case.dims or any(isinstance(d, str) and d not in case.dims for d in spec.shape):
+            continue
+        if math.prod(_shape(spec, case.dims)) >= CHUNKED_FROM:
+            drawn = case.tensors.get(names[id(spec)])
+            others = tuple((d, case.dims[d]) for d in subject.dims if d != dim and _used(subject, d))
+            return truth_split_of(subject, drawn.dtype if drawn is not None else "float32", dim, others)
+    return None
 
 
 def check_lanes(workers: int | None) -> None:

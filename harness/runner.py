@@ -30,7 +30,7 @@ import torch
 
 from tritondiff.base import device
 
-from . import hunters, oracle_chunks, rounding
+from . import huge, hunters, oracle_chunks, reference_chunks, rounding
 from .api import Subject
 from .case import Case
 from .config import config
@@ -191,11 +191,22 @@ def eager_reference(subject: Subject, case: Case) -> Any:
     return _detach(subject.reference(**reference_inputs(subject, case)))
 
 
-def float64_reference(subject: Subject, case: Case) -> tuple[dict[str, Any], Any]:
+def float64_reference(subject: Subject, case: Case) -> tuple[dict[str, Any] | None, Any]:
     """The upcast inputs and the reference run on a copy of them (a reference may mutate its inputs): the
-    float64 truth."""
+    float64 truth.  A huge case whose reference separates along its size dim gets its truth a slice at a
+    time (:mod:`harness.reference_chunks`) and no upcast inputs (None: they are never whole in memory)."""
+    split = huge.truth_split(subject, case)
+    if split is not None:
+        kwargs = reference_inputs(subject, case)
+        n = case.dims[split.dim]
+        return None, reference_chunks.truth(subject, kwargs, split, n, functools.partial(float64_truth_of, subject))
     upcast = _upcast(reference_inputs(subject, case), subject)
     return upcast, _detach(subject.reference(**{k: _detach(v) for k, v in upcast.items()}))
+
+
+def float64_truth_of(subject: Subject, kwargs: dict[str, Any]) -> Any:
+    """The reference on the float64 upcast of native inputs ``kwargs`` (which it may not mutate)."""
+    return subject.reference(**_upcast(kwargs, subject))
 
 
 def _run_case(subject: Subject, case: Case, hazards: frozenset | None) -> Verdict:

@@ -21,7 +21,7 @@ import sys
 import time
 
 DEFAULT = ("kernels.layer_norm", "kernels.layer_norm_backward", "kernels.layer_norm_wide", "compiler.softmax",
-           "compiler.rms_norm")
+           "compiler.rms_norm", "compiler.layer_norm_fwd_bwd")
 
 
 def one(name: str) -> dict:
@@ -42,8 +42,7 @@ def one(name: str) -> dict:
     case = find(cases(subject, huge=single), lambda c: True, settings=settings(database=None, max_examples=1))
     dtype, size, others = first
     estimate, estimate_host = huge.example_bytes(subject, dtype, {**dict(others), plan.dim: size},
-                                                 reference_per_element=huge.measure_reference(subject, dtype,
-                                                                                              plan.dim, others))
+                                                 measured=huge.measure_reference(subject, dtype, plan.dim, others))
     runs = []
     for _ in range(2):
         torch.cuda.empty_cache()

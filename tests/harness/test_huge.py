@@ -431,7 +431,7 @@ def test_a_measured_reference_phase_raises_its_estimate_and_never_lowers_it():
     def measured(per_element):
         def calibrate(dtype, dim, others):
             calls.append((dtype, dim, others))
-            return per_element
+            return huge.ReferenceCost(per_element)
         return calibrate
 
     free = 150 * GIB
@@ -443,9 +443,9 @@ def test_a_measured_reference_phase_raises_its_estimate_and_never_lowers_it():
     assert biggest(heavy) < biggest(estimated) == biggest(light), (heavy.left_out, estimated.left_out)
     assert light.pairs == estimated.pairs and len(estimated.left_out) < len(heavy.left_out)
     dims = {"M": 2 ** 31, "N": 1}
-    assert huge.example_bytes(rows, "float32", dims, reference_per_element=60.0)[0] >= 60 * 2 ** 31
-    assert huge.example_bytes(rows, "float32", dims, reference_per_element=0.5) == huge.example_bytes(rows, "float32",
-                                                                                                       dims)
+    assert huge.example_bytes(rows, "float32", dims, measured=huge.ReferenceCost(60.0))[0] >= 60 * 2 ** 31
+    light_bytes = huge.example_bytes(rows, "float32", dims, measured=huge.ReferenceCost(0.5))
+    assert light_bytes == huge.example_bytes(rows, "float32", dims)
 
 
 @pytest.mark.gpu
@@ -453,5 +453,6 @@ def test_a_measured_reference_phase_raises_its_estimate_and_never_lowers_it():
 def test_the_measured_reference_phase_holds_the_float64_inputs_and_their_copy():
     from . import planted
 
-    per_element = huge.measure_reference(planted.rms_norm_int64_offsets, "float32", "T", (("H", 256),))
-    assert per_element is not None and per_element >= 2 * 8      # float64 upcast and its copy at least
+    cost = huge.measure_reference(planted.rms_norm_int64_offsets, "float32", "T", (("H", 256),))
+    assert cost is not None and cost.per_element >= 2 * 8      # float64 upcast and its copy at least
+    assert 0 < cost.eager_per_element < cost.per_element and cost.chunked   # row-wise: its truth runs in slices
