@@ -18,6 +18,10 @@ strong as what it needed: where a subject passes mostly on ``tail``, its outputs
 accuracy, and a mild precision bug there would pass too.  The runner counts each allowance in the example's
 counters (``harness.passed_on_spread``, ``harness.passed_on_tail``), which reach the parent process with the
 verdict.
+
+The seventh, ``skipped``, counts the examples not judged, by why (:func:`skip_reason`): the reference raised
+(outside the subject's domain), eager faulted on the device, the call ran out of GPU memory or past grid axis
+0 at a huge example.  A campaign whose examples are mostly skipped tested little, whatever it found.
 """
 from __future__ import annotations
 
@@ -29,9 +33,9 @@ from .case import Case, shape_bucket
 if TYPE_CHECKING:
     from .runner import Verdict
 
-#: Axes counting the tensors drawn; ``allowance`` counts passing examples.
+#: Axes counting the tensors drawn; ``allowance`` counts passing examples, ``skipped`` skipped ones.
 TENSOR_AXES = ("shape", "values", "nonfinite", "dtype", "layout")
-COVERAGE_AXES = TENSOR_AXES + ("allowance",)
+COVERAGE_AXES = TENSOR_AXES + ("allowance", "skipped")
 #: Keys of the ``allowance`` axis, loosest last.
 ALLOWANCES = ("none", "spread", "tail", "spread+tail")
 #: Counter names (as in a verdict's counters) the runner increments per comparison passed on an allowance.
@@ -48,6 +52,15 @@ def allowance(verdict: "Verdict | None") -> str | None:
     return "spread+tail" if spread and tail else "spread" if spread else "tail" if tail else "none"
 
 
+def skip_reason(verdict: "Verdict | None") -> str | None:
+    """The ``skipped`` key of a skipped verdict: the reason its source recorded (``details["skip"]``), else the
+    message up to its first colon; None for any other verdict."""
+    if verdict is None or verdict.status != "skip":
+        return None
+    why = (verdict.details or {}).get("skip") or (verdict.message or "no reason given").split(":", 1)[0]
+    return str(why)[:80]
+
+
 class CoverageTally:
     """Counts of what the examples exercised, per axis of :data:`COVERAGE_AXES`."""
 
@@ -59,8 +72,10 @@ class CoverageTally:
 
     def observe(self, case: Case, verdict: "Verdict | None" = None) -> None:
         self.examples += 1
-        if verdict is not None and verdict.status == "skip":
+        why = skip_reason(verdict)
+        if why is not None:
             self.skipped += 1
+            self.axes["skipped"][why] += 1
         for name, value in case.dims.items():
             self.largest[name] = max(value, self.largest.get(name, value))
         for t in case.tensors.values():
@@ -112,5 +127,5 @@ def summary(subject, tally: CoverageTally) -> tuple[str, list[str]]:
     return covered, untested
 
 
-__all__ = ["TENSOR_AXES", "COVERAGE_AXES", "ALLOWANCES", "SPREAD_COUNTER", "TAIL_COUNTER", "allowance", "CoverageTally",
-           "summary"]
+__all__ = ["TENSOR_AXES", "COVERAGE_AXES", "ALLOWANCES", "SPREAD_COUNTER", "TAIL_COUNTER", "allowance", "skip_reason",
+           "CoverageTally", "summary"]

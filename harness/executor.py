@@ -104,7 +104,7 @@ class Isolated:
             # eager PyTorch faulted, not the candidate: a fresh worker (and CUDA context) for the next example
             self.worker.close()
             return Verdict("skip", message=_first_line(res.error[res.error.index(_REFERENCE_FAULT):]),
-                           seconds=res.seconds)
+                           details={"skip": "reference faulted on the device"}, seconds=res.seconds)
         if res.status == "crash":
             return Verdict("fail", "crash", f"the worker process died running the subject: "
                            f"{_first_line(res.error)}", "crash", "first call", traceback=res.error,

@@ -40,6 +40,9 @@ ALLOWANCE_NOTE = ("none: within eager's error level everywhere; spread: passed o
                   "was measured; tail: a few elements excused as the tail of an error no worse than eager's "
                   "(harness.coverage). A subject passing mostly on an allowance sits at the edge of eager's "
                   "accuracy.")
+SKIP_NOTE = ("Examples not judged: the reference raised (outside the subject's domain), eager faulted on the "
+             "device, or a huge example's call ran out of GPU memory or past grid axis 0 (harness.coverage). "
+             "Each is an input the campaign did not test.")
 STATE_WORDS = {"first_seen": "the first failing example (not shrunk yet)",
                "partial": "shrunk until the time budget ran out", "minimal": "shrunk"}
 
@@ -79,6 +82,7 @@ def build(store_path: str) -> dict:
                 "layout": dict(sorted(cov.get("layout", {}).items())),
             },
             "allowance": _ordered(cov.get("allowance", {}), ALLOWANCES),
+            "skip_reasons": dict(sorted(cov.get("skipped", {}).items(), key=lambda kv: (-kv[1], kv[0]))),
         })
     examples = sum(s["examples"] for s in subjects)
     worker_s = sum(s["seconds"] for s in subjects)         # lanes run in parallel: this exceeds the wall time
@@ -289,6 +293,12 @@ def render_markdown(data: dict) -> str:
         lines += [f"| {_md(s['subject'])} | " + " | ".join(str(s["allowance"][k]) for k in ALLOWANCES) + " |"
                   for s in data["subjects"]]
         lines.append("")
+    skipped = [(s["subject"], why, k) for s in data["subjects"] for why, k in s.get("skip_reasons", {}).items()]
+    if skipped:
+        lines += ["### Skipped examples, by reason", "", SKIP_NOTE, "", "| subject | reason | examples |",
+                  "|---|---|---|"]
+        lines += [f"| {_md(subj)} | {_md(why)} | {k} |" for subj, why, k in skipped]
+        lines.append("")
     if data["findings"]:
         lines += ["## Findings", ""]
     for f in data["findings"]:
@@ -379,6 +389,10 @@ def render_html(data: dict) -> str:
         out.append(f"<h3>Passing examples by the oracle allowance they needed</h3><p>{e(ALLOWANCE_NOTE)}</p>"
                    + _table(["subject"] + list(ALLOWANCES), [[s["subject"]] + [s["allowance"][k] for k in ALLOWANCES]
                                                             for s in data["subjects"]]))
+    skipped = [[s["subject"], why, k] for s in data["subjects"] for why, k in s.get("skip_reasons", {}).items()]
+    if skipped:
+        out.append(f"<h3>Skipped examples, by reason</h3><p>{e(SKIP_NOTE)}</p>"
+                   + _table(["subject", "reason", "examples"], skipped))
     if data["findings"]:
         out.append("<h2>Findings</h2>")
     for f in data["findings"]:

@@ -221,7 +221,7 @@ def _run_case(subject: Subject, case: Case, hazards: frozenset | None) -> Verdic
         _raise_if_device_fault(subject, e)
         counters["skipped"] += 1
         return Verdict("skip", message=f"reference raised {type(e).__name__}: {e}",
-                       seconds=time.perf_counter() - start)
+                       details={"skip": f"reference raised {type(e).__name__}"}, seconds=time.perf_counter() - start)
     try:
         upcast, truth = float64_reference(subject, case)
         if device.MODE == "cuda":
@@ -412,11 +412,15 @@ def _broken(res: CallResult, label: str, armed: list) -> Verdict | None:
     if early:
         return early
     if res.beyond:
+        why = "out of GPU memory" if res.beyond.startswith(OUT_OF_MEMORY) else "grid axis 0 past 2^31 - 1 programs"
         return Verdict("skip", message=f"{label} does not run at this shape: {res.beyond}",
-                       launches=res.launches)
+                       details={"skip": why}, launches=res.launches)
     if res.error:
         return fail("exception", last_line(res.error), label, res, _exc_type(res.error))
     return None
+
+
+OUT_OF_MEMORY = "out of GPU memory"
 
 
 def _beyond(error: BaseException, case: Case) -> str | None:
@@ -443,7 +447,7 @@ def _beyond(error: BaseException, case: Case) -> str | None:
         if isinstance(error, GridLimitExceeded) and error.axis == 0 and error.grid[0] <= largest:
             return str(error)
         if isinstance(error, torch.OutOfMemoryError):
-            return f"out of GPU memory beside the harness's copies of a huge example: {last_line(str(error))}"
+            return f"{OUT_OF_MEMORY} beside the harness's copies of a huge example: {last_line(str(error))}"
         error = error.__cause__ or (None if error.__suppress_context__ else error.__context__)
     return None
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from tritondiff.harness.case import Case, TensorCase
-from tritondiff.harness.coverage import ALLOWANCES, SPREAD_COUNTER, TAIL_COUNTER, CoverageTally, allowance
+from tritondiff.harness.coverage import (ALLOWANCES, SPREAD_COUNTER, TAIL_COUNTER, CoverageTally, allowance,
+                                         skip_reason)
 from tritondiff.harness.explore import SubjectResult
 from tritondiff.harness.runner import Verdict
 
@@ -46,6 +47,22 @@ def test_only_passes_are_tallied_by_allowance(status):
     tally.observe(_case(), verdict)
     examples, skipped, cov = tally.take()
     assert "allowance" not in cov and examples == 1 and skipped == (status == "skip")
+
+
+def test_skipped_examples_are_tallied_by_why():
+    """A huge campaign whose examples are mostly skipped says why, per reason the runner recorded (else the
+    message's head), so a skip cannot pass for coverage."""
+    tally = CoverageTally()
+    memory = Verdict("skip", message="first call does not run at this shape: out of GPU memory beside ...",
+                     details={"skip": "out of GPU memory"})
+    tally.observe(_case(), memory)
+    tally.observe(_case(), memory)
+    tally.observe(_case(), Verdict("skip", message="reference raised ValueError: bad shape"))
+    tally.observe(_case(), Verdict("pass"))
+    examples, skipped, cov = tally.take()
+    assert (examples, skipped) == (4, 3)
+    assert cov["skipped"] == {"out of GPU memory": 2, "reference raised ValueError": 1}
+    assert skip_reason(Verdict("pass")) is None and skip_reason(None) is None
 
 
 def test_a_check_line_says_when_passes_needed_an_allowance():

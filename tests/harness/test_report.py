@@ -51,7 +51,8 @@ def store_path(tmp_path):
         s.add_stats("row_sum", examples=90, skipped=10, seconds=30.0,
                     coverage={"shape": {"<2^16": 60, "1": 30}, "values": {"large_offset": 20, "normal": 70},
                               "nonfinite": {"none": 80, "nan": 10}, "dtype": {"float16": 90},
-                              "layout": {"strided": 90}, "allowance": {"none": 70, "tail": 8, "spread": 2}})
+                              "layout": {"strided": 90}, "allowance": {"none": 70, "tail": 8, "spread": 2},
+                              "skipped": {"reference raised ValueError": 7, "out of GPU memory": 3}})
         s.add_stats("wild", examples=3, seconds=6.0, coverage={"shape": {"empty": 3}})
     return path
 
@@ -126,6 +127,9 @@ def test_markdown_html_json_files(store_path, tmp_path):
     assert r"| `row_sum\|mismatch\|out1:scattered` | `row_sum\|mismatch\|out1:tail` |" in md
     assert "### Passing examples by the oracle allowance they needed" in md
     assert "| subject | none | spread | tail | spread+tail |" in md and "| row_sum | 70 | 2 | 8 | 0 |" in md
+    reasons = md.split("### Skipped examples, by reason", 1)[1]
+    assert reasons.index("| row_sum | reference raised ValueError | 7 |") < reasons.index(
+        "| row_sum | out of GPU memory | 3 |") and "| wild |" not in reasons.split("##", 1)[0]
     page = open(paths["html"]).read()
     assert page.startswith("<!doctype html>") and page.count("<svg") == 1
     for external in ("<script", "<link", "src=", "http://", "https://", "@import", "url("):
