@@ -15,7 +15,13 @@ over every class.  That is one search; the exploration then searches again,
 passing by what it found (by tier and class, :func:`finding_key`), until the
 budget or ``max_findings`` runs out -- after an ``edge`` finding in the
 normal-range values first (:mod:`harness.tiers`), so that it cannot hide a
-``wrong`` one.
+``wrong`` one.  The first edge sighting of the whole-space search is not shrunk
+there: shrinking costs dozens of examples (minutes on a GPU, where each new
+shape compiles), which would leave the normal-range search no budget.  The
+search stops at the sighting; the normal range is searched (where a wrong
+failure its control run revealed is found again and shrunk); then the whole
+space again, where the edge failure is found and shrunk as any other -- or,
+when the budget runs out first, the sighting is reported as it was seen.
 """
 from __future__ import annotations
 
@@ -201,6 +207,7 @@ class _State:
         self.judged = False                      # has an example run to a verdict (not cut short)?
         self.last_skip: str = ""                 # why the reference refused the last example it refused
         self.ignored: set[tuple[str, str]] = set()   # finding keys already found: later searches pass them by
+        self.deferred = False                    # the last search stopped at an edge sighting, unshrunk
 
 
 def new_seed() -> int:
@@ -260,11 +267,13 @@ def explore(subject: Subject, *, budget_s: float | None = None, max_examples: in
     findings: list[SubjectResult] = []
     normal = False                            # the first search draws the whole declared space
     normal_done = False                       # the normal-range values are searched once at most
+    deferred = None                           # an edge sighting left unshrunk while the normal range is searched
     try:
-        for search in range(2 * max_findings + 1):
+        for search in range(2 * max_findings + 2):
             normal_done = normal_done or normal
             state.failures = Failures(state.failures._verdicts)      # a failing case runs once per exploration
-            probe = _probe(state, executor, subject_ref, hazards, deadline, budget_s, on_example)
+            defer = not normal and not normal_done and not any(f.tier == "wrong" for f in findings)
+            probe = _probe(state, executor, subject_ref, hazards, deadline, budget_s, on_example, defer_edge=defer)
             test = _hypothesis_test(subject, probe, max_examples=max_examples, seed=seed + search, out_dir=out_dir,
                                     database=database, huge=huge.led_by(seed + search) if huge else None,
                                     normal=normal, reuse=search == 0)
@@ -281,8 +290,16 @@ def explore(subject: Subject, *, budget_s: float | None = None, max_examples: in
                 normal = False                # the normal range passed: the rest of the space, found ones aside
                 continue
             sighted = finding_key(failure[0], failure[1])
-            failure = _wrong_without_the_edge(failure, executor, subject_ref, hazards, deadline, budget_s)
+            failure = _wrong_without_the_edge(failure, executor, subject_ref, hazards, deadline, budget_s,
+                                              state.coverage)
             key = finding_key(failure[0], failure[1])
+            if state.deferred and time.monotonic() < deadline:
+                # an unshrunk edge sighting: the normal range first, then the whole space again, where each
+                # failure is sighted once more and shrunk -- the wrong one of a failing control run too --;
+                # reported as seen if the budget runs out before
+                state.deferred, deferred, normal = False, failure, True
+                continue
+            state.deferred = False
             # an edge sighting whose control run fails is that wrong finding: both keys are done, and a wrong
             # finding already made is not made twice (the next search sighted the edge case again and reported
             # the same wrong finding into the same dump folder)
@@ -297,6 +314,12 @@ def explore(subject: Subject, *, budget_s: float | None = None, max_examples: in
                 break
             # an edge finding must not hide a wrong one: look in the normal range first
             normal = not normal_done and found.tier == "edge" and not any(f.tier == "wrong" for f in findings)
+        if deferred is not None and finding_key(*deferred) not in {finding_key(f.case, f.verdict) for f in findings} \
+                and len(findings) < max_findings:
+            found = _finding(subject, subject_ref, deferred, seed, out_dir, hazards, strict)
+            findings.append(found)
+            if on_finding is not None:
+                on_finding(found)
     finally:
         if own_executor:
             executor.close()
@@ -323,14 +346,18 @@ def finding_key(case: Case, verdict: Verdict) -> tuple[str, str]:
 
 
 def _wrong_without_the_edge(failure: tuple[Case, Verdict], executor: Executor, subject_ref: dict,
-                            hazards: frozenset, deadline: float, budget_s: float) -> tuple[Case, Verdict]:
+                            hazards: frozenset, deadline: float, budget_s: float,
+                            tally: CoverageTally | None = None) -> tuple[Case, Verdict]:
     """An edge finding's control run: its case with the edge inputs made ordinary
-    (:func:`~harness.tiers.normalized`).  When that fails too, the finding is that ``wrong`` one."""
+    (:func:`~harness.tiers.normalized`; an example like any other, counted in ``tally``).  When that fails
+    too, the finding is that ``wrong`` one."""
     case, verdict = failure
     control = normalized(case) if tier_of(case, verdict.failure_class) == "edge" else None
     if control is None:
         return failure
     again = executor.run(subject_ref, control, hazards, timeout_s=max(0.0, deadline - time.monotonic()) + 0.2 * budget_s)
+    if tally is not None and again.status != "budget":
+        tally.observe(control, again)
     return (control, again) if again.status == "fail" else failure
 
 
@@ -383,8 +410,11 @@ def check(subject: Subject | str, **options) -> SubjectResult:
 
 
 def _probe(state: _State, executor: Executor, subject_ref: dict, hazards: frozenset, deadline: float,
-           budget_s: float, on_example: Callable[[Case, Verdict], None] | None) -> Callable[[Case], None]:
-    """The body of the Hypothesis test: run one example, record it, raise :class:`Finding` when it fails."""
+           budget_s: float, on_example: Callable[[Case, Verdict], None] | None, *,
+           defer_edge: bool = False) -> Callable[[Case], None]:
+    """The body of the Hypothesis test: run one example, record it, raise :class:`Finding` when it fails.
+    ``defer_edge``: an edge-tier failure stops the search unshrunk (``state.deferred``; see the module
+    docstring) instead."""
 
     def probe(case: Case) -> None:
         remaining = deadline - time.monotonic()
@@ -414,6 +444,9 @@ def _probe(state: _State, executor: Executor, subject_ref: dict, hazards: frozen
                 if verdict.failure_class in ("hang", "crash"):
                     state.failures.stopped_by = (case, verdict)
                     raise _BudgetSpent()             # each shrink attempt would cost a timeout / a new worker
+                if defer_edge and tier_of(case, verdict.failure_class) == "edge":
+                    state.failures.stopped_by, state.deferred = (case, verdict), True
+                    raise _BudgetSpent()             # shrunk later, after the normal range is searched
         if verdict.status == "fail" and finding_key(case, verdict) not in state.ignored:
             # one raise site for a first run and a replay: Hypothesis tells failures apart by where they rise
             raise _finding_type(verdict.failure_class)(case, verdict)

@@ -11,6 +11,7 @@ from tritondiff.harness.case import Case, TensorCase
 from tritondiff.harness.explore import Failures, explore
 from tritondiff.harness.runner import Verdict
 from tritondiff.harness.strategies import example_cost
+from tritondiff.harness.tiers import tier_of
 
 NORM_VALUES = ("normal", "uniform_pos", "large_offset", "zeros", "integer")
 
@@ -248,6 +249,84 @@ def test_the_search_goes_on_after_a_finding_and_an_edge_one_does_not_hide_a_wron
     assert res.case.dims["N"] % 7 == 3 and not res.case.tensors["x"].nonfinite
     assert len({f.dump for f in res.findings}) == len(res.findings)            # each dumped on its own
     assert "warn  explore_test.two_bugs  edge nonfinite" in res.line()
+
+
+class Recording:
+    """Runs examples in process and records, in order, each example's verdict and each search's space."""
+
+    def __init__(self, inner):
+        self.inner, self.events = inner, []
+
+    def prepare(self, subject_ref: dict) -> None:
+        self.inner.prepare(subject_ref)
+
+    def close(self) -> None:
+        pass
+
+    def run(self, subject_ref: dict, case: Case, hazards: frozenset, timeout_s: float | None = None) -> Verdict:
+        verdict = self.inner.run(subject_ref, case, hazards, timeout_s=timeout_s)
+        self.events.append(("example", tier_of(case, verdict.failure_class) if verdict.status == "fail" else None))
+        return verdict
+
+
+def test_an_edge_sighting_is_not_shrunk_before_the_normal_range_is_searched(tmp_path, in_process, monkeypatch):
+    """Shrinking an edge sighting costs dozens of examples -- on a GPU the whole budget of a subject whose
+    examples compile, leaving the normal range unsearched (three corpus bugs were missed so).  The first
+    search stops at the sighting; after its control run the next example is the normal range's; the edge
+    finding is still reported, shrunk by the later whole-space search."""
+    import sys
+
+    explore_module = sys.modules["tritondiff.harness.explore"]
+    recording = Recording(in_process)
+    real = explore_module._hypothesis_test
+
+    def marking(*args, normal=False, **kwargs):
+        recording.events.append(("search", "normal" if normal else "whole"))
+        return real(*args, normal=normal, **kwargs)
+
+    monkeypatch.setattr(explore_module, "_hypothesis_test", marking)
+    res = explore(_two_bugs_subject(), budget_s=120, max_examples=200, seed=11, out_dir=str(tmp_path),
+                  executor=recording, max_findings=4)
+    events = recording.events
+    first_edge = events.index(("example", "edge"))
+    assert events[first_edge + 1][0] == "example"                          # the control run, ordinary values
+    assert events[first_edge + 2] == ("search", "normal"), events[first_edge:first_edge + 5]
+    keys = {(f.tier, f.failure_class) for f in res.findings}
+    assert ("wrong", "mismatch") in keys and ("edge", "nonfinite") in keys, keys
+    edge = next(f for f in res.findings if f.tier == "edge")
+    assert edge.case.dims["N"] <= 2, edge.case.describe()               # shrunk, by the later search
+
+
+def test_a_deferred_edge_sighting_is_reported_when_the_budget_ends_first(tmp_path, in_process, monkeypatch):
+    """The budget spent in the normal range: the edge sighting is reported as seen, not lost."""
+    import sys
+    import time
+    import types
+
+    explore_module = sys.modules["tritondiff.harness.explore"]
+    real = explore_module._hypothesis_test
+    shift = [0.0]
+    monkeypatch.setattr(explore_module, "time", types.SimpleNamespace(monotonic=lambda: time.monotonic() + shift[0]))
+
+    def no_time_after_the_sighting(*args, normal=False, **kwargs):
+        test = real(*args, normal=normal, **kwargs)
+        if not normal:
+            return test
+
+        def spent():                          # the normal range's search takes the rest of the budget
+            shift[0] = 1e6
+        return spent
+
+    monkeypatch.setattr(explore_module, "_hypothesis_test", no_time_after_the_sighting)
+
+    def nan_dropped(x):
+        return torch.nan_to_num(x, nan=0.0).sum()
+
+    subj = subject(reference=lambda x: x.sum(), inputs={"x": tensor(("N",), dtypes=("float32",))},
+                   dims={"N": (1, 64)}, name="explore_test.nan_dropped")(nan_dropped)
+    res = explore(subj, budget_s=120, max_examples=200, seed=11, out_dir=str(tmp_path), executor=in_process)
+    assert [(f.tier, f.failure_class) for f in res.findings] == [("edge", "nonfinite")]
+    assert res.findings[0].dump and res.findings[0].case.tensors["x"].nonfinite
 
 
 def test_max_findings_stops_the_search(tmp_path, in_process):
