@@ -26,3 +26,18 @@ def test_the_table_compares_cold_with_inductors_and_warm_with_its_own_cold():
     line = compile_time.table([_row(compile_s=2.0)], ["inductor", "tritondiff"]).splitlines()[-1]
     cells = [c.strip() for c in line.split("|")]
     assert cells[-3:-1] == ["0.80", "0.25"]
+
+
+def test_the_threaded_backend_alone_is_still_compared_with_inductor():
+    row = _row(compile_s=2.0)
+    row["tritondiff-threads"] = row.pop("tritondiff")
+    line = compile_time.table([row], ["inductor", "tritondiff-threads"]).splitlines()[-1]
+    assert [c.strip() for c in line.split("|")][-3:-1] == ["0.80", "0.25"]
+
+
+def test_a_process_whose_graphs_left_the_lean_runtime_says_its_trace_was_not_timed():
+    row = _row(lean_graphs=0, trace_s=0.0)
+    warm = [ln for ln in compile_time.breakdown([row], ["tritondiff"]).splitlines() if "| warm |" in ln][0]
+    assert "- (AOTAutograd)" in warm
+    cold = [ln for ln in compile_time.breakdown([row], ["tritondiff"]).splitlines() if "| cold |" in ln][0]
+    assert "| 0.50 |" in cold
