@@ -43,6 +43,9 @@ class Case:
     #: The scalars with their edge values made ordinary, where a scalar describes tensors at the edge of
     #: their dtype (``subject(edge=...)``: a described call scaled past the dtype's range); None otherwise.
     ordinary_scalars: dict[str, Any] | None = None
+    #: The dim huge mode sized so that an input passes 2^31 elements (``harness.huge``); None otherwise.  A huge
+    #: case's float64 truth may be computed a slice of it at a time (``harness.reference_chunks``).
+    sized: str | None = None
 
     def to_json(self) -> dict:
         out = {"dims": dict(self.dims),
@@ -50,6 +53,8 @@ class Case:
                "scalars": {k: _jsonable(v) for k, v in self.scalars.items()}}
         if self.ordinary_scalars is not None:
             out["ordinary_scalars"] = {k: _jsonable(v) for k, v in self.ordinary_scalars.items()}
+        if self.sized is not None:
+            out["sized"] = self.sized
         return out
 
     @classmethod
@@ -57,7 +62,7 @@ class Case:
         tensors = {k: TensorCase(**{**v, "shape": tuple(v["shape"])}) for k, v in data["tensors"].items()}
         ordinary = data.get("ordinary_scalars")
         return cls(dict(data["dims"]), tensors, dict(data.get("scalars", {})),
-                   dict(ordinary) if ordinary is not None else None)
+                   dict(ordinary) if ordinary is not None else None, data.get("sized"))
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), sort_keys=True)

@@ -14,8 +14,8 @@ comparison on the host took about 300 GiB per 2^31 elements), so subjects whose
 outputs are as large as their inputs -- norms, softmax, activations -- run too, as
 far as GPU memory allows.  The size dim is a leading dim in the bundled 2-D
 subjects, so a single row past 2^31 elements is not drawn.  The float64 truth of a reference that separates
-along the size dim (row-wise outputs, sums over the rows: measured, :func:`truth_split_of`) is computed a
-slice at a time (:mod:`harness.reference_chunks`), so a backward's float64 autograd state is one slice's, not
+along the size dim (row-wise outputs, sums over the rows: measured, ``reference_chunks.split_for``) is computed
+a slice at a time (:mod:`harness.reference_chunks`), so a backward's float64 autograd state is one slice's, not
 the tensor's.
 
 Only on CUDA: an input of 2^31 float32 elements is 8 GiB, with its float64
@@ -410,7 +410,7 @@ def measure_reference(subject: Subject, dtype: str, dim: str, others: tuple[tupl
     """The GPU memory of the runner's reference phase (eager in ``dtype``, then the float64 truth on a copy of
     the upcast inputs), measured at :data:`CALIBRATION_ELEMENTS` with the other dims at ``others``: memory grows
     with the size dim alike there and past 2^31; and whether a huge example's truth is computed in slices
-    (:func:`truth_split`).  None where it cannot be measured (no CUDA, no draw at that size, the reference
+    (``reference_chunks.split_for``, checked on this draw).  None where it cannot be measured (no CUDA, no draw at that size, the reference
     raises): the estimate stands."""
     if device.MODE != "cuda":
         return None
@@ -439,14 +439,20 @@ def measure_reference(subject: Subject, dtype: str, dim: str, others: tuple[tupl
     finally:
         held.clear()                               # released before the cache is emptied, on either path
         torch.cuda.empty_cache()
-    chunked = truth_split_of(subject, dtype, dim, others) is not None
-    return ReferenceCost(peak / max(elements, 1), eager_peak / max(elements, 1), chunked)
+    from . import reference_chunks
+    from .runner import float64_truth_of, reference_inputs
+
+    try:
+        split = reference_chunks.split_for(subject, case, reference_inputs(subject, case),
+                                           functools.partial(float64_truth_of, subject), at_any_size=True)
+    except Exception:  # noqa: BLE001 - inputs that do not build again: the truth runs whole
+        split = None
+    return ReferenceCost(peak / max(elements, 1), eager_peak / max(elements, 1), split is not None)
 
 
-def _small_case(subject: Subject, dtype: str, dim: str, others: tuple[tuple[str, int], ...], elements: int,
-                at_least: int = 1) -> Any:
-    """A case of ``subject`` drawn as huge mode draws, its sized input at about ``elements`` elements (its size
-    dim at least ``at_least``); None where there is no such draw."""
+def _small_case(subject: Subject, dtype: str, dim: str, others: tuple[tuple[str, int], ...], elements: int) -> Any:
+    """A case of ``subject`` drawn as huge mode draws, its sized input at about ``elements`` elements; None where
+    there is no such draw."""
     from hypothesis import HealthCheck, find, settings
 
     from .strategies import cases
@@ -454,56 +460,13 @@ def _small_case(subject: Subject, dtype: str, dim: str, others: tuple[tuple[str,
     spec = next((sp for sp, d in candidates(subject) if d == dim), None)
     if spec is None:
         return None
-    n = max(size_for(subject, spec, dim, elements, others), at_least)
+    n = size_for(subject, spec, dim, elements, others)
     small = HugePlan(subject.name, dim, ((dtype, n, others),), (), 0, 0)
     try:
         return find(cases(subject, huge=small), lambda c: True,
                     settings=settings(database=None, max_examples=5, suppress_health_check=list(HealthCheck)))
     except Exception:  # noqa: BLE001 - no draw at that size (a where= filter, a dim's bound)
         return None
-
-
-#: Elements of the sized input of the draw on which :func:`truth_split_of` checks a reference's separation.
-SPLIT_CHECK_ELEMENTS = 2 ** 16
-_SPLITS: dict[tuple, Any] = {}
-
-
-def truth_split_of(subject: Subject, dtype: str, dim: str, others: tuple[tuple[str, int], ...]) -> Any:
-    """The :class:`~harness.reference_chunks.Split` of ``subject``'s float64 truth along ``dim`` at ``dtype``
-    and ``others``, found on a draw of about :data:`SPLIT_CHECK_ELEMENTS` elements (once per process and key),
-    or None where it does not separate (then the truth runs whole)."""
-    from . import reference_chunks
-    from .runner import float64_truth_of, reference_inputs
-
-    key = (subject.name, id(subject.reference), dtype, dim, others)
-    if key not in _SPLITS:
-        found = None
-        if reference_chunks.separable_inputs(subject, dim):
-            case = _small_case(subject, dtype, dim, others, SPLIT_CHECK_ELEMENTS, at_least=3)
-            if case is not None:
-                try:
-                    found = reference_chunks.find_split(subject, reference_inputs(subject, case), dim,
-                                                        case.dims[dim], functools.partial(float64_truth_of, subject))
-                except Exception:  # noqa: BLE001 - the reference raises on a slice or in float64: run it whole
-                    found = None
-        _SPLITS[key] = found
-    return _SPLITS[key]
-
-
-def truth_split(subject: Subject, case: Any) -> Any:
-    """The split of ``case``'s float64 truth (:func:`truth_split_of`) where its sized input holds
-    ``reference_chunks.CHUNKED_FROM`` elements or more (a huge draw), else None."""
-    from .reference_chunks import CHUNKED_FROM
-
-    names = {id(spec): name for name, spec in subject.tensor_inputs().items()}
-    for spec, dim in candidates(subject):
-        if dim not in case.dims or any(isinstance(d, str) and d not in case.dims for d in spec.shape):
-            continue
-        if math.prod(_shape(spec, case.dims)) >= CHUNKED_FROM:
-            drawn = case.tensors.get(names[id(spec)])
-            others = tuple((d, case.dims[d]) for d in subject.dims if d != dim and _used(subject, d))
-            return truth_split_of(subject, drawn.dtype if drawn is not None else "float32", dim, others)
-    return None
 
 
 def check_lanes(workers: int | None) -> None:

@@ -10,8 +10,10 @@ elements, writing each output's slice into its place or adding it into a float64
 the truth's outputs plus one slice's reference, not the whole float64 computation.
 
 Whether a reference separates is measured, not declared (users' subjects declare nothing of the kind):
-:func:`find_split` runs it on a small draw whole and in three uneven slices and keeps, output by output, the
-rule that reproduces the whole run in float64 (to :data:`RTOL` of its scale).  A reference that separates no
+:func:`find_split` runs it on a short leading slice of the case's own inputs (about :data:`CHECK_ELEMENTS`),
+whole and in three uneven slices, and keeps, output by output, the rule that reproduces the whole run in
+float64 (to :data:`RTOL` of its scale); :func:`split_for` does so once per subject, sized dim, dtypes and
+other dims.  The dim is the one huge mode sized (``Case.sized``).  A reference that separates no
 way -- a softmax or a mean over the sized dim, a max over it, an output whose shape does not follow the
 slices -- is run whole, as before; so is one that mutates its inputs or whose inputs describe tensors
 (``subject(upcast=...)``).  A sum of slices differs from the whole sum in float64's last bits only: the truth
@@ -26,12 +28,15 @@ import torch
 from torch.utils import _pytree as pytree
 
 from .api import DimValue, Subject, TensorSpec
+from .case import Case
 
 #: Sized-input elements from which a case's truth is computed in slices (huge draws only: a normal draw is
 #: bounded by ``config.max_example_bytes``, far below).
 CHUNKED_FROM = 1 << 30
 #: About this many elements of the sized input a slice (whole indices of the size dim).
 CHUNK_ELEMENTS = 1 << 26
+#: About this many elements of the sized input in the slice :func:`split_for` checks the rules on.
+CHECK_ELEMENTS = 1 << 16
 #: Relative agreement (of an output's largest finite magnitude, or of the slices' summed magnitudes) a rule
 #: must reach on the check to be kept: float64 reorderings move the last few bits, a wrong rule moves whole
 #: digits.
@@ -48,6 +53,35 @@ class Split:
 
     dim: str
     rules: tuple[tuple[str, int], ...]
+
+
+_SPLITS: dict[tuple, "Split | None"] = {}
+
+
+def split_for(subject: Subject, case: Case, kwargs: dict[str, Any], truth_of: Callable[[dict[str, Any]], Any], *,
+              at_any_size: bool = False) -> "Split | None":
+    """The :class:`Split` of ``case``'s float64 truth along its sized dim, where the case is huge (an input with
+    the dim of :data:`CHUNKED_FROM` elements or more; any size with ``at_any_size``) and the reference
+    separates; else None.  ``kwargs``: the case's native reference inputs (only a short leading slice of them
+    is run here), ``truth_of``: the float64 reference of native inputs.  Checked once per subject, sized dim,
+    dtypes and other dims."""
+    dim = case.sized
+    if dim is None or dim not in case.dims:
+        return None
+    sized = [v for name, v in kwargs.items() if isinstance(v, torch.Tensor)
+             and isinstance(subject.inputs.get(name), TensorSpec) and dim in subject.inputs[name].shape]
+    if not sized or (not at_any_size and max(t.numel() for t in sized) < CHUNKED_FROM):
+        return None
+    key = (subject.name, id(subject.reference), dim, tuple(sorted((k, t.dtype) for k, t in case.tensors.items())),
+           tuple(sorted((d, v) for d, v in case.dims.items() if d != dim)))
+    if key not in _SPLITS:
+        n = case.dims[dim]
+        short = min(n, max(3, CHECK_ELEMENTS // max(1, max(t.numel() for t in sized) // max(n, 1))))
+        try:
+            _SPLITS[key] = find_split(subject, slice_inputs(subject, kwargs, dim, 0, short), dim, short, truth_of)
+        except Exception:  # noqa: BLE001 - the reference raises on a slice (or in float64): run it whole
+            _SPLITS[key] = None
+    return _SPLITS[key]
 
 
 def separable_inputs(subject: Subject, dim: str) -> bool:

@@ -30,7 +30,7 @@ import torch
 
 from tritondiff.base import device
 
-from . import huge, hunters, oracle_chunks, reference_chunks, rounding
+from . import hunters, oracle_chunks, reference_chunks, rounding
 from .api import Subject
 from .case import Case
 from .config import config
@@ -195,12 +195,12 @@ def float64_reference(subject: Subject, case: Case) -> tuple[dict[str, Any] | No
     """The upcast inputs and the reference run on a copy of them (a reference may mutate its inputs): the
     float64 truth.  A huge case whose reference separates along its size dim gets its truth a slice at a
     time (:mod:`harness.reference_chunks`) and no upcast inputs (None: they are never whole in memory)."""
-    split = huge.truth_split(subject, case)
+    kwargs = reference_inputs(subject, case)
+    truth_of = functools.partial(float64_truth_of, subject)
+    split = reference_chunks.split_for(subject, case, kwargs, truth_of)
     if split is not None:
-        kwargs = reference_inputs(subject, case)
-        n = case.dims[split.dim]
-        return None, reference_chunks.truth(subject, kwargs, split, n, functools.partial(float64_truth_of, subject))
-    upcast = _upcast(reference_inputs(subject, case), subject)
+        return None, reference_chunks.truth(subject, kwargs, split, case.dims[split.dim], truth_of)
+    upcast = _upcast(kwargs, subject)
     return upcast, _detach(subject.reference(**{k: _detach(v) for k, v in upcast.items()}))
 
 

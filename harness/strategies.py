@@ -160,7 +160,7 @@ def cases(draw, subject: Subject, max_example_bytes: int | None = None, *, huge:
             scalars[key] = draw(spec, label=f"input {key}")
     ordinary = subject.edge(dict(scalars)) if subject.edge is not None else None
     assume(not (normal and ordinary is not None))    # the normal range: no description at the dtype's edge
-    return Case(dims, tensors, scalars, ordinary)
+    return Case(dims, tensors, scalars, ordinary, huge.dim if huge is not None else None)
 
 
 @st.composite

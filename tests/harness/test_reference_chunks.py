@@ -82,12 +82,34 @@ def test_a_dim_value_input_follows_the_slice():
     assert _split(subj, kwargs, 50) == reference_chunks.Split("M", (("cat", 0),))
 
 
+def _split_of_a_draw(subj, dtype, others, n=200):
+    from hypothesis import HealthCheck, find, settings
+
+    from tritondiff.harness.strategies import cases
+
+    dim = huge.candidates(subj)[0][1]
+    plan = huge.HugePlan(subj.name, dim, ((dtype, n, others),), (), 0, 0)
+    case = find(cases(subj, huge=plan), lambda c: True,
+                settings=settings(database=None, max_examples=5, suppress_health_check=list(HealthCheck)))
+    assert case.sized == dim
+    return reference_chunks.split_for(subj, case, reference_inputs(subj, case),
+                                      functools.partial(float64_truth_of, subj), at_any_size=True)
+
+
 def test_the_bundled_norms_find_their_split_and_column_reductions_run_whole():
     subjects = loader.bundled()
-    ln = huge.truth_split_of(subjects["compiler.layer_norm_fwd_bwd"], "float32", "M", (("N", 64),))
+    ln = _split_of_a_draw(subjects["compiler.layer_norm_fwd_bwd"], "float32", (("N", 64),))
     assert ln is not None and [r for r, _ in ln.rules] == ["cat", "cat", "sum", "sum"]
-    assert huge.truth_split_of(subjects["compiler.rms_norm"], "float16", "M", (("N", 3),)).rules == (("cat", 0),)
-    assert huge.truth_split_of(subjects["compiler.reduce_columns_split"], "float32", "M", (("N", 3),)) is None
+    assert _split_of_a_draw(subjects["compiler.rms_norm"], "float16", (("N", 3),)).rules == (("cat", 0),)
+    assert _split_of_a_draw(subjects["compiler.reduce_columns_split"], "float32", (("N", 3),)) is None
+
+
+def test_a_case_not_sized_by_huge_mode_is_never_sliced():
+    subj = _declare(_layer_norm_fwd_bwd)
+    kwargs = _kwargs()
+    case = _case(m=97, n=24, sized=None)
+    assert reference_chunks.split_for(subj, case, kwargs, functools.partial(float64_truth_of, subj),
+                                      at_any_size=True) is None
 
 
 # ---------------------------------------------------------------------------------------------- in the runner
@@ -99,10 +121,10 @@ def _wrong_last_row(x, w, b, dy):
     return y, dx, dw, db
 
 
-def _case(m=300, n=16):
+def _case(m=300, n=16, sized="M"):
     t = lambda seed: TensorCase((m, n), "float32", "contiguous", 0, "normal", seed, "")  # noqa: E731
     v = lambda seed: TensorCase((n,), "float32", "contiguous", 0, "normal", seed, "")  # noqa: E731
-    return Case({"M": m, "N": n}, {"x": t(1), "w": v(2), "b": v(3), "dy": t(4)}, {})
+    return Case({"M": m, "N": n}, {"x": t(1), "w": v(2), "b": v(3), "dy": t(4)}, {}, sized=sized)
 
 
 @pytest.fixture
@@ -110,9 +132,9 @@ def sliced_from_small(monkeypatch):
     """Cases of 4,096+ elements count as huge for the truth; slices of 256 elements (16 rows)."""
     monkeypatch.setattr(reference_chunks, "CHUNKED_FROM", 4096)
     monkeypatch.setattr(reference_chunks, "CHUNK_ELEMENTS", 256)
-    huge._SPLITS.clear()
+    reference_chunks._SPLITS.clear()
     yield
-    huge._SPLITS.clear()
+    reference_chunks._SPLITS.clear()
 
 
 def test_the_runner_judges_a_huge_case_with_the_sliced_truth(sliced_from_small):
