@@ -93,3 +93,60 @@ def test_two_random_draws_stay_two_in_a_training_graph(draw):
     assert not torch.equal(a, b)
     ga, = torch.autograd.grad((a + b).sum(), x)              # d/dx (x*r1 + x*r2) = r1 + r2
     torch.testing.assert_close(ga, (a + b).detach())
+
+
+def _joint(fn, *shapes):
+    """The joint graph of ``fn`` as the lean runtime traces it (inputs requiring grad)."""
+    from torch._functorch.aot_autograd import aot_export_joint_simple
+
+    args = tuple(seeded_randn(*s, seed=i).requires_grad_() for i, s in enumerate(shapes))
+    return aot_export_joint_simple(lambda *a: (fn(*a),), args, trace_joint=True)
+
+
+def test_common_subexpressions_merge_before_the_min_cut():
+    from tritondiff.compiler.partition import merge_common
+
+    def fn(x, w):                          # x * w and its sigmoid computed twice
+        return torch.sigmoid(x * w) + torch.sigmoid(x * w) * 2.0
+    joint = _joint(fn, (8, 16), (16,))
+    calls = len(joint.graph.find_nodes(op="call_function", target=torch.ops.aten.sigmoid.default))
+    assert calls >= 2
+    assert merge_common(joint) >= 2
+    assert len(joint.graph.find_nodes(op="call_function", target=torch.ops.aten.sigmoid.default)) == 1
+
+
+def test_the_merge_keeps_signed_zeros_and_outputs_apart():
+    """add(x, 0.0) and add(x, -0.0) differ at x = -0.0; two outputs computed alike stay two tensors (a caller
+    may write into one: two gradients that were one tensor would change together)."""
+    from tritondiff.compiler.partition import merge_common
+
+    def fn(x):
+        a, b = torch.ops.aten.add.Tensor(x, 0.0), torch.ops.aten.add.Tensor(x, -0.0)
+        return a * 3, b * 3, x * 2, x * 2
+    from torch._functorch.aot_autograd import aot_export_joint_simple
+
+    traced = aot_export_joint_simple(fn, (torch.zeros(3),), trace_joint=False)
+    assert merge_common(traced) == 0
+    out = traced(torch.full((3,), -0.0))
+    assert torch.signbit(out[1]).all() and not torch.signbit(out[0]).any()
+    assert out[2] is not out[3]
+
+
+def test_a_training_compile_does_not_import_inductors_lowerings():
+    """functorch's own CSE pass imports Inductor's pattern matcher, lowerings and kernel templates: about a
+    second of every process's first compile.  A fresh process compiling a forward and backward must not."""
+    import subprocess
+    import sys
+
+    code = ("import sys, torch, tritondiff.compiler\n"
+            "f = torch.compile(lambda x, w: torch.nn.functional.gelu(x @ w).sum(-1), backend='tritondiff')\n"
+            "x, w = torch.randn(8, 16, requires_grad=True), torch.randn(16, 16, requires_grad=True)\n"
+            "f(x, w).sum().backward()\n"
+            "from tritondiff.compiler import counters\n"
+            "assert counters['lean_runtime.training'] == 1, dict(counters)\n"
+            "print(sorted(m for m in ('torch._inductor.lowering', 'torch._inductor.pattern_matcher') "
+            "if m in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout
