@@ -1,7 +1,7 @@
 """Run the tritondiff corpus (tests/corpus/correct: must pass; tests/corpus/bugs: must fail;
 tests/corpus/edge_bugs: must be found as an edge finding) and write a Markdown table of verdicts with totals.
 
-    python -m tools.corpus_report --budget 120 --out FILE.md [--jobs N] [--seed S] [--only GLOB]
+    python -m tools.corpus_report --budget 120 --out FILE.md [--jobs N] [--seed S] [--only GLOB ...]
 
 Each subject is explored in-process (``InProcess`` executor) in a pool of ``--jobs`` processes.  A bug's
 exploration stops at its first ``wrong`` finding (the seconds to that verdict are recorded); a correct
@@ -170,11 +170,11 @@ def main(argv=None) -> int:
     p.add_argument("--out", default="corpus_results.md")
     p.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 1)))
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--only", default="*", help="glob over subject names")
+    p.add_argument("--only", nargs="+", default=["*"], help="globs over subject names (a case matching any runs)")
     p.add_argument("--dump-dir", default=os.path.join(ROOT, "tritondiff-out", "corpus"))
     args = p.parse_args(argv)
     command = "python -m tools.corpus_report " + " ".join(sys.argv[1:] if argv is None else argv)
-    subjects = [s for s in corpus_subjects() if fnmatch.fnmatch(s[2], args.only)]
+    subjects = [s for s in corpus_subjects() if any(fnmatch.fnmatch(s[2], glob) for glob in args.only)]
     work = [(e, f, n, args.budget, args.seed, args.dump_dir) for e, f, n in subjects]
     start = time.monotonic()
     rows = []
