@@ -18,10 +18,11 @@ normal-range values first (:mod:`harness.tiers`), so that it cannot hide a
 ``wrong`` one.  The first edge sighting of the whole-space search is not shrunk
 there: shrinking costs dozens of examples (minutes on a GPU, where each new
 shape compiles), which would leave the normal-range search no budget.  The
-search stops at the sighting; the normal range is searched (where a wrong
-failure its control run revealed is found again and shrunk); then the whole
-space again, where the edge failure is found and shrunk as any other -- or,
-when the budget runs out first, the sighting is reported as it was seen.
+search stops at the sighting; the normal range is searched, for at most half
+the budget left (where a wrong failure its control run revealed is found again
+and shrunk); then the whole space again, where the edge failure is found and
+shrunk as any other -- or, when the budget runs out first, the sighting is
+reported as it was seen.
 """
 from __future__ import annotations
 
@@ -268,12 +269,15 @@ def explore(subject: Subject, *, budget_s: float | None = None, max_examples: in
     normal = False                            # the first search draws the whole declared space
     normal_done = False                       # the normal-range values are searched once at most
     deferred = None                           # an edge sighting left unshrunk while the normal range is searched
+    search_deadline = deadline                # the normal range after a deferred sighting: half what is left
     try:
         for search in range(2 * max_findings + 2):
             normal_done = normal_done or normal
             state.failures = Failures(state.failures._verdicts)      # a failing case runs once per exploration
             defer = not normal and not normal_done and not any(f.tier == "wrong" for f in findings)
-            probe = _probe(state, executor, subject_ref, hazards, deadline, budget_s, on_example, defer_edge=defer)
+            probe = _probe(state, executor, subject_ref, hazards, search_deadline, budget_s, on_example,
+                           defer_edge=defer)
+            search_deadline = deadline
             test = _hypothesis_test(subject, probe, max_examples=max_examples, seed=seed + search, out_dir=out_dir,
                                     database=database, huge=huge.led_by(seed + search) if huge else None,
                                     normal=normal, reuse=search == 0)
@@ -298,6 +302,8 @@ def explore(subject: Subject, *, budget_s: float | None = None, max_examples: in
                 # failure is sighted once more and shrunk -- the wrong one of a failing control run too --;
                 # reported as seen if the budget runs out before
                 state.deferred, deferred, normal = False, failure, True
+                now = time.monotonic()
+                search_deadline = now + (deadline - now) / 2     # the other half shrinks the sighting
                 continue
             state.deferred = False
             # an edge sighting whose control run fails is that wrong finding: both keys are done, and a wrong

@@ -297,6 +297,24 @@ def test_an_edge_sighting_is_not_shrunk_before_the_normal_range_is_searched(tmp_
     assert edge.case.dims["N"] <= 2, edge.case.describe()               # shrunk, by the later search
 
 
+def test_the_normal_range_after_a_sighting_leaves_half_the_budget_to_shrink_it(tmp_path, in_process):
+    """An edge-only bug and a budget (not an example count) bounding the search: the normal range, which
+    passes, takes at most half of what is left, and the edge finding is still shrunk after it."""
+    import time
+
+    def nan_dropped(x):
+        return torch.nan_to_num(x, nan=0.0).sum()
+
+    subj = subject(reference=lambda x: x.sum(), inputs={"x": tensor(("N",), dtypes=("float32",))},
+                   dims={"N": (1, 4096)}, name="explore_test.nan_dropped_budget")(nan_dropped)
+    start = time.monotonic()
+    res = explore(subj, budget_s=6, max_examples=1_000_000, seed=3, out_dir=str(tmp_path), executor=in_process,
+                  database=False)
+    assert [(f.tier, f.failure_class) for f in res.findings] == [("edge", "nonfinite")]
+    assert res.findings[0].case.dims["N"] == 1, res.findings[0].case.describe()      # shrunk
+    assert time.monotonic() - start < 6 * 1.5
+
+
 def test_a_deferred_edge_sighting_is_reported_when_the_budget_ends_first(tmp_path, in_process, monkeypatch):
     """The budget spent in the normal range: the edge sighting is reported as seen, not lost."""
     import sys
