@@ -275,8 +275,8 @@ def plan(subject: Subject, *, free_bytes: int, host_bytes: int, sizes: tuple[int
     that fits); the size dim is chosen to reach each one with the other dims at each of
     :func:`other_values`.  Pure logic (no device is touched): :func:`plan_on_device` measures the memory,
     and passes ``calibrate(dtype, size dim, other dims)``, the reference phase as measured
-    (:class:`ReferenceCost`; None: estimate it).  Raises :class:`~harness.exc.HugeShapesUnavailable` (``reason``) when the
-    subject has no size dim, allows no huge dtype, or nothing fits.
+    (:class:`ReferenceCost`; None: estimate it).  Raises :class:`~harness.exc.HugeShapesUnavailable`
+    (``reason``) when the subject has no size dim, allows no huge dtype, or nothing fits.
     """
     found = candidates(subject)
     if not found:
@@ -410,8 +410,8 @@ def measure_reference(subject: Subject, dtype: str, dim: str, others: tuple[tupl
     """The GPU memory of the runner's reference phase (eager in ``dtype``, then the float64 truth on a copy of
     the upcast inputs), measured at :data:`CALIBRATION_ELEMENTS` with the other dims at ``others``: memory grows
     with the size dim alike there and past 2^31; and whether a huge example's truth is computed in slices
-    (``reference_chunks.split_for``, checked on this draw).  None where it cannot be measured (no CUDA, no draw at that size, the reference
-    raises): the estimate stands."""
+    (``reference_chunks.split_for``, checked on this draw).  None where it cannot be measured (no CUDA, no draw
+    at that size, the reference raises): the estimate stands."""
     if device.MODE != "cuda":
         return None
     import torch

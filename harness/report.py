@@ -293,7 +293,7 @@ def render_markdown(data: dict) -> str:
         lines += [f"| {_md(s['subject'])} | " + " | ".join(str(s["allowance"][k]) for k in ALLOWANCES) + " |"
                   for s in data["subjects"]]
         lines.append("")
-    skipped = [(s["subject"], why, k) for s in data["subjects"] for why, k in s.get("skip_reasons", {}).items()]
+    skipped = _skip_rows(data)
     if skipped:
         lines += ["### Skipped examples, by reason", "", SKIP_NOTE, "", "| subject | reason | examples |",
                   "|---|---|---|"]
@@ -321,6 +321,11 @@ def render_markdown(data: dict) -> str:
                   for f in data["superseded"]]
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _skip_rows(data: dict) -> list[list]:
+    """(subject, reason, examples) of every skipped example's reason, most frequent first per subject."""
+    return [[s["subject"], why, k] for s in data["subjects"] for why, k in s.get("skip_reasons", {}).items()]
 
 
 def _allowances_recorded(data: dict) -> bool:
@@ -389,7 +394,7 @@ def render_html(data: dict) -> str:
         out.append(f"<h3>Passing examples by the oracle allowance they needed</h3><p>{e(ALLOWANCE_NOTE)}</p>"
                    + _table(["subject"] + list(ALLOWANCES), [[s["subject"]] + [s["allowance"][k] for k in ALLOWANCES]
                                                             for s in data["subjects"]]))
-    skipped = [[s["subject"], why, k] for s in data["subjects"] for why, k in s.get("skip_reasons", {}).items()]
+    skipped = _skip_rows(data)
     if skipped:
         out.append(f"<h3>Skipped examples, by reason</h3><p>{e(SKIP_NOTE)}</p>"
                    + _table(["subject", "reason", "examples"], skipped))
