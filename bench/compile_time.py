@@ -5,8 +5,8 @@
 
 Per block of ``--suite models`` (``bench.compiler``'s workloads: forward and backward at the benchmark sizes)
 and backend, two fresh processes share one set of cache directories made empty for the pair: the first
-compiles cold (Triton's cache, the generated modules, the autotune cache and Inductor's caches all
-empty), the second starts warm from what the first left.  Compile time is a process's first call (compile
+compiles cold (Triton's cache, the generated modules, the autotune and graph caches and Inductor's caches
+all empty), the second starts warm from what the first left.  Compile time is a process's first call (compile
 and run, forward and backward) minus its second call, as torch.compile users see it.  ``tritondiff`` runs on
 one compile thread (each kernel compiled at its first launch); ``tritondiff-threads`` with its defaults, a
 graph's kernels compiled on up to 16 threads before their first launch (``compiler.parallel``).  Where a
@@ -39,6 +39,7 @@ def _cache_env(root: str, backend: str) -> dict[str, str]:
     env = {"TRITON_CACHE_DIR": os.path.join(root, "triton"),
            "TRITONDIFF_COMPILER_CACHE": os.path.join(root, "generated"),
            "TRITONDIFF_AUTOTUNE_CACHE": os.path.join(root, "autotune"),
+           "TRITONDIFF_GRAPH_CACHE_DIR": os.path.join(root, "graphs"),
            "TORCHINDUCTOR_CACHE_DIR": os.path.join(root, "inductor")}
     if backend.startswith("tritondiff"):        # one row on one thread, one on the default's, whatever the caller set
         threads = max(2, min(16, os.cpu_count() or 2))
@@ -114,6 +115,7 @@ def one(name: str, backend: str, profile_to: Optional[str] = None) -> dict:
         out["trace_s"] = sum(lean.TRACE_SECONDS.values())
         out["lean_graphs"] = (compiler.counters["lean_runtime.training"]
                               + compiler.counters["lean_runtime.inference"])
+        out["graph_cache_hits"] = compiler.counters["graph_cache.hits"]
     return out
 
 
@@ -173,8 +175,8 @@ def _s(r: dict) -> str:
 def breakdown(rows: list[dict], backends: Sequence[str]) -> str:
     """Where each tritondiff process's compile time went: its pipeline, Triton's compiles (summed over
     threads: with compile threads they overlap), and the rest."""
-    lines = ["| block | backend | run | compile s | AOT trace s | pipeline s | Triton compiles | Triton s "
-             "| launches waited s | rest s |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| block | backend | run | compile s | AOT trace s (graph cache hits) | pipeline s | Triton compiles "
+             "| Triton s | launches waited s | rest s |", "|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         for backend in backends:
             for run in ("cold", "warm"):
@@ -185,7 +187,8 @@ def breakdown(rows: list[dict], backends: Sequence[str]) -> str:
                 trace = r.get("trace_s", 0.0)
                 rest = r["compile_s"] - trace - r["pipeline_s"] - (r.get("waited_s", 0.0) if threads else r["triton_s"])
                 # no graph ran on the lean runtime: AOTAutograd's own runtime traced it, untimed (in the rest)
-                traced = f"{trace:.2f}" if r.get("lean_graphs", 1) else "- (AOTAutograd)"
+                traced = (f"{trace:.2f} ({r.get('graph_cache_hits', 0)})" if r.get("lean_graphs", 1)
+                          else "- (AOTAutograd)")
                 lines.append(f"| {row['workload']} | {backend} | {run} | {r['compile_s']:.1f} | {traced} "
                              f"| {r['pipeline_s']:.2f} "
                              f"| {r['triton_compiles']} | {r['triton_s']:.1f} | {r.get('waited_s', 0.0):.1f} "

@@ -22,15 +22,12 @@ cannot be rebuilt raises ``AutotuneCacheError`` naming the file and the fix.
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import json
 import os
 import platform
-import sqlite3
 import time
-import warnings
 from typing import Callable, Optional, Sequence
 
 import torch
@@ -41,6 +38,7 @@ from tritondiff.base import device as _device
 from .config import config
 from .counters import counters
 from .exc import AutotuneCacheError, AutotuneError
+from .sqlite_file import SqliteFile
 
 CACHE_FILE = "autotune.sqlite3"
 _SCHEMA = ("CREATE TABLE IF NOT EXISTS tuned (key TEXT PRIMARY KEY, kernel TEXT NOT NULL, device TEXT NOT NULL, "
@@ -99,41 +97,15 @@ class AutotuneCache:
     def __init__(self, path: Optional[str]):
         self.path = path
         self._memory: dict[str, dict] = {}
-
-    def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=30)
-        conn.execute(_SCHEMA)
-        return conn
-
-    def _open(self) -> sqlite3.Connection:
-        """A connection to a working cache file, rebuilding a corrupt one."""
-        os.makedirs(os.path.dirname(self.path) or ".", exist_ok=True)
-        try:
-            conn = self._connect()
-            conn.execute("SELECT key, winner, timings FROM tuned LIMIT 1").fetchall()
-            return conn
-        except sqlite3.DatabaseError as e:
-            return self._rebuild(e)
-
-    def _rebuild(self, error: Exception) -> sqlite3.Connection:
-        aside = f"{self.path}.corrupt"
-        try:
-            os.replace(self.path, aside)
-            conn = self._connect()
-        except (OSError, sqlite3.DatabaseError) as e:
-            raise AutotuneCacheError(f"the autotune cache is unreadable ({error}) and could not be rebuilt ({e})",
-                                     path=self.path) from e
-        counters["autotune.cache_rebuilt"] += 1
-        warnings.warn(f"autotune cache {self.path} was unreadable ({error}); moved it to {aside} and started an "
-                      f"empty cache", RuntimeWarning, stacklevel=3)
-        return conn
+        self._file = None if path is None else SqliteFile(
+            path, _SCHEMA, "SELECT key, winner, timings FROM tuned LIMIT 1", name="autotune cache",
+            counter="autotune.cache_rebuilt", error=lambda message, path: AutotuneCacheError(message, path=path))
 
     def get(self, key: TuneKey) -> Optional[dict]:
         digest = key.digest()
         if digest in self._memory or self.path is None:
             return self._memory.get(digest)
-        with contextlib.closing(self._open()) as conn:
-            row = conn.execute("SELECT winner, timings FROM tuned WHERE key = ?", (digest,)).fetchone()
+        row = self._file.fetchone("SELECT winner, timings FROM tuned WHERE key = ?", (digest,))
         if row is None:
             return None
         try:
@@ -148,16 +120,14 @@ class AutotuneCache:
         self._memory[digest] = {"winner": winner, "timings": timings}
         if self.path is None:
             return
-        with contextlib.closing(self._open()) as conn, conn:
-            conn.execute("INSERT OR REPLACE INTO tuned VALUES (?, ?, ?, ?, ?, ?)",
+        self._file.write("INSERT OR REPLACE INTO tuned VALUES (?, ?, ?, ?, ?, ?)",
                          (digest, key.kernel, key.device, winner, json.dumps(timings), time.time()))
 
     def entries(self) -> list[tuple[str, str, str]]:
         """(kernel, device, winner) of every stored entry (memory entries when not persistent)."""
         if self.path is None:
             return [("?", "?", e["winner"]) for e in self._memory.values()]
-        with contextlib.closing(self._open()) as conn:
-            return [tuple(r) for r in conn.execute("SELECT kernel, device, winner FROM tuned ORDER BY created")]
+        return self._file.fetchall("SELECT kernel, device, winner FROM tuned ORDER BY created")
 
 
 _caches: dict[Optional[str], AutotuneCache] = {}

@@ -221,6 +221,13 @@ class CompilerConfig:
     # when dynamo compiles a frame.  TRITONDIFF_COMPILER_LEAN_RUNTIME=0: off.
     lean_runtime: bool = dataclasses.field(default_factory=lambda: _env_flag(
         "TRITONDIFF_COMPILER_LEAN_RUNTIME") if "TRITONDIFF_COMPILER_LEAN_RUNTIME" in os.environ else True)
+    # Keep the lean runtime's traced and partitioned graphs on disk, so a new process skips AOTAutograd's trace and
+    # the partition of a graph compiled before (compiler.graph_cache).  TRITONDIFF_GRAPH_CACHE=0: off.
+    graph_cache: bool = dataclasses.field(default_factory=lambda: _env_flag(
+        "TRITONDIFF_GRAPH_CACHE") if "TRITONDIFF_GRAPH_CACHE" in os.environ else True)
+    # Directory of the graph cache (graphs.sqlite3).  TRITONDIFF_GRAPH_CACHE_DIR.
+    graph_cache_dir: str = dataclasses.field(default_factory=lambda: _env(
+        "TRITONDIFF_GRAPH_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".cache", "tritondiff")))
 
     # Rewrite hand-written attention into scaled_dot_product_attention before AOTAutograd (compiler.attention).
     # TRITONDIFF_COMPILER_FUSE_ATTENTION=0: off.
@@ -409,8 +416,9 @@ def _token_of(key: tuple) -> int:
     token = _TOKENS.setdefault(key, len(_TOKENS))
     _KEYS.setdefault(token, key)
     return token
-_NOT_IN_KEY = frozenset({"compile_workers", "lean_runtime", "partitioner", "execution", "verify_ir", "dump_dir", "keep_artifacts", "cache_dir",
-                         "autotune_cache_dir", "autotune_persist", "autotune_cpu_timing", "autotune_recheck"})
+_NOT_IN_KEY = frozenset({"compile_workers", "lean_runtime", "graph_cache", "graph_cache_dir", "partitioner",
+                         "execution", "verify_ir", "dump_dir", "keep_artifacts", "cache_dir", "autotune_cache_dir",
+                         "autotune_persist", "autotune_cpu_timing", "autotune_recheck"})
 
 
 _CHOICES = {

@@ -156,6 +156,15 @@ class AutotuneError(CompilerError):
         self.candidates = tuple(candidates)
 
 
+class GraphCacheError(CompilerError):
+    """The on-disk graph cache (``compiler.graph_cache``) could not be read or rebuilt; ``path`` is the file."""
+
+    def __init__(self, message: str, *, path: str):
+        super().__init__(f"{message}\n  cache file: {path}\n  fix: delete the file, point "
+                         f"compiler.config.graph_cache_dir elsewhere, or set graph_cache=False")
+        self.path = path
+
+
 class AutotuneCacheError(AutotuneError):
     """The on-disk autotune cache could not be read or rebuilt; ``path`` is the file."""
 

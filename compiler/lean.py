@@ -42,6 +42,8 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 import torch.fx
 
+from . import graph_cache
+from .config import config
 from .counters import counters
 from .lowering import SAVED_FROM
 from .partition import partition
@@ -129,31 +131,55 @@ CompileGraph = Callable[[torch.fx.GraphModule, str], Callable[[Sequence], list]]
 def runner(gm: torch.fx.GraphModule, example_inputs: list, compile_graph: CompileGraph,
            decompositions: dict) -> Optional[Callable]:
     """What dynamo runs for ``gm``: the lean runtime around the graph(s) ``compile_graph(graph, kind)``
-    compiles, or None (reason logged) where the graph needs AOTAutograd's full runtime."""
-    from torch._functorch.aot_autograd import aot_export_joint_simple
+    compiles, or None (reason logged) where the graph needs AOTAutograd's full runtime.  The traced graphs come
+    from ``compiler.graph_cache`` where an earlier process (or call) traced the same graph."""
     training = torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad
                                                for a in example_inputs)
     reason = (_why_not_plain(example_inputs) or _why_not_pure(gm)
               or _why_not_exact_backward(gm, example_inputs, training))
-    if reason is None:
-        try:
-            start = time.perf_counter()
-            graph = aot_export_joint_simple(gm, tuple(example_inputs), trace_joint=training,
-                                            decompositions=decompositions)
-            wants_grad = _outputs_requiring_grad(gm, example_inputs) if training else None
-            TRACE_SECONDS["trace"] += time.perf_counter() - start
-        except Exception as e:        # mutation, aliasing, pytrees, ...: AOTAutograd's own path handles it
-            reason = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-    if reason is None:
-        reason = _why_not_as_called(graph, example_inputs, training)
     if reason is not None:
         return _refused(reason)
+    start = time.perf_counter()
+    digest = graph_cache.key(gm, example_inputs, training) if config.graph_cache else None
+    traced = graph_cache.load(digest) if digest is not None else None
+    TRACE_SECONDS["graph_cache"] += time.perf_counter() - start
+    if traced is None:
+        traced = _trace(gm, example_inputs, training, decompositions)
+        if isinstance(traced, str):
+            return _refused(traced)
+        if digest is not None:
+            start = time.perf_counter()
+            graph_cache.store(digest, traced)
+            TRACE_SECONDS["graph_cache"] += time.perf_counter() - start
+    if not traced.training:
+        counters["lean_runtime.inference"] += 1
+        return _inference_runner(compile_graph(traced.graphs[0], "inference"))
+    counters["lean_runtime.training"] += 1
+    forward, backward = traced.graphs
+    return _training_runner(Plan(compile_graph(forward, "forward"), compile_graph(backward, "backward"),
+                                 traced.num_outputs, traced.non_differentiable, traced.backward_inputs))
+
+
+def _trace(gm: torch.fx.GraphModule, example_inputs: list, training: bool,
+           decompositions: dict) -> "graph_cache.Traced | str":
+    """The graph(s) to compile: the joint trace of ``gm``, partitioned when training; or why the lean runtime
+    cannot run it."""
+    from torch._functorch.aot_autograd import aot_export_joint_simple
+    try:
+        start = time.perf_counter()
+        graph = aot_export_joint_simple(gm, tuple(example_inputs), trace_joint=training,
+                                        decompositions=decompositions)
+        wants_grad = _outputs_requiring_grad(gm, example_inputs) if training else None
+        TRACE_SECONDS["trace"] += time.perf_counter() - start
+    except Exception as e:        # mutation, aliasing, pytrees, ...: AOTAutograd's own path handles it
+        return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    reason = _why_not_as_called(graph, example_inputs, training)
+    if reason is not None:
+        return reason
     _drop_metadata_asserts(graph)
     if not training:
-        counters["lean_runtime.inference"] += 1
-        return _inference_runner(compile_graph(graph, "inference"))
-    plan = _plan(graph, wants_grad, example_inputs, compile_graph)
-    return None if plan is None else _training_runner(plan)
+        return graph_cache.Traced((graph,))
+    return _partitioned(graph, wants_grad, example_inputs)
 
 
 def _why_not_as_called(graph: torch.fx.GraphModule, example_inputs: list, training: bool) -> Optional[str]:
@@ -190,8 +216,8 @@ def _inference_runner(compiled: Callable[[Sequence], list]) -> Callable:
     return run
 
 
-def _plan(joint: torch.fx.GraphModule, wants_grad: list[bool], example_inputs: list,
-          compile_graph: CompileGraph) -> Optional[Plan]:
+def _partitioned(joint: torch.fx.GraphModule, wants_grad: list[bool],
+                 example_inputs: list) -> "graph_cache.Traced | str":
     """Partition the joint graph; which backward input is which saved value or tangent."""
     num_outputs = len(wants_grad)
     start = time.perf_counter()
@@ -204,19 +230,18 @@ def _plan(joint: torch.fx.GraphModule, wants_grad: list[bool], example_inputs: l
     for node in bw.graph.find_nodes(op="placeholder"):
         if node.name.startswith("tangents_"):
             if tangents >= len(tangent_outputs):
-                return _refused(f"the backward graph has more tangents than outputs that require grad ({node.name})")
+                return f"the backward graph has more tangents than outputs that require grad ({node.name})"
             backward_inputs.append(("tangent", tangent_outputs[tangents]))
             tangents += 1
         elif node.name in saved_index:
             backward_inputs.append(("saved", saved_index[node.name]))
         else:
-            return _refused(f"backward input {node.name} is neither a saved value nor a tangent")
+            return f"backward input {node.name} is neither a saved value nor a tangent"
     if tangents != len(tangent_outputs):
-        return _refused(f"{len(tangent_outputs)} outputs require grad but the backward graph has {tangents} tangents")
-    counters["lean_runtime.training"] += 1
+        return f"{len(tangent_outputs)} outputs require grad but the backward graph has {tangents} tangents"
     fw.meta[SAVED_FROM] = num_outputs          # the saved values keep the layouts the compiler gives them
-    return Plan(compile_graph(fw, "forward"), compile_graph(bw, "backward"), num_outputs,
-                tuple(i for i, w in enumerate(wants_grad) if not w), tuple(backward_inputs))
+    return graph_cache.Traced((fw, bw), num_outputs, tuple(i for i, w in enumerate(wants_grad) if not w),
+                              tuple(backward_inputs))
 
 
 def _refused(reason: str) -> None:

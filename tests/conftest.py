@@ -5,6 +5,14 @@ import os
 # One finding per exploration unless a test asks for more: a test of a planted bug asserts the first
 # finding, and the search after it would spend the test's whole budget (tests of keep-going set it).
 os.environ.setdefault("TRITONDIFF_MAX_FINDINGS", "1")
+# The compiler's graph cache (compiler.graph_cache) in a directory of this test process and the worker processes
+# it starts, not the user's: a run starts cold, and within it a graph traced twice is revived the second time.
+if "TRITONDIFF_GRAPH_CACHE_DIR" not in os.environ:
+    import atexit
+    import shutil
+    import tempfile
+    os.environ["TRITONDIFF_GRAPH_CACHE_DIR"] = tempfile.mkdtemp(prefix="tritondiff-test-graphs-")
+    atexit.register(shutil.rmtree, os.environ["TRITONDIFF_GRAPH_CACHE_DIR"], True)
 
 from tritondiff.base import device  # noqa: F401,E402
 import signal
