@@ -26,18 +26,24 @@ What the lean runtime keeps of AOTAutograd's semantics, and how:
 - the user's saved-tensor hooks (checkpointing, offloading) see the compiled forward's saved values
   only, never the fake run that finds which outputs require grad.
 
-Refused (AOTAutograd's runtime does these): a float16 / bfloat16 training graph (the joint trace would
-take composite, low-precision derivative formulas: :func:`_why_not_exact_backward`), a grad-mode change
+The joint trace decomposes ops by ``torch.compile``'s rule, not export's (:func:`_decomposed_as_compile_does`):
+a float16 / bfloat16 graph's backward takes the derivative ops eager takes (``silu_backward``, computed in
+float32), not their composite formulas chained in the low dtype.
+
+Refused (AOTAutograd's runtime does these): a float16 / bfloat16 training graph where that rule cannot be
+applied (:func:`_why_not_exact_backward`), a grad-mode change
 inside the graph, Python scalars read from tensors or passed as unspecialised floats, side-effecting ops
 (effect tokens), input mutation, aliased outputs, tensor subclasses, compiled autograd.
 """
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import logging
+import threading
 import time
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
 import torch.fx
@@ -89,14 +95,48 @@ def _why_not_pure(gm: torch.fx.GraphModule) -> Optional[str]:
 
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
+_TRACE_LOCK = threading.Lock()
+
+
+def _compile_rule_patchable() -> bool:
+    from torch._subclasses.functional_tensor import FunctionalTensorMode
+    return callable(getattr(FunctionalTensorMode, "_can_decompose", None))
+
+
+@contextlib.contextmanager
+def _decomposed_as_compile_does() -> Iterator[None]:
+    """``aot_export_joint_simple`` traces in export's mode, where functionalization decomposes every op that has a
+    CompositeImplicitAutograd kernel: silu's backward became ``math_silu_backward`` (sigmoid, mul, add, each
+    rounding in the low dtype).  A ``torch.compile`` trace (``aot_module_simplified``) keeps the ops autograd keeps
+    -- ``silu_backward`` -- for the decomposition table, whose formulas compute in float32 and round once, as
+    eager's kernel does.  Inside this context the export trace decides what to decompose by that rule too (the
+    functional mode asked as if not exporting); the trace's own checks (no mutation, no aliased outputs) stay."""
+    from torch._subclasses.functional_tensor import FunctionalTensorMode
+    original = FunctionalTensorMode._can_decompose
+
+    def can_decompose(self: Any, func: Any, args: Any, kwargs: Any) -> bool:
+        if not getattr(self, "export", False):
+            return original(self, func, args, kwargs)
+        self.export = False
+        try:
+            return original(self, func, args, kwargs)
+        finally:
+            self.export = True
+
+    with _TRACE_LOCK:
+        FunctionalTensorMode._can_decompose = can_decompose
+        try:
+            yield
+        finally:
+            FunctionalTensorMode._can_decompose = original
 
 
 def _why_not_exact_backward(gm: torch.fx.GraphModule, example_inputs: list, training: bool) -> Optional[str]:
-    """A training graph with float16 / bfloat16 values: ``aot_export_joint_simple``'s joint trace takes the
-    composite derivative formulas some ops have (silu's backward as sigmoid, mul, add chained in the low
-    dtype, each op rounding), where eager and AOTAutograd's own trace call the fused backward op that
-    computes in float32 and rounds once (twice eager's error, half the elements differing)."""
-    if not training:
+    """A training graph with float16 / bfloat16 values, where the export trace cannot be given the compile
+    decomposition rule (:func:`_decomposed_as_compile_does`, a torch without ``FunctionalTensorMode._can_decompose``):
+    its joint trace would take the composite derivative formulas some ops have (silu's backward chained in the
+    low dtype: twice eager's error, half the elements differing)."""
+    if not training or _compile_rule_patchable():
         return None
     values = [a for a in example_inputs if isinstance(a, torch.Tensor)]
     values += [n.meta.get("example_value") for n in gm.graph.nodes]
@@ -167,8 +207,9 @@ def _trace(gm: torch.fx.GraphModule, example_inputs: list, training: bool,
     from torch._functorch.aot_autograd import aot_export_joint_simple
     try:
         start = time.perf_counter()
-        graph = aot_export_joint_simple(gm, tuple(example_inputs), trace_joint=training,
-                                        decompositions=decompositions)
+        with _decomposed_as_compile_does() if _compile_rule_patchable() else contextlib.nullcontext():
+            graph = aot_export_joint_simple(gm, tuple(example_inputs), trace_joint=training,
+                                            decompositions=decompositions)
         wants_grad = _outputs_requiring_grad(gm, example_inputs) if training else None
         TRACE_SECONDS["trace"] += time.perf_counter() - start
     except Exception as e:        # mutation, aliasing, pytrees, ...: AOTAutograd's own path handles it

@@ -280,19 +280,38 @@ def test_saved_tensor_hooks_see_only_the_compiled_forwards_saved_values():
     assert_same(got_grads, torch.autograd.grad(fn(x, w).sum(), (x, w)), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_a_low_precision_training_graph_takes_the_backward_eager_takes(dtype):
-    """silu's joint-traced backward chained sigmoid, mul and add in the low dtype (each rounding): twice
-    eager's error and half the elements differing.  Such graphs run through AOTAutograd's runtime, whose
-    trace calls silu_backward (float32 inside, one rounding), exactly as eager does."""
-    torch._dynamo.reset()
-    compiler.counters.clear()
+def _silu_grad(dtype):
     x = torch.randn(64, 128, dtype=dtype, generator=torch.Generator().manual_seed(3)).requires_grad_()
     g = torch.randn(64, 128, dtype=dtype, generator=torch.Generator().manual_seed(4))
     (got,) = torch.autograd.grad(torch.compile(torch.nn.functional.silu, backend="tritondiff")(x), x, g)
     (want,) = torch.autograd.grad(torch.nn.functional.silu(x), x, g)
-    assert compiler.counters["lean_runtime.refused"] == 1 and not compiler.counters["lean_runtime.training"]
+    return got, want
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_a_low_precision_training_graph_takes_the_backward_eager_takes(dtype):
+    """The export trace decomposed silu's backward into its composite formula (sigmoid, mul, add chained in the
+    low dtype, each rounding): twice eager's error and half the elements differing.  Traced by torch.compile's
+    decomposition rule it is silu_backward, float32 inside and one rounding, as eager computes it."""
+    from torch._subclasses.functional_tensor import FunctionalTensorMode
+    before = FunctionalTensorMode._can_decompose
+    torch._dynamo.reset()
+    compiler.counters.clear()
+    got, want = _silu_grad(dtype)
+    assert compiler.counters["lean_runtime.training"] == 1 and not compiler.counters["lean_runtime.refused"]
     assert (got != want).float().mean() < 0.01                # one rounding apart at most, rarely
+    torch.testing.assert_close(got, want)
+    assert FunctionalTensorMode._can_decompose is before, "the trace's decomposition rule must be put back"
+
+
+def test_a_low_precision_training_graph_is_refused_where_the_rule_cannot_be_applied(monkeypatch):
+    """A torch whose functional mode has no decomposition hook: AOTAutograd's runtime runs the graph."""
+    from tritondiff.compiler import lean
+    monkeypatch.setattr(lean, "_compile_rule_patchable", lambda: False)
+    torch._dynamo.reset()
+    compiler.counters.clear()
+    got, want = _silu_grad(torch.bfloat16)
+    assert compiler.counters["lean_runtime.refused"] == 1 and not compiler.counters["lean_runtime.training"]
     torch.testing.assert_close(got, want)
 
 
