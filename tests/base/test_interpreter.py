@@ -256,6 +256,25 @@ def test_conversions_from_bf16_start_from_its_value(target):
     assert torch.equal(_cast(x, target), x.to(target))
 
 
+@pytest.mark.parametrize("source", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("fp8", [torch.float8_e4m3fn, torch.float8_e5m2])
+def test_conversions_to_float8_round_to_nearest_even_and_saturate_as_a_gpu_does(source, fp8):
+    """The interpreter dropped the carry of a mantissa that rounds up (31.4 -> 16 in e4m3), flushed subnormals
+    to zero and wrapped values past the largest finite one; a GPU (cvt.rn.satfinite) rounds to nearest even
+    and saturates at the largest finite value, NaN staying NaN."""
+    g = torch.Generator().manual_seed(1)
+    top = torch.finfo(fp8).max
+    base = torch.randn(3000, generator=g) * torch.logspace(-10, 6, 3000)
+    edges = torch.tensor([31.4, 31.0, 7.9, -31.4, top, top * 1.06, -top * 3, 1e-3, 2.0 ** -10, 1e-9, 0.0, -0.0,
+                          float("inf"), -float("inf"), float("nan")])
+    x = torch.cat([base, edges]).to(source)
+    got = _cast(x, fp8)
+    want = x.float().clamp(-top, top).to(fp8)
+    same = (got.view(torch.uint8) == want.view(torch.uint8)) | (got.float().isnan() & want.float().isnan())
+    assert bool(same.all()), (x[~same][:5], got[~same][:5].float(), want[~same][:5].float())
+    assert _cast(torch.tensor([31.4, 7.9]), fp8).float().tolist() == [32.0, 8.0]
+
+
 @triton.jit
 def _atomic_rows_kernel(x_ptr, out_ptr, old_ptr, n, BLOCK: tl.constexpr):
     i = tl.arange(0, BLOCK)
