@@ -120,8 +120,8 @@ class AutotuneCache:
         self._memory[digest] = {"winner": winner, "timings": timings}
         if self.path is None:
             return
-        self._file.write("INSERT OR REPLACE INTO tuned VALUES (?, ?, ?, ?, ?, ?)",
-                         (digest, key.kernel, key.device, winner, json.dumps(timings), time.time()))
+        self._file.write(("INSERT OR REPLACE INTO tuned VALUES (?, ?, ?, ?, ?, ?)",
+                          (digest, key.kernel, key.device, winner, json.dumps(timings), time.time())))
 
     def entries(self) -> list[tuple[str, str, str]]:
         """(kernel, device, winner) of every stored entry (memory entries when not persistent)."""

@@ -33,8 +33,8 @@
 - ``lean_runtime.training`` / ``.inference``: graphs run in ``compiler.lean``'s runtime (one
   autograd.Function, one call); ``lean_runtime.refused``: graphs that needed AOTAutograd's (the reason
   is in the ``compiler.lean`` debug log)
-- ``graph_cache.hits`` / ``.misses`` / ``.stored`` / ``.uncacheable`` / ``.cache_rebuilt``: the lean runtime's
-  traced graphs revived from, looked up in and written to ``compiler.graph_cache``
+- ``graph_cache.hits`` / ``.misses`` / ``.stored`` / ``.uncacheable`` / ``.errors`` / ``.cache_rebuilt``: the
+  lean runtime's traced graphs revived from, looked up in and written to ``compiler.graph_cache``
 - ``attention_fused``: hand-written attentions rewritten into ``scaled_dot_product_attention``
   (``compiler.attention``)
 - ``mismatch_stage.<lowering|fusion|codegen|unknown>``: compiled results a correctness tool found

@@ -7,13 +7,14 @@ first two steps' result, the graphs ``compiler.lean`` compiles, so a warm start 
 straight to the pipeline.
 
 The key is everything the trace and the partition read: the dynamo graph's code (and its submodules' and
-tensor constants' contents), each input's shape, strides, dtype, device, whether it requires grad and which
-inputs share storage; grad mode, the autocast state, deterministic algorithms and the default dtype;
-functorch's config, this compiler's config (``config.cache_key()`` and the partitioner) and the source of
-this package (decompositions, partitioner, runtime); the torch, Triton and Python versions.  A graph that
-calls a function outside torch (its code could change without its name changing), takes symbolic sizes or
-holds a large constant is not cached (``counters["graph_cache.uncacheable"]``, the reason in this module's
-debug log).
+tensor constants' contents), each input's shape, strides, storage offset, dtype, device, whether it requires
+grad and which inputs share storage; grad mode, the autocast state, deterministic algorithms, the default dtype
+and the backend switches composite ops read (SDPA's kernels, cuDNN, oneDNN); functorch's config, this
+compiler's config (``config.cache_key()`` and the partitioner) and the source of this package and its base
+(decompositions, partitioner, runtime); the torch, Triton and Python versions.  A graph that calls anything
+whose code the key does not hold -- a custom op (its Python kernels and autograd formula are the user's), a
+function outside torch, a Python callable passed as an argument -- takes symbolic sizes or holds a large constant
+is not cached (``counters["graph_cache.uncacheable"]``, the reason in this module's debug log).
 
 A graph is stored node by node (name, op, target, arguments; ATen operators by name) with its tensor
 attributes, and rebuilt with the same names -- so the same kernel names and sources, which a warm start finds
@@ -23,7 +24,10 @@ A graph whose rebuilt code differs from its own is not stored.
 The store is an SQLite file, ``<config.graph_cache_dir>/graphs.sqlite3`` (``config.graph_cache`` turns it
 off) of at most ``MAX_ENTRIES`` entries, the oldest dropped first; an entry is read back with ``pickle``, so the
 directory must be as trusted as Triton's cache.  An entry that does not revive is a miss, replaced by the trace.
-Counters: ``graph_cache.hits`` / ``.misses`` / ``.stored`` / ``.uncacheable`` / ``.cache_rebuilt``.
+Eviction goes by when an entry was written, not when it was last read (a hit writes nothing).
+A file that cannot be used now (locked past ``sqlite_file.TIMEOUT_S``, a full disk, a directory that cannot
+be made) costs the trace, never the compile: a warning, once per file.  Counters: ``graph_cache.hits`` /
+``.misses`` / ``.stored`` / ``.uncacheable`` / ``.errors`` / ``.cache_rebuilt``.
 """
 from __future__ import annotations
 
@@ -35,6 +39,7 @@ import os
 import pickle
 import sys
 import time
+import warnings
 from typing import Any, Optional, Sequence
 
 import torch
@@ -56,7 +61,8 @@ _SCHEMA = "CREATE TABLE IF NOT EXISTS graphs (key TEXT PRIMARY KEY, entry BLOB N
 MAX_CONSTANT_NUMEL = 1 << 20
 #: Entries kept; the oldest beyond go (a fuzz campaign compiles a new graph at almost every example).
 MAX_ENTRIES = 2048
-_TORCH_MODULES = ("torch", "_operator", "operator", "math", "builtins", "_functools", "functools")
+_TORCH_MODULES = ("torch", "_operator", "operator", "math", "builtins")
+_TORCH_NAMESPACES = ("aten", "prims")
 
 
 @dataclasses.dataclass
@@ -85,26 +91,42 @@ def key(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], training: bool)
     try:
         parts = [_FORMAT, _versions(), repr(config.cache_key()), config.partitioner, training, _global_state(),
                  _graph_text(gm), _inputs(example_inputs)]
-    except Uncacheable as e:
+    except Exception as e:  # noqa: BLE001  (Uncacheable, or a constant that does not hash: trace it)
         counters["graph_cache.uncacheable"] += 1
-        log.debug("graph not cached: %s", e)
+        log.debug("graph not cached: %s: %s", type(e).__name__, e)
         return None
     return hashlib.sha256(repr(parts).encode()).hexdigest()
 
 
 @functools.lru_cache(maxsize=1)
 def _versions() -> tuple:
-    """torch, Triton, Python, and a digest of this package's source (its decompositions, partitioner, runtime)."""
-    root = os.path.dirname(os.path.abspath(__file__))
+    """torch, Triton, Python, and a digest of the source of this package and the base it builds on (their
+    decompositions, partitioner, runtime)."""
+    from tritondiff import base
     digest = hashlib.sha256()
-    for folder, dirs, files in sorted(os.walk(root)):
-        dirs.sort()
-        for name in sorted(f for f in files if f.endswith(".py")):
-            path = os.path.join(folder, name)
-            digest.update(os.path.relpath(path, root).encode())
-            with open(path, "rb") as fh:
-                digest.update(fh.read())
+    for root in (os.path.dirname(os.path.abspath(__file__)), os.path.dirname(os.path.abspath(base.__file__))):
+        for folder, dirs, files in sorted(os.walk(root)):
+            dirs.sort()
+            for name in sorted(f for f in files if f.endswith(".py")):
+                path = os.path.join(folder, name)
+                digest.update(os.path.relpath(path, root).encode())
+                with open(path, "rb") as fh:
+                    digest.update(fh.read())
     return torch.__version__, triton.__version__, sys.version_info[:2], digest.hexdigest()
+
+
+#: Backend switches a composite op reads while it is traced: scaled_dot_product_attention picks its kernel by
+#: the SDPA flags, batch norm and convolutions by cuDNN's and oneDNN's; (name, how to read it).
+_BACKEND_FLAGS = (
+    ("flash_sdp", lambda: torch.backends.cuda.flash_sdp_enabled()),
+    ("mem_efficient_sdp", lambda: torch.backends.cuda.mem_efficient_sdp_enabled()),
+    ("math_sdp", lambda: torch.backends.cuda.math_sdp_enabled()),
+    ("cudnn_sdp", lambda: torch.backends.cuda.cudnn_sdp_enabled()),
+    ("fp16_bf16_reduction_math_sdp", lambda: torch.backends.cuda.fp16_bf16_reduction_math_sdp_allowed()),
+    ("cudnn", lambda: torch.backends.cudnn.enabled),
+    ("cudnn_deterministic", lambda: torch.backends.cudnn.deterministic),
+    ("mkldnn", lambda: torch.backends.mkldnn.enabled),
+)
 
 
 def _global_state() -> tuple:
@@ -112,8 +134,15 @@ def _global_state() -> tuple:
     import torch._functorch.config as functorch_config
     autocast = tuple((d, torch.is_autocast_enabled(d), str(torch.get_autocast_dtype(d))) for d in ("cpu", "cuda"))
     functorch = sorted((k, repr(v)) for k, v in functorch_config.get_config_copy().items())
+    backends = []
+    for name, read in _BACKEND_FLAGS:
+        try:
+            backends.append((name, bool(read())))
+        except (AttributeError, RuntimeError):      # a switch this torch does not have
+            backends.append((name, None))
     return (torch.is_grad_enabled(), autocast, torch.is_autocast_cache_enabled(),
-            torch.are_deterministic_algorithms_enabled(), str(torch.get_default_dtype()), functorch)
+            torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
+            str(torch.get_default_dtype()), functorch, tuple(backends))
 
 
 def _graph_text(gm: torch.fx.GraphModule) -> list:
@@ -123,8 +152,9 @@ def _graph_text(gm: torch.fx.GraphModule) -> list:
         if node.op == "call_module":
             raise Uncacheable(f"node {node.name} calls a module ({node.target})")
         if node.op == "call_function" and not _from_torch(node.target):
-            raise Uncacheable(f"node {node.name} calls {getattr(node.target, '__qualname__', node.target)!r}, "
-                              f"a function outside torch (its code is not in the key)")
+            raise Uncacheable(f"node {node.name} calls {getattr(node.target, '__qualname__', node.target)!r}: "
+                              f"its code (a custom op's Python kernels and autograd) is not in the key")
+        _no_python_callables(node)
         if node.op == "get_attr":
             value = _attr(gm, node.target)
             if isinstance(value, torch.fx.GraphModule):
@@ -137,10 +167,28 @@ def _graph_text(gm: torch.fx.GraphModule) -> list:
 
 
 def _from_torch(target: Any) -> bool:
-    if isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket, torch._ops.HigherOrderOperator)):
+    """A target whose behaviour the torch version pins down: an ATen or prims operator, a higher-order operator,
+    a function of torch's own modules -- not a custom op (its Python kernels and autograd are the user's), not a
+    ``functools.partial`` of anything."""
+    if isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        return target.namespace in _TORCH_NAMESPACES
+    if isinstance(target, torch._ops.HigherOrderOperator):
         return True
+    if isinstance(target, functools.partial):
+        return False
     module = getattr(target, "__module__", None) or ""
     return module.split(".", 1)[0] in _TORCH_MODULES
+
+
+def _no_python_callables(node: torch.fx.Node) -> None:
+    """Arguments are data: a Python callable among them (a checkpoint's context function) is keyed by its name
+    only."""
+    def check(a: Any) -> Any:
+        if callable(a) and not isinstance(a, (torch.fx.Node, torch.dtype, torch.device, torch.memory_format,
+                                                torch.layout, type)) and not _from_torch(a):
+            raise Uncacheable(f"node {node.name} takes the callable {a!r} as an argument")
+        return a
+    torch.fx.node.map_aggregate((node.args, node.kwargs), check)
 
 
 def _attr(gm: torch.nn.Module, target: str) -> Any:
@@ -197,8 +245,12 @@ def _file() -> SqliteFile:
 
 
 def load(digest: str) -> Optional[Traced]:
-    """The graphs stored under ``digest``, revived, or None."""
-    row = _file().fetchone("SELECT entry FROM graphs WHERE key = ?", (digest,))
+    """The graphs stored under ``digest``, revived, or None (a file that cannot be read now: a warning, once)."""
+    try:
+        row = _file().fetchone("SELECT entry FROM graphs WHERE key = ?", (digest,))
+    except GraphCacheError as e:
+        _unusable(e)
+        return None
     blob = None if row is None else row[0]
     if blob is None:
         counters["graph_cache.misses"] += 1
@@ -224,11 +276,25 @@ def store(digest: str, traced: Traced) -> None:
         counters["graph_cache.uncacheable"] += 1
         log.debug("graph not cached, it does not round-trip: %s: %s", type(e).__name__, e)
         return
-    file = _file()
-    file.write("INSERT OR REPLACE INTO graphs VALUES (?, ?, ?)", (digest, blob, time.time()))
-    file.write("DELETE FROM graphs WHERE key IN (SELECT key FROM graphs ORDER BY created DESC LIMIT -1 OFFSET ?)",
-               (MAX_ENTRIES,))
+    try:
+        _file().write(("INSERT OR REPLACE INTO graphs VALUES (?, ?, ?)", (digest, blob, time.time())),
+                      ("DELETE FROM graphs WHERE key IN (SELECT key FROM graphs ORDER BY created DESC "
+                       "LIMIT -1 OFFSET ?)", (MAX_ENTRIES,)))
+    except GraphCacheError as e:
+        _unusable(e)
+        return
     counters["graph_cache.stored"] += 1
+
+
+_warned: set = set()
+
+
+def _unusable(error: GraphCacheError) -> None:
+    """A cache file that cannot be read or written now costs a trace, not the compile: said once per file."""
+    counters["graph_cache.errors"] += 1
+    if error.path not in _warned:
+        _warned.add(error.path)
+        warnings.warn(f"graph cache not used: {error}", RuntimeWarning, stacklevel=3)
 
 
 # A graph is stored as its nodes -- (name, op, target, args, kwargs), another node named by ``_Ref`` -- and its

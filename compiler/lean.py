@@ -40,6 +40,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import functools
 import logging
 import threading
 import time
@@ -95,12 +96,36 @@ def _why_not_pure(gm: torch.fx.GraphModule) -> Optional[str]:
 
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
-_TRACE_LOCK = threading.Lock()
+_COMPILE_RULE = threading.local()          # .depth: this thread is inside _decomposed_as_compile_does; .asked
 
 
 def _compile_rule_patchable() -> bool:
     from torch._subclasses.functional_tensor import FunctionalTensorMode
     return callable(getattr(FunctionalTensorMode, "_can_decompose", None))
+
+
+def _install_compile_rule() -> None:
+    """Wrap ``FunctionalTensorMode._can_decompose`` once: inside :func:`_decomposed_as_compile_does`, on the
+    thread that entered it, an export-mode functional mode answers as a torch.compile trace's would; everywhere
+    else (a ``torch.export`` on another thread) the wrapper passes the question on unchanged."""
+    from torch._subclasses.functional_tensor import FunctionalTensorMode
+    original = FunctionalTensorMode._can_decompose
+    if getattr(original, "_tritondiff_compile_rule", False):
+        return
+
+    @functools.wraps(original)
+    def can_decompose(self: Any, func: Any, args: Any, kwargs: Any) -> bool:
+        if not getattr(_COMPILE_RULE, "depth", 0) or not getattr(self, "export", False):
+            return original(self, func, args, kwargs)
+        _COMPILE_RULE.asked = getattr(_COMPILE_RULE, "asked", 0) + 1
+        self.export = False
+        try:
+            return original(self, func, args, kwargs)
+        finally:
+            self.export = True
+
+    can_decompose._tritondiff_compile_rule = True
+    FunctionalTensorMode._can_decompose = can_decompose
 
 
 @contextlib.contextmanager
@@ -110,25 +135,14 @@ def _decomposed_as_compile_does() -> Iterator[None]:
     rounding in the low dtype).  A ``torch.compile`` trace (``aot_module_simplified``) keeps the ops autograd keeps
     -- ``silu_backward`` -- for the decomposition table, whose formulas compute in float32 and round once, as
     eager's kernel does.  Inside this context the export trace decides what to decompose by that rule too (the
-    functional mode asked as if not exporting); the trace's own checks (no mutation, no aliased outputs) stay."""
-    from torch._subclasses.functional_tensor import FunctionalTensorMode
-    original = FunctionalTensorMode._can_decompose
-
-    def can_decompose(self: Any, func: Any, args: Any, kwargs: Any) -> bool:
-        if not getattr(self, "export", False):
-            return original(self, func, args, kwargs)
-        self.export = False
-        try:
-            return original(self, func, args, kwargs)
-        finally:
-            self.export = True
-
-    with _TRACE_LOCK:
-        FunctionalTensorMode._can_decompose = can_decompose
-        try:
-            yield
-        finally:
-            FunctionalTensorMode._can_decompose = original
+    functional mode asked as if not exporting), on this thread only; the trace's own checks (no mutation, no
+    aliased outputs) stay.  Re-entrant: a trace that compiles another graph nests."""
+    _install_compile_rule()
+    _COMPILE_RULE.depth = getattr(_COMPILE_RULE, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _COMPILE_RULE.depth -= 1
 
 
 def _why_not_exact_backward(gm: torch.fx.GraphModule, example_inputs: list, training: bool) -> Optional[str]:
@@ -138,6 +152,10 @@ def _why_not_exact_backward(gm: torch.fx.GraphModule, example_inputs: list, trai
     low dtype: twice eager's error, half the elements differing)."""
     if not training or _compile_rule_patchable():
         return None
+    return _low_precision(gm, example_inputs)
+
+
+def _low_precision(gm: torch.fx.GraphModule, example_inputs: list) -> Optional[str]:
     values = [a for a in example_inputs if isinstance(a, torch.Tensor)]
     values += [n.meta.get("example_value") for n in gm.graph.nodes]
     for v in values:
@@ -207,9 +225,16 @@ def _trace(gm: torch.fx.GraphModule, example_inputs: list, training: bool,
     from torch._functorch.aot_autograd import aot_export_joint_simple
     try:
         start = time.perf_counter()
-        with _decomposed_as_compile_does() if _compile_rule_patchable() else contextlib.nullcontext():
+        patched = _compile_rule_patchable()
+        asked = getattr(_COMPILE_RULE, "asked", 0)
+        with _decomposed_as_compile_does() if patched else contextlib.nullcontext():
             graph = aot_export_joint_simple(gm, tuple(example_inputs), trace_joint=training,
                                             decompositions=decompositions)
+        if patched and training and getattr(_COMPILE_RULE, "asked", 0) == asked and len(graph.graph.nodes) > 2:
+            # the functional mode never asked: this torch decides elsewhere, and the rule did not apply
+            reason = _low_precision(gm, example_inputs)
+            if reason is not None:
+                return f"{reason}; the compile decomposition rule did not apply (torch asks no _can_decompose)"
         wants_grad = _outputs_requiring_grad(gm, example_inputs) if training else None
         TRACE_SECONDS["trace"] += time.perf_counter() - start
     except Exception as e:        # mutation, aliasing, pytrees, ...: AOTAutograd's own path handles it

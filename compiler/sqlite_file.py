@@ -1,8 +1,10 @@
 """An SQLite file a cache keeps its entries in: one table, opened per use, rebuilt when unreadable.
 
 Shared by the autotune cache (``compiler.autotune``) and the graph cache (``compiler.graph_cache``).  A file
-that is not a readable database of the expected table is moved aside to ``*.corrupt`` and an empty one
-started, with a warning; a file that cannot be rebuilt raises the cache's own error, naming the file and the fix.
+that is not a database of the expected table is moved aside to ``*.corrupt`` and an empty one started, with a
+warning; a file that cannot be rebuilt, or cannot be read or written now (locked past ``TIMEOUT_S`` by another
+process, a disk I/O error, a read-only file) raises the cache's own error, naming the file and the fix -- a
+busy file is never taken for a corrupt one.
 """
 from __future__ import annotations
 
@@ -10,9 +12,12 @@ import contextlib
 import os
 import sqlite3
 import warnings
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 from .counters import counters
+
+#: Seconds a statement waits for another process's lock before the file counts as busy.
+TIMEOUT_S = 30.0
 
 
 class SqliteFile:
@@ -30,7 +35,7 @@ class SqliteFile:
         self.error = error
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=30)
+        conn = sqlite3.connect(self.path, timeout=TIMEOUT_S)
         conn.execute(self.schema)
         return conn
 
@@ -44,7 +49,9 @@ class SqliteFile:
             conn = self._connect()
             conn.execute(self.probe).fetchall()
             return conn
-        except sqlite3.DatabaseError as e:
+        except sqlite3.OperationalError as e:       # locked, disk I/O, cannot open: the file may be fine
+            raise self.error(f"the {self.name} cannot be used now ({e})", self.path) from e
+        except sqlite3.DatabaseError as e:          # not a database, malformed, another table
             return self._rebuild(e)
 
     def _rebuild(self, error: Exception) -> sqlite3.Connection:
@@ -61,14 +68,23 @@ class SqliteFile:
         return conn
 
     def fetchone(self, sql: str, params: Sequence[Any] = ()) -> Optional[tuple]:
-        with contextlib.closing(self.open()) as conn:
+        with self._errors(), contextlib.closing(self.open()) as conn:
             return conn.execute(sql, tuple(params)).fetchone()
 
     def fetchall(self, sql: str, params: Sequence[Any] = ()) -> list[tuple]:
-        with contextlib.closing(self.open()) as conn:
+        with self._errors(), contextlib.closing(self.open()) as conn:
             return [tuple(r) for r in conn.execute(sql, tuple(params))]
 
-    def write(self, sql: str, params: Sequence[Any] = ()) -> None:
-        """One statement in its own transaction."""
-        with contextlib.closing(self.open()) as conn, conn:
-            conn.execute(sql, tuple(params))
+    def write(self, *statements: tuple[str, Sequence[Any]]) -> None:
+        """``(sql, params)`` statements in one transaction."""
+        with self._errors(), contextlib.closing(self.open()) as conn, conn:
+            for sql, params in statements:
+                conn.execute(sql, tuple(params))
+
+    @contextlib.contextmanager
+    def _errors(self) -> Iterator[None]:
+        """A statement that fails on a working file (locked, full disk, read-only) raises the cache's error."""
+        try:
+            yield
+        except sqlite3.Error as e:
+            raise self.error(f"the {self.name} cannot be used now ({e})", self.path) from e

@@ -304,6 +304,20 @@ def test_a_low_precision_training_graph_takes_the_backward_eager_takes(dtype):
     assert FunctionalTensorMode._can_decompose is before, "the trace's decomposition rule must be put back"
 
 
+def test_a_low_precision_training_graph_is_refused_where_the_rule_did_not_apply(monkeypatch):
+    """A torch that decides what to decompose without asking _can_decompose: the wrapper is never asked, and
+    the graph goes to AOTAutograd's runtime rather than run with a low-precision chained backward."""
+    import contextlib
+    from tritondiff.compiler import lean
+    monkeypatch.setattr(lean, "_decomposed_as_compile_does", contextlib.nullcontext)
+    torch._dynamo.reset()
+    compiler.counters.clear()
+    with compiler.config.patch(graph_cache=False):
+        got, want = _silu_grad(torch.bfloat16)
+    assert compiler.counters["lean_runtime.refused"] == 1 and not compiler.counters["lean_runtime.training"]
+    torch.testing.assert_close(got, want)
+
+
 def test_a_low_precision_training_graph_is_refused_where_the_rule_cannot_be_applied(monkeypatch):
     """A torch whose functional mode has no decomposition hook: AOTAutograd's runtime runs the graph."""
     from tritondiff.compiler import lean
