@@ -29,7 +29,8 @@ if device.is_interpreter():
     interpreter.install()           # bf16 arithmetic on values, not bit patterns (see base.interpreter)
 
 #: Dtypes a tensor input may be drawn in, by name.
-DTYPES = ("float32", "float16", "bfloat16", "float64", "int32", "int64", "int8", "uint8", "bool")
+DTYPES = ("float32", "float16", "bfloat16", "float64", "int32", "int64", "int8", "uint8", "bool", "float8_e4m3fn",
+          "float8_e5m2")
 FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64")
 
 #: Memory layouts a tensor input may be drawn in.  "expanded" (stride-0 views)
@@ -78,8 +79,9 @@ def tensor(shape: Sequence[str | int], *, dtypes: Sequence[str] = ("float32",),
     """Declare a tensor input.
 
     ``shape`` lists dims by name (resolved through the subject's ``dims``) or as
-    int literals.  ``dtypes``, ``layouts`` and ``values`` restrict what is drawn;
-    ``values`` may add ``"masked"`` (a block of -inf in every row, at boundary offsets and lengths: attention
+    int literals.  ``dtypes``, ``layouts`` and ``values`` restrict what is drawn (``dtypes`` from
+    :data:`DTYPES`, the float8 formats ``"float8_e4m3fn"`` / ``"float8_e5m2"`` among them; outputs may be float8
+    too); ``values`` may add ``"masked"`` (a block of -inf in every row, at boundary offsets and lengths: attention
     scores, masked logits; judged as ordinary values, not as an edge); ``nonfinite=False`` never sprinkles
     NaN/inf; ``dtype_like="x"`` gives this
     tensor the dtype drawn for input ``x``; ``low``/``high`` bound the values: floating

@@ -53,12 +53,16 @@ import torch
 
 from .rounding import Bounds, overflow_threshold
 
-# Per-dtype floors: (rtol, atol relative to the output's largest magnitude).
+# Per-dtype floors: (rtol, atol relative to the output's largest magnitude).  float8 formats (quantised outputs):
+# one epsilon relative -- a one-ulp difference, a tie rounded the other way -- and a quarter of one absolute: two
+# of e5m2's epsilons are 50%, and a scale off by a factor of two would pass.
 DEFAULT_FLOORS = {
     torch.float64: (1e-9, 1e-9),
     torch.float32: (1e-5, 1e-5),
     torch.float16: (2e-3, 2e-3),
     torch.bfloat16: (1.6e-2, 1.6e-2),
+    **{d: (torch.finfo(d).eps, torch.finfo(d).eps / 4) for d in (getattr(torch, n, None) for n in (
+        "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")) if d is not None},
 }
 MAX_INDICES = 8
 
@@ -400,8 +404,7 @@ def _stats(rep: OutputReport, c64, t64, rounded, finite, dtype) -> None:
 
 def ulp_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Elementwise distance in units in the last place between same-dtype float tensors."""
-    int_type = {torch.float16: torch.int16, torch.bfloat16: torch.int16, torch.float32: torch.int32,
-                torch.float64: torch.int64}[a.dtype]
+    int_type = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[a.dtype.itemsize]
     bits = a.dtype.itemsize * 8
 
     def key(x: torch.Tensor) -> torch.Tensor:

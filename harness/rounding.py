@@ -180,7 +180,9 @@ def _rounded(func: Any) -> bool:
 #: has nothing to cast), so the two are matched op for op without them (:func:`stored_dtypes`).
 CASTS = frozenset({"convert_element_type", "_to_copy", "to", "copy", "copy_"})
 #: Unit roundoff of the dtypes eager stores values in below float32.
-STORE_ROUNDOFF = {torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8}
+STORE_ROUNDOFF = {torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8,
+                  **{d: torch.finfo(d).eps / 2 for d in (getattr(torch, n, None) for n in (
+                      "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")) if d is not None}}
 
 
 class _Decomposed(TorchDispatchMode):

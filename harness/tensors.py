@@ -37,6 +37,7 @@ GUARD_ELEMENTS = 256
 _DTYPES = {
     "float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64,
     "int32": torch.int32, "int64": torch.int64, "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool,
+    "float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2,
 }
 
 
@@ -122,7 +123,8 @@ def _family_values(tc: TensorCase, draws: "_GeneratorDraws | _CounterDraws") -> 
         v = draws.uniform() * 2 + 1e-3
     elif fam == "large_offset":
         # mean >> std: catches E[x^2] - E[x]^2 cancellation and naive variance.
-        offset = {torch.float16: 64.0, torch.bfloat16: 64.0}.get(dtype, 1000.0)
+        offset = {torch.float16: 64.0, torch.bfloat16: 64.0, torch.float8_e4m3fn: 16.0,
+                  torch.float8_e5m2: 16.0}.get(dtype, 1000.0)
         v = offset + draws.normal()
     elif fam == "large":
         # Squares overflow the dtype: |x| in [sqrt(max), 100 sqrt(max)).

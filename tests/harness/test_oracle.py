@@ -163,6 +163,20 @@ def test_tuples_compared_elementwise_and_first_failure_reported():
     assert not res.passed and res.location.startswith("out1:")
 
 
+@pytest.mark.parametrize("fp8", [torch.float8_e4m3fn, torch.float8_e5m2])
+def test_a_float8_output_is_judged_on_its_own_rounding(fp8):
+    """Quantised outputs (an absmax-scaled cast): the truth rounded to float8 passes, a scale off by a factor of
+    two fails (the allowance is counted in the format's own ulps, as float16's is: a few of e4m3's 12.5% steps);
+    distances in float8 ulps count its 8-bit patterns."""
+    x = torch.randn(3001, generator=torch.Generator().manual_seed(2)) * 3
+    eager, truth = _ref(lambda t: (t * 16).to(fp8), x)
+    assert compare((x.double() * 16).to(fp8), eager, truth).passed
+    res = compare((x * 32).to(fp8), eager, truth)
+    assert not res.passed and res.failure_class == "mismatch"
+    one = torch.tensor([1.0]).to(fp8)
+    assert int(ulp_distance(one, torch.tensor([1.0 + torch.finfo(fp8).eps]).to(fp8))) == 1
+
+
 def test_ulp_distance():
     one = torch.tensor([1.0], dtype=torch.float32)
     nxt = torch.nextafter(one, torch.tensor([2.0]))

@@ -23,7 +23,9 @@ the smallest normal become 0 instead of subnormals, and values past the largest 
 values (3e4 -> 480 in e4m3, whose 0x7F is NaN).  A GPU (``cvt.rn.satfinite`` on NVIDIA) rounds to nearest
 even and saturates at the largest finite value (NaN stays NaN).  Here conversions to ``float8e4nv`` (e4m3fn)
 and ``float8e5`` (e5m2) with round-to-nearest-even compute that from the value (torch's conversion of the
-clamped float32 value); the other float8 formats and round-toward-zero keep Triton's.
+clamped float32 value); the other float8 formats and round-toward-zero keep Triton's.  Conversions from
+them read e4m3's NaN as 480, e5m2's infinities and NaNs as numbers past 57344, and flushed e5m2's
+subnormals on the way to float16: here they start from the value torch decodes.
 
 Warnings.  A launch runs with numpy's floating-point warnings off, as a GPU overflows silently.
 
@@ -206,7 +208,8 @@ def _install_bf16_casts(interp, np, tl, is_bf16, widen) -> None:
 
 
 def _install_fp8_casts(interp, np, tl, widen) -> None:
-    """Conversions to e4m3fn and e5m2 round the value to nearest even and saturate, as a GPU's do."""
+    """Conversions to e4m3fn and e5m2 round the value to nearest even and saturate, as a GPU's do; conversions
+    from them start from the value."""
     import torch
 
     formats = {tl.float8e4nv: torch.float8_e4m3fn, tl.float8e5: torch.float8_e5m2}
@@ -216,6 +219,10 @@ def _install_fp8_casts(interp, np, tl, widen) -> None:
     @functools.wraps(original)
     def create_fp_to_fp(self, src, dst_type, rounding_mode):
         dst, src_type = dst_type.scalar, src.dtype.scalar
+        if src_type in formats and dst not in formats:          # decode the value, then cast it from float32
+            values = torch.from_numpy(np.ascontiguousarray(src.data)).view(formats[src_type]).float().numpy()
+            wide = interp.TensorHandle(values, tl.float32)
+            return wide if dst == tl.float32 else self.cast_impl(wide, dst_type)
         rtne = rounding_mode is None or rounding_mode == interp._ir.ROUNDING_MODE.RTNE
         if dst not in formats or not rtne or not src_type.is_floating() or src_type.primitive_bitwidth < 16:
             return original(self, src, dst_type, rounding_mode)
