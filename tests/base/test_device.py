@@ -38,7 +38,7 @@ from tritondiff import subject, tensor      # after triton, as a kernel file is 
 def _rowmax_minus_sum(x_ptr, y_ptr, N, BLOCK: tl.constexpr):
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + row * N + cols, mask=cols < N, other=0.0)
+    x = tl.load(x_ptr + row * N + cols, mask=cols < N, other=-float("inf"))     # padding never the max
     y = x.max(0) - tl.sum(tl.where(cols < N, x, 0.0), 0)     # a tensor member function and a tl function
     tl.store(y_ptr + row, y)
 
