@@ -96,47 +96,49 @@ def _why_not_pure(gm: torch.fx.GraphModule) -> Optional[str]:
 
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
-_COMPILE_RULE = threading.local()          # .depth: this thread is inside _decomposed_as_compile_does; .asked
+_COMPILE_RULE = threading.local()          # .depth: this thread is inside _decomposed_as_compile_does; .applied
 
 
 def _compile_rule_patchable() -> bool:
+    """The functional mode takes ``export`` at construction (torch 2.11 and later do)."""
+    import inspect
+
     from torch._subclasses.functional_tensor import FunctionalTensorMode
-    return callable(getattr(FunctionalTensorMode, "_can_decompose", None))
+    try:
+        return "export" in inspect.signature(FunctionalTensorMode.__init__).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def _install_compile_rule() -> None:
-    """Wrap ``FunctionalTensorMode._can_decompose`` once: inside :func:`_decomposed_as_compile_does`, on the
-    thread that entered it, an export-mode functional mode answers as a torch.compile trace's would; everywhere
-    else (a ``torch.export`` on another thread) the wrapper passes the question on unchanged."""
+    """Wrap ``FunctionalTensorMode.__init__`` once: a mode made in export's mode inside
+    :func:`_decomposed_as_compile_does`, on the thread that entered it, is made as a torch.compile trace's is
+    (``export=False``); everywhere else (a ``torch.export`` on another thread) the wrapper changes nothing."""
     from torch._subclasses.functional_tensor import FunctionalTensorMode
-    original = FunctionalTensorMode._can_decompose
+    original = FunctionalTensorMode.__init__
     if getattr(original, "_tritondiff_compile_rule", False):
         return
 
     @functools.wraps(original)
-    def can_decompose(self: Any, func: Any, args: Any, kwargs: Any) -> bool:
-        if not getattr(_COMPILE_RULE, "depth", 0) or not getattr(self, "export", False):
-            return original(self, func, args, kwargs)
-        _COMPILE_RULE.asked = getattr(_COMPILE_RULE, "asked", 0) + 1
-        self.export = False
-        try:
-            return original(self, func, args, kwargs)
-        finally:
-            self.export = True
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        original(self, *args, **kwargs)
+        if getattr(_COMPILE_RULE, "depth", 0) and getattr(self, "export", False):
+            self.export = False
+            _COMPILE_RULE.applied = getattr(_COMPILE_RULE, "applied", 0) + 1
 
-    can_decompose._tritondiff_compile_rule = True
-    FunctionalTensorMode._can_decompose = can_decompose
+    init._tritondiff_compile_rule = True
+    FunctionalTensorMode.__init__ = init
 
 
 @contextlib.contextmanager
 def _decomposed_as_compile_does() -> Iterator[None]:
     """``aot_export_joint_simple`` traces in export's mode, where functionalization decomposes every op that has a
     CompositeImplicitAutograd kernel: silu's backward became ``math_silu_backward`` (sigmoid, mul, add, each
-    rounding in the low dtype).  A ``torch.compile`` trace (``aot_module_simplified``) keeps the ops autograd keeps
-    -- ``silu_backward`` -- for the decomposition table, whose formulas compute in float32 and round once, as
-    eager's kernel does.  Inside this context the export trace decides what to decompose by that rule too (the
-    functional mode asked as if not exporting), on this thread only; the trace's own checks (no mutation, no
-    aliased outputs) stay.  Re-entrant: a trace that compiles another graph nests."""
+    rounding in the low dtype).  A ``torch.compile`` trace (``aot_module_simplified``) makes its functional mode
+    without export, keeping the ops autograd keeps -- ``silu_backward`` -- for the decomposition table, whose
+    formulas compute in float32 and round once, as eager's kernel does.  Inside this context the export trace's
+    functional mode is made that way too, on this thread only; the trace's own checks (no mutation, no aliased
+    outputs) stay.  Re-entrant: a trace that compiles another graph nests."""
     _install_compile_rule()
     _COMPILE_RULE.depth = getattr(_COMPILE_RULE, "depth", 0) + 1
     try:
@@ -147,7 +149,7 @@ def _decomposed_as_compile_does() -> Iterator[None]:
 
 def _why_not_exact_backward(gm: torch.fx.GraphModule, example_inputs: list, training: bool) -> Optional[str]:
     """A training graph with float16 / bfloat16 values, where the export trace cannot be given the compile
-    decomposition rule (:func:`_decomposed_as_compile_does`, a torch without ``FunctionalTensorMode._can_decompose``):
+    decomposition rule (:func:`_decomposed_as_compile_does`, a functional mode that takes no ``export``):
     its joint trace would take the composite derivative formulas some ops have (silu's backward chained in the
     low dtype: twice eager's error, half the elements differing)."""
     if not training or _compile_rule_patchable():
@@ -226,15 +228,15 @@ def _trace(gm: torch.fx.GraphModule, example_inputs: list, training: bool,
     try:
         start = time.perf_counter()
         patched = _compile_rule_patchable()
-        asked = getattr(_COMPILE_RULE, "asked", 0)
+        applied = getattr(_COMPILE_RULE, "applied", 0)
         with _decomposed_as_compile_does() if patched else contextlib.nullcontext():
             graph = aot_export_joint_simple(gm, tuple(example_inputs), trace_joint=training,
                                             decompositions=decompositions)
-        if patched and training and getattr(_COMPILE_RULE, "asked", 0) == asked and len(graph.graph.nodes) > 2:
-            # the functional mode never asked: this torch decides elsewhere, and the rule did not apply
+        if patched and training and getattr(_COMPILE_RULE, "applied", 0) == applied:
+            # no export-mode functional mode was made: this torch traces otherwise, and the rule did not apply
             reason = _low_precision(gm, example_inputs)
             if reason is not None:
-                return f"{reason}; the compile decomposition rule did not apply (torch asks no _can_decompose)"
+                return f"{reason}; the compile decomposition rule did not apply (no functional mode was made)"
         wants_grad = _outputs_requiring_grad(gm, example_inputs) if training else None
         TRACE_SECONDS["trace"] += time.perf_counter() - start
     except Exception as e:        # mutation, aliasing, pytrees, ...: AOTAutograd's own path handles it

@@ -294,19 +294,18 @@ def test_a_low_precision_training_graph_takes_the_backward_eager_takes(dtype):
     low dtype, each rounding): twice eager's error and half the elements differing.  Traced by torch.compile's
     decomposition rule it is silu_backward, float32 inside and one rounding, as eager computes it."""
     from torch._subclasses.functional_tensor import FunctionalTensorMode
-    before = FunctionalTensorMode._can_decompose
     torch._dynamo.reset()
     compiler.counters.clear()
     got, want = _silu_grad(dtype)
     assert compiler.counters["lean_runtime.training"] == 1 and not compiler.counters["lean_runtime.refused"]
     assert (got != want).float().mean() < 0.01                # one rounding apart at most, rarely
     torch.testing.assert_close(got, want)
-    assert FunctionalTensorMode._can_decompose is before, "the trace's decomposition rule must be put back"
+    assert FunctionalTensorMode(export=True).export, "outside the lean trace an export-mode functional mode stays"
 
 
 def test_a_low_precision_training_graph_is_refused_where_the_rule_did_not_apply(monkeypatch):
-    """A torch that decides what to decompose without asking _can_decompose: the wrapper is never asked, and
-    the graph goes to AOTAutograd's runtime rather than run with a low-precision chained backward."""
+    """A torch whose export trace makes no functional mode the rule can change: the rule did not apply, and the
+    graph goes to AOTAutograd's runtime rather than run with a low-precision chained backward."""
     import contextlib
     from tritondiff.compiler import lean
     monkeypatch.setattr(lean, "_decomposed_as_compile_does", contextlib.nullcontext)
