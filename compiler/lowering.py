@@ -274,7 +274,10 @@ class GraphLowering:
             return OutputSpec("buffer", name=value.name)   # else (a layout the compiler chose): copied below
         if isinstance(value, View):     # a view of a computed buffer with the graph's strides: no copy
             strided = value.as_strided_view()
-            if strided is not None and isinstance(strided.buffer, (ComputedBuffer, ExternOutput)) and \
+            # a value saved for the backward may be a view of an input too (a weight's transpose): the backward
+            # reads it through the view, as eager's autograd saves the weight itself
+            bases = (ComputedBuffer, ExternOutput, InputBuffer) if saved else (ComputedBuffer, ExternOutput)
+            if strided is not None and isinstance(strided.buffer, bases) and \
                     (strided.layout.size, strided.layout.stride) == (want.size, want.stride):
                 return OutputSpec("buffer", name=strided.buffer.name, view=strided.layout)
         if isinstance(value, ComputedBuffer) and (not value.fixed_layout or value.layout == want):

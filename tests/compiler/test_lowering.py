@@ -5,7 +5,7 @@ from tritondiff import compiler
 from tritondiff.compiler import lowering
 from tritondiff.compiler.exc import LoweringError, Unsupported
 from tritondiff.compiler.ir import ComputedBuffer, ExternKernel, Pointwise, Reduction
-from tritondiff.compiler.lowering import lower_graph
+from tritondiff.compiler.lowering import SAVED_FROM, lower_graph
 from tritondiff.compiler.ops import ops
 from tests.compiler.util import check, run_compiled
 
@@ -173,6 +173,29 @@ def test_a_view_of_a_computed_buffer_is_returned_as_a_view_not_copied():
     want = fn(x)
     assert [g.stride() for g in got] == [w.stride() for w in want]
     assert got[0].untyped_storage().data_ptr() == got[1].untyped_storage().data_ptr()
+
+
+def test_a_weights_transpose_saved_for_the_backward_is_a_view_of_the_input_not_a_copy():
+    """A partitioned forward saves ``w.t()`` (the backward's mm operand): eager's autograd saves the weight
+    itself, so the saved value is the input's storage with the transposed strides -- a copy kernel per weight
+    and step otherwise.  The same view as a user output is still a copy (it must not alias the input)."""
+    def fn(x, w):
+        return (x @ w.t()).relu(), w.t()
+    x, w = torch.randn(6, 5), torch.randn(4, 5)
+    gm = torch.fx.experimental.proxy_tensor.make_fx(fn)(x, w)
+    gm.meta[SAVED_FROM] = 1
+    graph = lower_graph(gm, [x, w], "t")
+    user, saved = graph.outputs
+    assert saved.view is not None and saved.name == graph.inputs[1].name
+    assert saved.view.stride == (1, 5) and saved.view.size == (5, 4)
+    del gm.meta[SAVED_FROM]
+    plain = lower_graph(gm, [x, w], "t")
+    assert plain.outputs[1].view is None                       # not saved: the user's output is its own tensor
+    with compiler.config.patch(execution="triton"):
+        from tritondiff.compiler.pipeline import compile_graph
+        gm.meta[SAVED_FROM] = 1
+        out = compile_graph(gm, [x, w], "t_saved")([x, w])
+    assert out[1].untyped_storage().data_ptr() == w.untyped_storage().data_ptr() and torch.equal(out[1], w.t())
 
 
 # ------------------------------------------------------------------ products with a zero factor
