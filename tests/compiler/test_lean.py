@@ -281,8 +281,11 @@ def test_saved_tensor_hooks_see_only_the_compiled_forwards_saved_values():
 
 
 def _silu_grad(dtype):
-    x = torch.randn(64, 128, dtype=dtype, generator=torch.Generator().manual_seed(3)).requires_grad_()
-    g = torch.randn(64, 128, dtype=dtype, generator=torch.Generator().manual_seed(4))
+    """silu's gradient compiled and eager, on the kernel device (CPU generators draw the values there)."""
+    on = torch.get_default_device()
+    x = torch.randn(64, 128, dtype=dtype, generator=torch.Generator().manual_seed(3), device="cpu")
+    x = x.to(on).requires_grad_()
+    g = torch.randn(64, 128, dtype=dtype, generator=torch.Generator().manual_seed(4), device="cpu").to(on)
     (got,) = torch.autograd.grad(torch.compile(torch.nn.functional.silu, backend="tritondiff")(x), x, g)
     (want,) = torch.autograd.grad(torch.nn.functional.silu(x), x, g)
     return got, want
