@@ -16,6 +16,9 @@ float32 machine, each time with other random rounding directions (Monte Carlo ar
 * every arithmetic result moves by one unit roundoff of its own magnitude, in a random direction;
 * an addition or subtraction moves by a roundoff of ``|a| + |b|``: another association of the same terms
   (``lse - x`` formed as ``m + log(s) - x``) rounds a partial at the operands' size, not the result's;
+* a logarithm or exponential moves by a few roundoffs as a GPU's approximate ones err: the logarithm's of at
+  least 1 (its error near 1 is absolute), the exponential's grown by its argument's size
+  (:data:`APPROX_ROUNDOFFS`);
 * an accumulation (sum, mean, matmul, convolution, scatter-add ...) moves by ``sqrt(n)`` roundoffs of the
   magnitude it passes through -- the same op applied to the absolute values -- since its partial sums are
   never seen and a sum that cancels is rounded at the size of its terms (Higham & Mary's probabilistic bound
@@ -90,6 +93,15 @@ ACCUMULATIONS = frozenset({
 })
 #: Additions: rounded at the sum of their operands' magnitudes (``|a| + |alpha| |b|``).
 ADDITIONS = frozenset({"add", "add_", "sub", "sub_", "rsub"})
+#: A GPU's fast exponential and logarithm: Triton's float32 ``tl.exp`` / ``tl.log`` run ``ex2.approx`` /
+#: ``lg2.approx``, a few roundoffs off relative to the result, and the logarithm's error near 1 is absolute
+#: (2^-22.6 on [0.5, 2], where the result is near 0: ``log(sum(exp(x - m)))`` of a row whose sum is ~1 carries
+#: it into every log-softmax and cross entropy); the exponential's argument is first multiplied by log2(e), a
+#: rounding relative to ``|x|`` that the result carries.  Their results move by APPROX_ROUNDOFFS roundoffs of
+#: ``max(|result|, 1)`` (logarithms) or of ``|result| (1 + |x| log2 e)`` (exponentials).
+APPROX_ROUNDOFFS = 4
+LOGARITHMS = frozenset({"log", "log2"})
+EXPONENTIALS = frozenset({"exp", "exp2"})
 #: Where the decompositions used live (``torch._decomp`` and the ``torch._refs`` it registers): a composite op
 #: is run as its decomposition so its intermediates are rounded one by one; an op without one is rounded as a
 #: whole (once, at its output's magnitude).
@@ -282,10 +294,14 @@ class RoundingProbe(_Decomposed):
         else:
             magnitudes = None
         out = func(*args, **kwargs)
+        approximate = (self.roundoff > UNIT_ROUNDOFF[torch.float64] and isinstance(out, torch.Tensor)
+                       and out.dtype.is_floating_point and name in LOGARITHMS | EXPONENTIALS)
+        if approximate:
+            magnitudes = _approximate(name, args[0], out)
         terms = (lambda o: _terms(name, args, o)) if accumulation else (lambda o: 1)
         mutable = func._schema.is_mutable
         if isinstance(out, torch.Tensor):
-            return self._round(out, magnitudes, terms, mutable, store)
+            return self._round(out, magnitudes, terms, mutable, store, approximate)
         if isinstance(out, (tuple, list)):
             mags = magnitudes if isinstance(magnitudes, (tuple, list)) else [None] * len(out)
             return type(out)(self._round(o, m, terms, mutable, store) if isinstance(o, torch.Tensor) else o
@@ -293,7 +309,7 @@ class RoundingProbe(_Decomposed):
         return out
 
     def _round(self, out: torch.Tensor, magnitude: Any, terms: Callable[[torch.Tensor], int],
-               mutable: bool, store: float = 0.0) -> torch.Tensor:
+               mutable: bool, store: float = 0.0, approximate: bool = False) -> torch.Tensor:
         if not out.dtype.is_floating_point or out.numel() == 0:
             return out
         size = out.abs()
@@ -306,6 +322,11 @@ class RoundingProbe(_Decomposed):
         if through is not None:
             size = through * math.sqrt(terms(out))
         signs = torch.randint(0, 2, out.shape, generator=self.generator).to(out.device, out.dtype) * 2 - 1
+        if approximate and self.probe < 2:
+            # an approximate function errs the same way wherever its argument is alike: in the first two probes
+            # every approximation moves up, then down, so that two of them in a chain (the exp and the log of a
+            # log-sum-exp) add as they can on a GPU rather than cancel by chance in all four probes
+            signs = torch.full_like(signs, 1.0 if self.probe == 0 else -1.0)
         step = signs * (self.roundoff * size + store * out.abs())
         # non-finite values stay as they are; an infinite magnitude (an inf input, a NaN) moves nothing
         new = torch.where(torch.isfinite(out) & torch.isfinite(step), out + step, out)
@@ -318,6 +339,14 @@ class RoundingProbe(_Decomposed):
         if mutable:
             return out.copy_(new)          # the op wrote into its argument: so does its rounding
         return new
+
+
+def _approximate(name: str, x: Any, out: torch.Tensor) -> torch.Tensor:
+    """The magnitude a GPU's approximate logarithm or exponential errs at (:data:`APPROX_ROUNDOFFS`)."""
+    if name in LOGARITHMS:
+        return out.abs().clamp_min(1.0) * APPROX_ROUNDOFFS
+    reduction = x.abs() * (1.0 if name == "exp2" else math.log2(math.e)) if isinstance(x, torch.Tensor) else 0.0
+    return out.abs() * (APPROX_ROUNDOFFS + reduction)
 
 
 def _float32_scalar(value: Any) -> Any:

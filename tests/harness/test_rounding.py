@@ -242,3 +242,32 @@ def test_a_nan_from_partials_overflowing_both_ways_is_excused_past_the_range_and
     assert not plain.passed and judged.passed, (plain.message, judged.message)
     wrong = lambda a, b: torch.full((1, 1), float("-inf"))
     assert not _judge(lambda a, b: a @ b, wrong, a=a, b=b)[1].passed
+
+
+def test_a_gpus_approximate_logarithm_near_one_is_allowed_and_a_real_error_is_not():
+    """Cross entropy over one class: the loss is exactly 0 and eager lands on it, since log_softmax subtracts a
+    value from itself.  A kernel forms lse = m + log(sum(exp(x - m))) with a GPU's lg2.approx, whose error near
+    1 is absolute (~2^-22.6): a few 2^-23 off (an H200 gave 3 * 2^-23), which a correctly rounded log would not
+    be.  That is rounding, allowed; 1e-4 is not."""
+    logits = (64 + torch.randn(1, 1, dtype=torch.float64)).expand(6, 1)
+    labels = torch.zeros(6, dtype=torch.int64)
+
+    def ce(logits, labels):
+        return F.cross_entropy(30 * torch.tanh(logits / 30), labels, reduction="none")
+
+    truth = [ce(logits, labels)]
+    eager = ce(logits.float(), labels)
+    assert float(truth[0].abs().max()) == 0.0 and float(eager.abs().max()) == 0.0
+    noise = rounding.measure(ce, {"logits": logits, "labels": labels}, truth, [torch.float32], flatten)
+    assert noise is not None and float(noise.levels[0].min()) >= 2.0 ** -22
+    gpu = torch.full((6,), 3 * 2.0 ** -23)
+    assert compare(gpu, eager, truth[0], noise=noise).passed
+    assert not compare(torch.full((6,), 1e-4), eager, truth[0], noise=noise).passed
+
+
+def test_an_exponential_moves_with_its_arguments_size():
+    """exp(x) on a GPU is ex2(x log2 e): the product's rounding, relative to |x|, is carried into the result."""
+    x = torch.tensor([0.5, 40.0, -40.0], dtype=torch.float64)
+    noise = rounding.measure(torch.exp, {"input": x}, [torch.exp(x)], [torch.float32], flatten)
+    rel = noise.levels[0] / torch.exp(x)
+    assert float(rel[1]) > 10 * float(rel[0]) and float(rel[1]) < 200 * rounding.UNIT_ROUNDOFF_DEFAULT
