@@ -2,25 +2,11 @@
 round to nearest even and saturate at the largest finite value, NaN stays NaN; from them, torch's decoding."""
 import pytest
 import torch
-import triton
-import triton.language as tl
 
 from tritondiff.base import device
+from tests.base.casts import cast
 
 pytestmark = pytest.mark.skipif(device.is_interpreter(), reason="the compiled conversions are the reference here")
-
-
-@triton.jit
-def _cast_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + offs, mask=offs < n)
-    tl.store(y_ptr + offs, x.to(y_ptr.dtype.element_ty), mask=offs < n)
-
-
-def _cast(x, dtype):
-    y = torch.empty(x.shape, dtype=dtype, device=x.device)
-    _cast_kernel[(1,)](x, y, x.numel(), BLOCK=triton.next_power_of_2(max(x.numel(), 1)))
-    return y
 
 
 @pytest.mark.parametrize("source", [torch.float32, torch.float16, torch.bfloat16])
@@ -32,7 +18,7 @@ def test_conversions_to_float8_round_to_nearest_even_and_saturate(source, fp8):
     edges = torch.tensor([31.4, 31.0, 7.9, -31.4, top, top * 1.06, -top * 3, 1e-3, 2.0 ** -10, 1e-9, 0.0, -0.0,
                           float("inf"), -float("inf"), float("nan")])
     x = torch.cat([base, edges]).to(source).to(device.torch_device())
-    got = _cast(x, fp8).cpu()
+    got = cast(x, fp8).cpu()
     want = x.cpu().float().clamp(-top, top).to(fp8)
     same = (got.view(torch.uint8) == want.view(torch.uint8)) | (got.float().isnan() & want.float().isnan())
     assert bool(same.all()), (x.cpu()[~same][:5], got[~same][:5].float(), want[~same][:5].float())
@@ -46,7 +32,7 @@ def test_conversions_from_float8_decode_every_pattern_as_torch_does(target, fp8)
     decodes them as torch does; a kernel that carries e5m2 infinities into bfloat16 is then found wrong on the GPU
     against eager, as it is there."""
     x = torch.arange(256, dtype=torch.int32).to(torch.uint8).view(fp8).to(device.torch_device())
-    got, want = _cast(x, target).cpu(), x.cpu().float().to(target)
+    got, want = cast(x, target).cpu(), x.cpu().float().to(target)
     same = (got == want) | (got.isnan() & want.isnan())
     if fp8 == torch.float8_e5m2 and target == torch.bfloat16:
         special = (x.cpu().view(torch.uint8) & 0x7C) == 0x7C

@@ -7,6 +7,7 @@ import triton
 import triton.language as tl
 
 from tritondiff.base import device
+from tests.base.casts import cast
 from tritondiff.harness import subject, tensor
 from tritondiff.harness.executor import InProcess
 from tritondiff.harness.explore import explore
@@ -212,19 +213,6 @@ def test_a_bf16_sum_adds_values_not_bit_patterns():
     torch.testing.assert_close(d.float()[0], want.bfloat16().float(), rtol=2 ** -7, atol=0)
 
 
-@triton.jit
-def _cast_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + offs, mask=offs < n)
-    tl.store(y_ptr + offs, x.to(y_ptr.dtype.element_ty), mask=offs < n)
-
-
-def _cast(x, dtype):
-    y = torch.empty(x.shape, dtype=dtype)
-    _cast_kernel[(1,)](x, y, x.numel(), BLOCK=triton.next_power_of_2(max(x.numel(), 1)))
-    return y
-
-
 @pytest.mark.parametrize("source", [torch.float32, torch.float64, torch.float16, torch.int32, torch.int64])
 def test_conversions_to_bf16_round_to_nearest_even_as_a_gpu_does(source):
     """The interpreter truncated float32 to bf16 and turned float64, float16 and integers into garbage
@@ -241,19 +229,19 @@ def test_conversions_to_bf16_round_to_nearest_even_as_a_gpu_does(source):
     else:
         x = torch.cat([torch.randint(-2 ** 30, 2 ** 30, (2000,), generator=g), torch.tensor([257, 259, -257, 0])])
         x = x.to(source)
-    got, want = _cast(x, torch.bfloat16), x.to(torch.bfloat16)
+    got, want = cast(x, torch.bfloat16), x.to(torch.bfloat16)
     same = (got.view(torch.int16) == want.view(torch.int16)) | (got.isnan() & want.isnan())
     assert bool(same.all()), (x[~same][:5], got[~same][:5], want[~same][:5])
     if source == torch.float64:     # just past a halfway case: rounded once, up (float32 first would make a tie)
         past = torch.tensor([1 + 2 ** -8 + 2 ** -30, -(1 + 2 ** -8 + 2 ** -30)], dtype=torch.float64)
-        assert _cast(past, torch.bfloat16).tolist() == [1 + 2 ** -7, -(1 + 2 ** -7)]
+        assert cast(past, torch.bfloat16).tolist() == [1 + 2 ** -7, -(1 + 2 ** -7)]
 
 
 @pytest.mark.parametrize("target", [torch.float64, torch.float16, torch.int32])
 def test_conversions_from_bf16_start_from_its_value(target):
     """bf16 to float64, float16 and integers read the bf16 value, not its bit pattern as a number."""
     x = torch.tensor([1.5, -2.25, 3.0e4, -7.0, 0.0, 100.5], dtype=torch.bfloat16)
-    assert torch.equal(_cast(x, target), x.to(target))
+    assert torch.equal(cast(x, target), x.to(target))
 
 
 @pytest.mark.parametrize("source", [torch.float32, torch.float16, torch.bfloat16])
@@ -268,11 +256,11 @@ def test_conversions_to_float8_round_to_nearest_even_and_saturate_as_a_gpu_does(
     edges = torch.tensor([31.4, 31.0, 7.9, -31.4, top, top * 1.06, -top * 3, 1e-3, 2.0 ** -10, 1e-9, 0.0, -0.0,
                           float("inf"), -float("inf"), float("nan")])
     x = torch.cat([base, edges]).to(source)
-    got = _cast(x, fp8)
+    got = cast(x, fp8)
     want = x.float().clamp(-top, top).to(fp8)
     same = (got.view(torch.uint8) == want.view(torch.uint8)) | (got.float().isnan() & want.float().isnan())
     assert bool(same.all()), (x[~same][:5], got[~same][:5].float(), want[~same][:5].float())
-    assert _cast(torch.tensor([31.4, 7.9]), fp8).float().tolist() == [32.0, 8.0]
+    assert cast(torch.tensor([31.4, 7.9]), fp8).float().tolist() == [32.0, 8.0]
 
 
 @triton.jit
