@@ -9,9 +9,10 @@ straight to the pipeline.
 The key is everything the trace and the partition read: the dynamo graph's code (and its submodules' and
 tensor constants' contents), each input's shape, strides, storage offset, dtype, device, whether it requires
 grad and which inputs share storage; grad mode, the autocast state, deterministic algorithms, the default dtype
-and the backend switches composite ops read (SDPA's kernels, cuDNN, oneDNN); functorch's config, this
-compiler's config (``config.cache_key()`` and the partitioner) and the source of this package and its base
-(decompositions, partitioner, runtime); the torch, Triton and Python versions.  A graph that calls anything
+and the backend switches composite ops read (SDPA's kernels, cuDNN, oneDNN); the decomposition table's entries
+(op, function), functorch's config, this compiler's config (``config.cache_key()`` and the partitioner) and the
+source of this package and its base (decompositions, partitioner, runtime); the torch, Triton and Python
+versions.  A graph that calls anything
 whose code the key does not hold -- a custom op (its Python kernels and autograd formula are the user's), a
 function outside torch, a Python callable passed as an argument -- takes symbolic sizes or holds a large constant
 is not cached (``counters["graph_cache.uncacheable"]``, the reason in this module's debug log).
@@ -86,11 +87,13 @@ class Uncacheable(Exception):
     """Why a graph's trace cannot be looked up by a key (a message for the debug log)."""
 
 
-def key(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], training: bool) -> Optional[str]:
-    """The cache key of tracing ``gm`` at ``example_inputs``, or None (the reason logged) where it has none."""
+def key(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], training: bool,
+        decompositions: Optional[dict] = None) -> Optional[str]:
+    """The cache key of tracing ``gm`` at ``example_inputs`` with ``decompositions``, or None (the reason logged)
+    where it has none."""
     try:
         parts = [_FORMAT, _versions(), repr(config.cache_key()), config.partitioner, training, _global_state(),
-                 _graph_text(gm), _inputs(example_inputs)]
+                 _table(decompositions or {}), _graph_text(gm), _inputs(example_inputs)]
     except Exception as e:  # noqa: BLE001  (Uncacheable, or a constant that does not hash: trace it)
         counters["graph_cache.uncacheable"] += 1
         log.debug("graph not cached: %s: %s", type(e).__name__, e)
@@ -143,6 +146,14 @@ def _global_state() -> tuple:
     return (torch.is_grad_enabled(), autocast, torch.is_autocast_cache_enabled(),
             torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled(),
             str(torch.get_default_dtype()), functorch, tuple(backends))
+
+
+def _table(decompositions: dict) -> str:
+    """The decomposition table by what each entry runs: an op's name and its function's module and name (a
+    table with another function for an op -- a test's, a caller's -- is another key)."""
+    entries = sorted((str(op), getattr(fn, "__module__", "?"), getattr(fn, "__qualname__", type(fn).__name__))
+                     for op, fn in decompositions.items())
+    return hashlib.sha256(repr(entries).encode()).hexdigest()
 
 
 def _graph_text(gm: torch.fx.GraphModule) -> list:

@@ -200,7 +200,7 @@ def runner(gm: torch.fx.GraphModule, example_inputs: list, compile_graph: Compil
     if reason is not None:
         return _refused(reason)
     start = time.perf_counter()
-    digest = graph_cache.key(gm, example_inputs, training) if config.graph_cache else None
+    digest = graph_cache.key(gm, example_inputs, training, decompositions) if config.graph_cache else None
     traced = graph_cache.load(digest) if digest is not None else None
     TRACE_SECONDS["graph_cache"] += time.perf_counter() - start
     if traced is None:

@@ -108,6 +108,14 @@ def test_the_key_changes_with_what_the_trace_reads(cache_dir):
         others["default dtype"] = _key([x, y])
     finally:
         torch.set_default_dtype(default)
+    from torch._decomp import core_aten_decompositions
+    from tritondiff.compiler.decompositions import decomposition_table
+    table = decomposition_table()
+    op = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
+    with_table = graph_cache.key(_gm(), [x, y], True, table)
+    assert with_table == graph_cache.key(_gm(), [x, y], True, dict(table)) and with_table != base
+    # another function for one op (a test that plants an unfaithful decomposition): another key
+    assert graph_cache.key(_gm(), [x, y], True, {**table, op: core_aten_decompositions()[op]}) != with_table
     assert base is not None and all(k is not None for k in others.values())
     assert len({base, *others.values()}) == len(others) + 1, {k: v[:8] for k, v in others.items()}
 
