@@ -99,8 +99,9 @@ _LOW_PRECISION = (torch.float16, torch.bfloat16)
 _COMPILE_RULE = threading.local()          # .depth: this thread is inside _decomposed_as_compile_does; .applied
 
 
+@functools.lru_cache(maxsize=1)
 def _compile_rule_patchable() -> bool:
-    """The functional mode takes ``export`` at construction (torch 2.11 and later do)."""
+    """The functional mode takes ``export`` at construction (torch 2.11 and later do); asked once a process."""
     import inspect
 
     from torch._subclasses.functional_tensor import FunctionalTensorMode

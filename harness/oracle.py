@@ -51,7 +51,7 @@ from typing import Any
 
 import torch
 
-from .rounding import Bounds, overflow_threshold
+from .rounding import FLOAT8, Bounds, overflow_threshold
 
 # Per-dtype floors: (rtol, atol relative to the output's largest magnitude).  float8 formats (quantised outputs):
 # one epsilon relative -- a one-ulp difference, a tie rounded the other way -- and a quarter of one absolute: two
@@ -61,8 +61,7 @@ DEFAULT_FLOORS = {
     torch.float32: (1e-5, 1e-5),
     torch.float16: (2e-3, 2e-3),
     torch.bfloat16: (1.6e-2, 1.6e-2),
-    **{d: (torch.finfo(d).eps, torch.finfo(d).eps / 4) for d in (getattr(torch, n, None) for n in (
-        "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")) if d is not None},
+    **{d: (torch.finfo(d).eps, torch.finfo(d).eps / 4) for d in FLOAT8},
 }
 MAX_INDICES = 8
 

@@ -68,6 +68,9 @@ STEPS = frozenset({
 #: float64 copies of every intermediate.
 MAX_ELEMENTS = 1 << 24
 
+#: The float8 formats this torch has (quantised values: stored, and judged on their own rounding by the oracle).
+FLOAT8 = tuple(d for d in (getattr(torch, n, None) for n in (
+    "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")) if d is not None)
 #: Unit roundoff of the arithmetic a kernel does: float32 for float32, float16 and bfloat16 inputs (Triton
 #: kernels accumulate and compute in float32), float64 where every floating input is float64.
 UNIT_ROUNDOFF = {torch.float64: 2.0 ** -53}
@@ -102,6 +105,7 @@ ADDITIONS = frozenset({"add", "add_", "sub", "sub_", "rsub"})
 APPROX_ROUNDOFFS = 4
 LOGARITHMS = frozenset({"log", "log2"})
 EXPONENTIALS = frozenset({"exp", "exp2"})
+_APPROXIMATE = LOGARITHMS | EXPONENTIALS
 #: Where the decompositions used live (``torch._decomp`` and the ``torch._refs`` it registers): a composite op
 #: is run as its decomposition so its intermediates are rounded one by one; an op without one is rounded as a
 #: whole (once, at its output's magnitude).
@@ -193,8 +197,7 @@ def _rounded(func: Any) -> bool:
 CASTS = frozenset({"convert_element_type", "_to_copy", "to", "copy", "copy_"})
 #: Unit roundoff of the dtypes eager stores values in below float32.
 STORE_ROUNDOFF = {torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8,
-                  **{d: torch.finfo(d).eps / 2 for d in (getattr(torch, n, None) for n in (
-                      "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")) if d is not None}}
+                  **{d: torch.finfo(d).eps / 2 for d in FLOAT8}}
 
 
 class _Decomposed(TorchDispatchMode):
@@ -295,7 +298,7 @@ class RoundingProbe(_Decomposed):
             magnitudes = None
         out = func(*args, **kwargs)
         approximate = (self.roundoff > UNIT_ROUNDOFF[torch.float64] and isinstance(out, torch.Tensor)
-                       and out.dtype.is_floating_point and name in LOGARITHMS | EXPONENTIALS)
+                       and out.dtype.is_floating_point and name in _APPROXIMATE)
         if approximate:
             magnitudes = _approximate(name, args[0], out)
         terms = (lambda o: _terms(name, args, o)) if accumulation else (lambda o: 1)
